@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+// StallWatch: a main-loop stall watchdog for Linux services.
+import PackageDescription
+
+/// Debian's libunwind-dev puts its headers under the multiarch include directory.
+let multiarchInclude = "/usr/include/x86_64-linux-gnu"
+
+let package = Package(
+    name: "StallWatch",
+    products: [
+        .library(name: "StallWatch", targets: ["StallWatch"]),
+        .library(name: "StallWatchInspector", targets: ["StallWatchInspector"]),
+        .executable(name: "stallwatch", targets: ["stallwatch"]),
+        .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
+    ],
+    targets: [
+        // The only code that runs in a signal handler, speaks libunwind's macro API, raw ptrace or libdwfl.
+        .target(
+            name: "CStallWatch",
+            cSettings: [
+                .define("_GNU_SOURCE"),
+                .unsafeFlags(["-I\(multiarchInclude)", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
+            ],
+            linkerSettings: [
+                .linkedLibrary("unwind-ptrace"),
+                .linkedLibrary("unwind-generic"),
+                .linkedLibrary("unwind"),
+                .linkedLibrary("lzma"),
+                .linkedLibrary("dw"),
+                .linkedLibrary("elf"),
+            ]
+        ),
+        // What a service embeds: run loop, watchdog, in-process capture, symbolication, reports.
+        .target(name: "StallWatch", dependencies: ["CStallWatch"]),
+        // Reading, summarising and rendering reports for the CLI.
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch"]),
+        .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
+        .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch"]),
+        .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
+        .testTarget(name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,8 @@
+// Umbrella header of the C target: every exported symbol carries the sw_ prefix.
+#ifndef CSTALLWATCH_H
+#define CSTALLWATCH_H
+#include "sw_sys.h"
+#include "sw_capture.h"
+#include "sw_unwind.h"
+#include "sw_symbols.h"
+#endif

@@ -1,0 +1,40 @@
+// Thin syscall and libdispatch shims that Swift cannot reach directly.
+#ifndef SW_SYS_H
+#define SW_SYS_H
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// gettid(2). Async-signal-safe.
+pid_t sw_gettid(void);
+
+/// tgkill(2); returns 0 or -errno. Async-signal-safe.
+int sw_tgkill(pid_t pid, pid_t tid, int sig);
+
+/// clock_gettime(CLOCK_MONOTONIC) in nanoseconds. Async-signal-safe.
+uint64_t sw_monotonic_ns(void);
+
+/// clock_gettime(CLOCK_MONOTONIC_COARSE) in nanoseconds (vDSO, ~4 ms resolution). Async-signal-safe.
+uint64_t sw_monotonic_coarse_ns(void);
+
+/// clock_gettime(CLOCK_BOOTTIME) in nanoseconds (advances across suspend). Async-signal-safe.
+uint64_t sw_boottime_ns(void);
+
+/// CLOCK_REALTIME in nanoseconds since the epoch. Async-signal-safe.
+uint64_t sw_realtime_ns(void);
+
+/// The Dispatch main queue's wake-up handle (an eventfd on Linux), as Foundation's run loop uses it.
+/// Returns -1 where libdispatch does not export the hook. Not async-signal-safe.
+int sw_main_queue_handle(void);
+
+/// Drains the Dispatch main queue on the calling thread (libdispatch's `_dispatch_main_queue_callback_4CF`).
+/// Must be called on the process's main thread. Not async-signal-safe.
+void sw_main_queue_drain(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

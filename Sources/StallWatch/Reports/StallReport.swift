@@ -1,0 +1,248 @@
+// The stall report: one JSON document per stall, the same schema for every capture path.
+import Foundation
+
+/// Everything StallWatch knows about one stall of a watched loop.
+///
+/// Encoded as JSON (camelCase keys) by ``ReportWriter``; the schema is published in
+/// `Config/stall-report.schema.json` and versioned by ``schemaVersion``. Addresses, offsets and load bases are
+/// hexadecimal strings (`"0x7f3a…"`) so that 64-bit values survive JSON readers that use doubles.
+public struct StallReport: Codable, Sendable, Equatable {
+    /// The schema version this build writes. Readers skip documents with a larger version.
+    public static let currentSchemaVersion = 1
+
+    public enum Status: String, Codable, Sendable, CaseIterable {
+        /// Written at detection; the stall had not ended when the file was written.
+        case ongoing
+        /// The loop moved on; `endedAt` and `durationMs` are exact.
+        case ended
+        /// The process ended (or the watcher stopped) while the loop was still stuck.
+        case unrecovered
+    }
+
+    public enum Severity: String, Codable, Sendable, CaseIterable {
+        /// Longer than `thresholdMs`.
+        case stall
+        /// Longer than `hangThresholdMs`.
+        case hang
+    }
+
+    public var schemaVersion: Int
+    /// Unique per report: time, pid and a per-process counter (`20261130T221500.123Z-4242-3`).
+    public var id: String
+    public var status: Status
+    public var severity: Severity
+    /// When the loop entered the phase it got stuck in (wall clock).
+    public var startedAt: Date
+    /// When the loop left it; nil while `ongoing` or `unrecovered`.
+    public var endedAt: Date?
+    /// Exact for `ended` reports; the time stuck so far otherwise.
+    public var durationMs: Double
+    public var detection: Detection
+    public var process: ProcessDescription
+    public var loop: LoopDescription
+    public var samples: [Sample]
+    /// The images (executable and shared objects) that any frame points into.
+    public var images: [ImageInfo]
+    /// A hash of image + offset of the top frames of the dominant stack: stable across ASLR and hosts.
+    public var signature: String
+    public var capture: CaptureSummary
+    /// Facts that qualify the report (late watchdog wake-up, process stopped, …), one sentence each.
+    public var notes: [String]
+    /// Key/values the service attached to the loop work that stalled.
+    public var annotations: [String: String]
+
+    public init(
+        schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
+        startedAt: Date, endedAt: Date?, durationMs: Double, detection: Detection, process: ProcessDescription,
+        loop: LoopDescription, samples: [Sample], images: [ImageInfo], signature: String, capture: CaptureSummary,
+        notes: [String] = [], annotations: [String: String] = [:]
+    ) {
+        self.schemaVersion = schemaVersion
+        self.id = id
+        self.status = status
+        self.severity = severity
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.durationMs = durationMs
+        self.detection = detection
+        self.process = process
+        self.loop = loop
+        self.samples = samples
+        self.images = images
+        self.signature = signature
+        self.capture = capture
+        self.notes = notes
+        self.annotations = annotations
+    }
+}
+
+extension StallReport {
+    /// How the stall was noticed.
+    public struct Detection: Codable, Sendable, Equatable {
+        /// `in-process` (embedded watchdog), `heartbeat` (sidecar reading the heartbeat segment) or `proc`
+        /// (sidecar without instrumentation, from /proc evidence).
+        public var source: String
+        /// `deadline` (the default) or `classic` (signal per transition, N consecutive timeouts).
+        public var strategy: String
+        public var thresholdMs: Double
+        public var hangThresholdMs: Double
+        /// When the watchdog saw the threshold crossed (wall clock).
+        public var detectedAt: Date
+        /// Detection time minus the moment the threshold was crossed.
+        public var latencyMs: Double
+
+        public init(
+            source: String, strategy: String, thresholdMs: Double, hangThresholdMs: Double, detectedAt: Date,
+            latencyMs: Double
+        ) {
+            self.source = source
+            self.strategy = strategy
+            self.thresholdMs = thresholdMs
+            self.hangThresholdMs = hangThresholdMs
+            self.detectedAt = detectedAt
+            self.latencyMs = latencyMs
+        }
+    }
+
+    public struct ProcessDescription: Codable, Sendable, Equatable {
+        public var pid: Int32
+        public var executable: String
+        public var buildId: String?
+        public var host: String
+
+        public init(pid: Int32, executable: String, buildId: String?, host: String) {
+            self.pid = pid
+            self.executable = executable
+            self.buildId = buildId
+            self.host = host
+        }
+    }
+
+    public struct LoopDescription: Codable, Sendable, Equatable {
+        public var name: String
+        public var threadId: Int32
+        /// The activity the loop was stuck after (`beforeSources`, `afterWaiting`, …).
+        public var phase: String
+        /// The loop iteration (transition sequence) that stalled.
+        public var iteration: UInt64
+
+        public init(name: String, threadId: Int32, phase: String, iteration: UInt64) {
+            self.name = name
+            self.threadId = threadId
+            self.phase = phase
+            self.iteration = iteration
+        }
+    }
+
+    /// One backtrace of the loop thread, taken while it was stuck.
+    public struct Sample: Codable, Sendable, Equatable {
+        /// Milliseconds since `startedAt`.
+        public var offsetMs: Double
+        /// Innermost frame first.
+        public var frames: [StackFrame]
+        /// How long the loop thread was paused for this sample (signal sent → copy done), in microseconds.
+        public var pauseMicros: Double?
+        /// Why this sample has no (or a partial) stack, e.g. "handler did not run within 100 ms (state D)".
+        public var error: String?
+
+        public init(offsetMs: Double, frames: [StackFrame], pauseMicros: Double? = nil, error: String? = nil) {
+            self.offsetMs = offsetMs
+            self.frames = frames
+            self.pauseMicros = pauseMicros
+            self.error = error
+        }
+    }
+
+    /// What capturing the samples cost, and what went wrong on the way.
+    public struct CaptureSummary: Codable, Sendable, Equatable {
+        /// `signal` (in-process) or `ptrace` (sidecar).
+        public var method: String
+        public var sampleIntervalMs: Double
+        public var samplesTaken: Int
+        public var samplesFailed: Int
+        /// Loop-thread pause per sample, median and max, microseconds.
+        public var pauseMicrosMedian: Double?
+        public var pauseMicrosMax: Double?
+        /// Unwinding the copied stacks, per sample median, microseconds.
+        public var unwindMicrosMedian: Double?
+        /// Symbolicating all frames of the report, total, microseconds.
+        public var symbolicationMicros: Double?
+        /// One line per problem met while capturing (unreadable page, timeout, truncated stack …).
+        public var errors: [String]
+
+        public init(
+            method: String, sampleIntervalMs: Double, samplesTaken: Int = 0, samplesFailed: Int = 0,
+            pauseMicrosMedian: Double? = nil, pauseMicrosMax: Double? = nil, unwindMicrosMedian: Double? = nil,
+            symbolicationMicros: Double? = nil, errors: [String] = []
+        ) {
+            self.method = method
+            self.sampleIntervalMs = sampleIntervalMs
+            self.samplesTaken = samplesTaken
+            self.samplesFailed = samplesFailed
+            self.pauseMicrosMedian = pauseMicrosMedian
+            self.pauseMicrosMax = pauseMicrosMax
+            self.unwindMicrosMedian = unwindMicrosMedian
+            self.symbolicationMicros = symbolicationMicros
+            self.errors = errors
+        }
+    }
+}
+
+/// One frame of a backtrace.
+public struct StackFrame: Codable, Sendable, Equatable, Hashable {
+    /// The program counter (innermost frame) or return address (callers), hex.
+    public var address: String
+    /// Path of the image the address falls in.
+    public var image: String?
+    /// `address - image load base`, hex: with the image's build-id, enough to symbolicate anywhere.
+    public var offset: String?
+    /// Demangled function name.
+    public var symbol: String?
+    /// Bytes from the start of the function.
+    public var symbolOffset: Int?
+    public var file: String?
+    public var line: Int?
+
+    public init(
+        address: String, image: String? = nil, offset: String? = nil, symbol: String? = nil,
+        symbolOffset: Int? = nil, file: String? = nil, line: Int? = nil
+    ) {
+        self.address = address
+        self.image = image
+        self.offset = offset
+        self.symbol = symbol
+        self.symbolOffset = symbolOffset
+        self.file = file
+        self.line = line
+    }
+}
+
+/// A loaded ELF image.
+public struct ImageInfo: Codable, Sendable, Equatable, Hashable {
+    public var path: String
+    /// The GNU build-id note, lowercase hex; nil when the image has none.
+    public var buildId: String?
+    /// Load base (the address of file offset 0), hex.
+    public var base: String
+    /// Bytes from `base` to the end of the image's last mapping.
+    public var size: UInt64?
+
+    public init(path: String, buildId: String?, base: String, size: UInt64?) {
+        self.path = path
+        self.buildId = buildId
+        self.base = base
+        self.size = size
+    }
+}
+
+extension UInt64 {
+    /// `0x…` lowercase hexadecimal, as addresses appear in reports.
+    public var hexAddress: String { "0x" + String(self, radix: 16) }
+
+    /// Parses `0x…` (or bare) hexadecimal.
+    public init?(hexAddress text: String) {
+        let digits = text.hasPrefix("0x") || text.hasPrefix("0X") ? text.dropFirst(2) : Substring(text)
+        guard !digits.isEmpty, let value = UInt64(digits, radix: 16) else { return nil }
+        self = value
+    }
+}

@@ -1,0 +1,3 @@
+// Reading, summarising and rendering stall reports.
+import StallWatch
+public enum ReportInspector {}

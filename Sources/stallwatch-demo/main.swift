@@ -1,0 +1,2 @@
+import StallWatch
+print("stallwatch-demo: not built yet")

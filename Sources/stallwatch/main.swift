@@ -1,0 +1,2 @@
+import StallWatch
+print("stallwatch: not built yet")
