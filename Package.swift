@@ -36,6 +36,8 @@ let package = Package(
         .target(name: "StallWatchInspector", dependencies: ["StallWatch"]),
         .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch"]),
+        // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
+        .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"]),
     ],
