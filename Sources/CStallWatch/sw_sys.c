@@ -3,6 +3,8 @@
 #include "sw_sys.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +29,51 @@ uint64_t sw_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t sw_monotonic_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 uint64_t sw_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t sw_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+int sw_eventfd_create(void) {
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return fd < 0 ? -errno : fd;
+}
+
+int sw_eventfd_signal(int fd) {
+    uint64_t one = 1;
+    for (;;) {
+        ssize_t n = write(fd, &one, sizeof one);
+        if (n == (ssize_t)sizeof one) return 0;
+        if (n < 0 && errno == EINTR) continue;
+        // EAGAIN means the counter is saturated: the reader is already due to wake.
+        return n < 0 && errno != EAGAIN ? -errno : 0;
+    }
+}
+
+void sw_eventfd_drain(int fd) {
+    uint64_t value;
+    int saved = errno;
+    while (read(fd, &value, sizeof value) < 0 && errno == EINTR) {
+    }
+    errno = saved;
+}
+
+int sw_wait_readable(int fd0, int fd1, int64_t timeout_ns) {
+    struct pollfd fds[2] = {{.fd = fd0, .events = POLLIN}, {.fd = fd1, .events = POLLIN}};
+    struct timespec ts, *tsp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        tsp = &ts;
+    }
+    int saved = errno;
+    int n = ppoll(fds, 2, tsp, NULL);
+    int result = 0;
+    if (n < 0) {
+        result = errno == EINTR ? 0 : -errno;
+    } else if (n > 0) {
+        if (fds[0].revents) result |= SW_WAIT_FD0;
+        if (fds[1].revents) result |= SW_WAIT_FD1;
+    }
+    errno = saved;
+    return result;
+}
 
 // libdispatch exports these for CoreFoundation's run loop; declared weak so a libdispatch without them
 // degrades to "no main-queue integration" instead of a link failure.

@@ -2,6 +2,7 @@
 #ifndef CSTALLWATCH_H
 #define CSTALLWATCH_H
 #include "sw_sys.h"
+#include "sw_loop_state.h"
 #include "sw_capture.h"
 #include "sw_unwind.h"
 #include "sw_symbols.h"

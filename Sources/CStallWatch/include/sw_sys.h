@@ -34,6 +34,23 @@ int sw_main_queue_handle(void);
 /// Must be called on the process's main thread. Not async-signal-safe.
 void sw_main_queue_drain(void);
 
+/// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); returns the fd or -errno. Not async-signal-safe (not needed).
+int sw_eventfd_create(void);
+
+/// Adds one to an eventfd's counter (a wake-up). Returns 0 or -errno. Async-signal-safe.
+int sw_eventfd_signal(int fd);
+
+/// Resets an eventfd's counter without blocking. Async-signal-safe.
+void sw_eventfd_drain(int fd);
+
+/// Bits of sw_wait_readable's result.
+enum { SW_WAIT_FD0 = 1, SW_WAIT_FD1 = 2 };
+
+/// ppoll(2) for readability of up to two descriptors (pass -1 to skip one) until `timeout_ns` elapses
+/// (negative: no timeout; 0: just check). Returns a mask of SW_WAIT_FD0/SW_WAIT_FD1 (0 on timeout or EINTR)
+/// or -errno. Async-signal-safe.
+int sw_wait_readable(int fd0, int fd1, int64_t timeout_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,147 @@
+// Loading and validating StallWatchConfiguration from a JSON file and the environment.
+import Foundation
+
+extension StallWatchConfiguration {
+    /// Loads the defaults, then `file` (if given), then `STALLWATCH_<KEY>` variables from `environment`.
+    ///
+    /// - Parameters:
+    ///   - file: A JSON object of settings; unknown keys are errors (a typo must not pass silently).
+    ///   - environment: Usually `ProcessInfo.processInfo.environment`.
+    /// - Throws: `StallWatchError` with code `.invalidConfiguration` naming the source, key, value and range.
+    public static func load(file: String? = nil, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(StallWatchError) -> StallWatchConfiguration
+    {
+        var config = StallWatchConfiguration()
+        if let file { try config.apply(file: file) }
+        try config.apply(environment: environment)
+        try config.validate(source: "configuration")
+        return config
+    }
+
+    /// Applies the keys of a JSON object file.
+    public mutating func apply(file path: String) throws(StallWatchError) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw StallWatchError(
+                .invalidConfiguration, "\(path): cannot read the file (\(error.localizedDescription))",
+                context: ["path": path])
+        }
+        let dict: [String: JSONScalar]
+        do {
+            dict = try JSONDecoder().decode([String: JSONScalar].self, from: data)
+        } catch {
+            throw StallWatchError(
+                .invalidConfiguration, "\(path): expected a JSON object of settings (\(error))", context: ["path": path])
+        }
+        for (name, value) in dict.sorted(by: { $0.key < $1.key }) {
+            if name == "$schema" { continue }
+            guard let key = Self.keys.first(where: { $0.name == name }) else {
+                throw StallWatchError(
+                    .invalidConfiguration, "\(path): unknown key \"\(name)\"", context: ["path": path, "key": name])
+            }
+            try set(key, json: value, source: path)
+        }
+    }
+
+    /// Applies `STALLWATCH_<KEY>` overrides.
+    public mutating func apply(environment: [String: String]) throws(StallWatchError) {
+        for key in Self.keys {
+            guard let text = environment[key.environmentName] else { continue }
+            try set(key, text: text, source: "environment variable \(key.environmentName)")
+        }
+    }
+
+    /// Cross-key rules.
+    public func validate(source: String) throws(StallWatchError) {
+        if hangThresholdMs < thresholdMs {
+            throw StallWatchError(
+                .invalidConfiguration,
+                "\(source): hangThresholdMs \(hangThresholdMs) is below thresholdMs \(thresholdMs); it must be at least the stall threshold",
+                context: ["key": "hangThresholdMs", "value": String(hangThresholdMs)])
+        }
+    }
+
+    /// The settings as a JSON object (the shape of `Config/stallwatch.json`).
+    public var jsonObject: [String: Any] {
+        var out: [String: Any] = [:]
+        for key in Self.keys {
+            switch key.kind {
+            case .integer(_, let path): out[key.name] = self[keyPath: path]
+            case .choice(_, let path), .text(let path): out[key.name] = self[keyPath: path]
+            case .flag(let path): out[key.name] = self[keyPath: path]
+            }
+        }
+        return out
+    }
+
+    private mutating func set(_ key: Key, json value: JSONScalar, source: String) throws(StallWatchError) {
+        switch (key.kind, value) {
+        case (.integer, .integer(let number)): try set(key, text: String(number), source: source)
+        case (.flag(let path), .bool(let flag)): self[keyPath: path] = flag
+        case (.choice, .string(let text)), (.text, .string(let text)): try set(key, text: text, source: source)
+        default: throw invalid(key, value.description, source)
+        }
+    }
+
+    private mutating func set(_ key: Key, text: String, source: String) throws(StallWatchError) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        switch key.kind {
+        case .integer(let range, let path):
+            guard let value = Int(trimmed), range.contains(value) else { throw invalid(key, text, source) }
+            self[keyPath: path] = value
+        case .choice(let values, let path):
+            guard values.contains(trimmed) else { throw invalid(key, text, source) }
+            self[keyPath: path] = trimmed
+        case .text(let path):
+            self[keyPath: path] = text
+        case .flag(let path):
+            switch trimmed.lowercased() {
+            case "1", "true", "yes", "on": self[keyPath: path] = true
+            case "0", "false", "no", "off": self[keyPath: path] = false
+            default: throw invalid(key, text, source)
+            }
+        }
+    }
+
+    private func invalid(_ key: Key, _ value: String, _ source: String) -> StallWatchError {
+        StallWatchError(
+            .invalidConfiguration, "\(source): \(key.name) = \(value) is invalid; expected \(key.allowed)",
+            context: ["key": key.name, "value": value, "source": source])
+    }
+}
+
+/// A JSON value as a settings file may hold it, keeping booleans, integers and other numbers apart.
+enum JSONScalar: Decodable, CustomStringConvertible {
+    case bool(Bool)
+    case integer(Int)
+    case number(Double)
+    case string(String)
+    case other
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let v = try? c.decode(Bool.self) {
+            self = .bool(v)
+        } else if let v = try? c.decode(Int.self) {
+            self = .integer(v)
+        } else if let v = try? c.decode(Double.self) {
+            self = .number(v)
+        } else if let v = try? c.decode(String.self) {
+            self = .string(v)
+        } else {
+            self = .other
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .bool(let v): return String(v)
+        case .integer(let v): return String(v)
+        case .number(let v): return String(v)
+        case .string(let v): return "\"\(v)\""
+        case .other: return "(an array or object)"
+        }
+    }
+}

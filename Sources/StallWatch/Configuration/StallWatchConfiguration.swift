@@ -1,0 +1,104 @@
+// Every StallWatch setting with its default, range and documentation.
+import Foundation
+
+/// Settings of an embedded watchdog (and of the sidecar). Defaults match `Config/stallwatch.json`.
+///
+/// Load with ``load(file:environment:)``: a JSON file of the same keys, then `STALLWATCH_<KEY>` environment
+/// overrides (`thresholdMs` → `STALLWATCH_THRESHOLD_MS`). Every value is checked; an invalid one is rejected with
+/// a message naming where it came from, the key, the value and what is allowed.
+public struct StallWatchConfiguration: Sendable, Equatable {
+    /// Off: the watchdog does not start (the loop still runs).
+    public var enabled = true
+    /// A busy phase longer than this is a stall.
+    public var thresholdMs = 250
+    /// A stall longer than this is a hang.
+    public var hangThresholdMs = 5000
+    /// Time between stack samples while a stall lasts.
+    public var sampleIntervalMs = 50
+    /// Samples kept per stall (the first `maxSamples` are taken; later ones are skipped).
+    public var maxSamples = 100
+    /// Frames kept per sample.
+    public var maxFrames = 128
+    /// Bytes of the loop thread's stack copied per sample.
+    public var maxStackBytes = 65536
+    /// How long to wait for the sampled thread's signal handler.
+    public var captureTimeoutMs = 100
+    /// `deadline` (default) or `classic` (signal per transition, N consecutive timeouts).
+    public var strategy = "deadline"
+    /// Timed-out checks in a row that make a stall with the classic strategy.
+    public var classicConsecutiveTimeouts = 5
+    /// A watchdog waking later than this is not trusted to judge the loop.
+    public var lateWakeupToleranceMs = 50
+    /// `full` (names + file:line), `fast` (names) or `off` (image + offset).
+    public var symbolication = "full"
+    /// Where reports are written; empty for `$STALLWATCH_REPORT_DIRECTORY` or `/var/tmp/stallwatch-<uid>`.
+    public var reportDirectory = ""
+    /// Reports kept in the directory; the oldest are removed.
+    public var maxReports = 200
+    /// The loop's name in reports.
+    public var loopName = "main"
+
+    public init() {}
+
+    /// The detector settings these values describe.
+    public var detectorConfiguration: StallDetector.Configuration {
+        StallDetector.Configuration(
+            thresholdNanos: UInt64(thresholdMs) * 1_000_000, hangThresholdNanos: UInt64(hangThresholdMs) * 1_000_000,
+            lateWakeupToleranceNanos: UInt64(lateWakeupToleranceMs) * 1_000_000,
+            strategy: strategy == "classic" ? .classic(consecutiveTimeouts: classicConsecutiveTimeouts) : .deadline)
+    }
+
+    public var symbolicationMode: SymbolicationMode { SymbolicationMode(rawValue: symbolication) ?? .full }
+}
+
+extension StallWatchConfiguration {
+    /// One setting: its JSON key, what values it takes, and how to store it.
+    struct Key: Sendable {
+        enum Kind: Sendable {
+            case integer(ClosedRange<Int>, WritableKeyPath<StallWatchConfiguration, Int> & Sendable)
+            case choice([String], WritableKeyPath<StallWatchConfiguration, String> & Sendable)
+            case text(WritableKeyPath<StallWatchConfiguration, String> & Sendable)
+            case flag(WritableKeyPath<StallWatchConfiguration, Bool> & Sendable)
+        }
+
+        var name: String
+        var kind: Kind
+
+        /// `thresholdMs` → `STALLWATCH_THRESHOLD_MS`.
+        var environmentName: String {
+            var out = "STALLWATCH_"
+            for ch in name {
+                if ch.isUppercase { out.append("_") }
+                out.append(contentsOf: ch.uppercased())
+            }
+            return out
+        }
+
+        var allowed: String {
+            switch kind {
+            case .integer(let range, _): return "an integer from \(range.lowerBound) to \(range.upperBound)"
+            case .choice(let values, _): return "one of " + values.map { "\"\($0)\"" }.joined(separator: ", ")
+            case .text: return "a string"
+            case .flag: return "true or false"
+            }
+        }
+    }
+
+    static let keys: [Key] = [
+        Key(name: "enabled", kind: .flag(\.enabled)),
+        Key(name: "thresholdMs", kind: .integer(10...600_000, \.thresholdMs)),
+        Key(name: "hangThresholdMs", kind: .integer(10...3_600_000, \.hangThresholdMs)),
+        Key(name: "sampleIntervalMs", kind: .integer(1...60_000, \.sampleIntervalMs)),
+        Key(name: "maxSamples", kind: .integer(1...10_000, \.maxSamples)),
+        Key(name: "maxFrames", kind: .integer(4...1024, \.maxFrames)),
+        Key(name: "maxStackBytes", kind: .integer(4096...1_048_576, \.maxStackBytes)),
+        Key(name: "captureTimeoutMs", kind: .integer(1...10_000, \.captureTimeoutMs)),
+        Key(name: "strategy", kind: .choice(["deadline", "classic"], \.strategy)),
+        Key(name: "classicConsecutiveTimeouts", kind: .integer(1...100, \.classicConsecutiveTimeouts)),
+        Key(name: "lateWakeupToleranceMs", kind: .integer(1...60_000, \.lateWakeupToleranceMs)),
+        Key(name: "symbolication", kind: .choice(["full", "fast", "off"], \.symbolication)),
+        Key(name: "reportDirectory", kind: .text(\.reportDirectory)),
+        Key(name: "maxReports", kind: .integer(1...100_000, \.maxReports)),
+        Key(name: "loopName", kind: .text(\.loopName)),
+    ]
+}

@@ -1,0 +1,83 @@
+// The loop's published progress (phase, sequence, phase start) and the watchdog's wake-up semaphore.
+import CStallWatch
+import Dispatch
+import Synchronization
+
+/// What a watchdog reads of a loop: which transition it is at, which phase, and since when.
+public struct LoopSnapshot: Sendable, Equatable {
+    /// Incremented on every activity transition.
+    public var sequence: UInt64
+    /// The last activity the loop reported (empty when not running).
+    public var activity: LoopActivity
+    /// CLOCK_MONOTONIC_COARSE nanoseconds when the current busy phase began (stale while idle).
+    public var phaseStartNanos: UInt64
+
+    public init(sequence: UInt64, activity: LoopActivity, phaseStartNanos: UInt64) {
+        self.sequence = sequence
+        self.activity = activity
+        self.phaseStartNanos = phaseStartNanos
+    }
+
+    public var isBusy: Bool { activity.isBusy }
+}
+
+/// The words one loop publishes for its watchdog: written with plain atomic stores on every transition (no
+/// syscall, no lock, no allocation), read seqlock-style by the watchdog.
+///
+/// The storage is a `sw_loop_state` that may live in ordinary memory or in a heartbeat segment shared with a
+/// sidecar; either way the loop's cost per transition is the same.
+public final class LoopState: @unchecked Sendable {
+    let storage: UnsafeMutablePointer<sw_loop_state>
+    private let ownsStorage: Bool
+    /// Signalled by the loop on an idle → busy edge while the watchdog is parked, and when a followed stall ends.
+    let wakeup = DispatchSemaphore(value: 0)
+    /// Set while a watchdog using the classic strategy is attached: every transition signals `wakeup`.
+    let signalsEveryTransition = Atomic<Bool>(false)
+    /// At most one watchdog per loop.
+    let watchdogAttached = Atomic<Bool>(false)
+
+    /// Creates state in private memory.
+    public init() {
+        storage = .allocate(capacity: 1)
+        storage.initialize(to: sw_loop_state())
+        ownsStorage = true
+    }
+
+    /// Uses `storage` (e.g. inside a heartbeat segment); the caller keeps it alive longer than this object.
+    init(storage: UnsafeMutablePointer<sw_loop_state>) {
+        self.storage = storage
+        ownsStorage = false
+    }
+
+    deinit {
+        if ownsStorage { storage.deallocate() }
+    }
+
+    /// Publishes a transition. Runs on the loop thread.
+    ///
+    /// - Warning: Called on the loop thread for every transition; keep it allocation- and syscall-free.
+    @inline(__always)
+    func record(_ activity: LoopActivity, sequence: UInt64, busyEdge: Bool) {
+        let flags = sw_loop_state_record(storage, sequence, activity.phaseCode, busyEdge ? 1 : 0)
+        if flags != 0 { recordSlowPath(flags) }
+        if signalsEveryTransition.load(ordering: .relaxed) { wakeup.signal() }
+    }
+
+    @inline(never)
+    private func recordSlowPath(_ flags: Int32) {
+        var wake = flags & Int32(SW_RECORD_WAKE_WATCHDOG) != 0
+        if flags & Int32(SW_RECORD_STALL_FOLLOWED) != 0, sw_loop_state_mark_stall_end(storage) != 0 {
+            wake = true
+        }
+        if wake { wakeup.signal() }
+    }
+
+    /// A consistent snapshot of the published words.
+    public func snapshot() -> LoopSnapshot {
+        var word: UInt64 = 0
+        var start: UInt64 = 0
+        sw_loop_state_read(storage, &word, &start)
+        return LoopSnapshot(
+            sequence: word >> 8, activity: LoopActivity(phaseCode: UInt32(word & 0xff)), phaseStartNanos: start)
+    }
+}

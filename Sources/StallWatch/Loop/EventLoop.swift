@@ -1,0 +1,331 @@
+// A CFRunLoop-style run loop built on Dispatch that publishes every activity transition for a watchdog.
+import CStallWatch
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A run loop for a Linux service's main thread (or any thread), observable like CFRunLoop.
+///
+/// One iteration: `beforeTimers` → due timers fire → `beforeSources` → performed blocks and ready sources run
+/// → `beforeWaiting` → ``idleWait(timeoutNanos:)`` until the next timer or a wake-up → `afterWaiting` → work that
+/// woke the loop (the Dispatch main queue) runs → repeat. Each transition is published to ``state`` with atomic
+/// stores only, so a ``Watchdog`` can tell a loop that is stuck in a busy phase from one that is idle.
+///
+/// Work submitted to `DispatchQueue.main` (and so `@MainActor` work) runs on this loop when it runs on the
+/// process's main thread, through libdispatch's main-queue handle, as Foundation's RunLoop does on Linux.
+public final class EventLoop: @unchecked Sendable {
+    /// How the loop treats the Dispatch main queue.
+    public enum MainQueueIntegration: Sendable {
+        /// Drain the main queue when `run()` is called on the process's main thread.
+        case automatic
+        /// Never drain it (another loop owns it).
+        case disabled
+    }
+
+    /// Why `run(for:)` returned.
+    public enum RunResult: Sendable, Equatable {
+        case stopped
+        case timedOut
+    }
+
+    public let name: String
+    /// The published progress a watchdog reads.
+    public let state = LoopState()
+    private let mainQueueIntegration: MainQueueIntegration
+
+    // Any thread.
+    private let wakeFD: Int32
+    private let pending = Mutex<[@Sendable () -> Void]>([])
+    private let stopRequested = Atomic<Bool>(false)
+    private let running = Atomic<Bool>(false)
+    private let loopThreadID = Atomic<Int32>(0)
+    private let observerRegistry = Mutex<[LoopObserver]>([])
+    private let observersVersion = Atomic<UInt64>(0)
+    private let observerSerial = Atomic<UInt64>(0)
+    private let annotationStore = Mutex<[String: String]>([:])
+
+    // Loop thread only.
+    private var sequence: UInt64 = 0
+    private var timers = TimerQueue()
+    private var observersSeen: UInt64 = 0
+    private var activeObservers: [LoopObserver] = []
+    private var observedMask: UInt32 = 0
+    private var mainQueueFD: Int32 = -1
+
+    /// - Parameters:
+    ///   - name: Appears in reports (`loop.name`) and thread names.
+    ///   - mainQueue: Whether to drain the Dispatch main queue when running on the main thread.
+    public init(name: String = "main", mainQueue: MainQueueIntegration = .automatic) {
+        self.name = name
+        self.mainQueueIntegration = mainQueue
+        let fd = sw_eventfd_create()
+        precondition(fd >= 0, "eventfd failed: \(String(cString: strerror(-fd)))")
+        wakeFD = fd
+    }
+
+    deinit { close(wakeFD) }
+
+    /// The kernel thread id running the loop, or nil when it is not running.
+    public var threadID: Int32? {
+        let tid = loopThreadID.load(ordering: .acquiring)
+        return tid == 0 ? nil : tid
+    }
+
+    public var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// True when called on the thread currently running this loop.
+    public var inLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == sw_gettid() }
+
+    // MARK: Work
+
+    /// Runs `block` on the loop thread in the next `beforeSources` phase. Safe from any thread.
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        let wasEmpty = pending.withLock { queue -> Bool in
+            queue.append(block)
+            return queue.count == 1
+        }
+        if wasEmpty { _ = sw_eventfd_signal(wakeFD) }
+    }
+
+    /// Schedules `block` to run on the loop after `delay`, then every `interval` if given.
+    ///
+    /// - Parameters:
+    ///   - delay: Time until the first fire.
+    ///   - interval: Time between later fires; nil for a one-shot timer.
+    ///   - tolerance: How late a fire may be, letting the loop wake once for several timers.
+    /// - Returns: The timer, to cancel it.
+    @discardableResult
+    public func schedule(
+        after delay: Duration, repeating interval: Duration? = nil, tolerance: Duration = .zero,
+        _ block: @escaping @Sendable () -> Void
+    ) -> LoopTimer {
+        let timer = LoopTimer(
+            intervalNanos: interval.map(Self.nanos) ?? 0, toleranceNanos: Self.nanos(tolerance), block: block)
+        let fireAt = sw_monotonic_ns() &+ Self.nanos(delay)
+        if inLoopThread {
+            timers.insert(timer, fireAt: fireAt)
+        } else {
+            perform { [self] in timers.insert(timer, fireAt: fireAt) }
+        }
+        return timer
+    }
+
+    /// Runs `handler` on the loop whenever `fileDescriptor` is readable. Cancel the source to stop.
+    public func addReadSource(fileDescriptor: Int32, _ handler: @escaping @Sendable () -> Void) -> LoopSource {
+        startSource(DispatchSource.makeReadSource(fileDescriptor: fileDescriptor, queue: sourceQueue), handler)
+    }
+
+    /// Runs `handler` on the loop whenever `fileDescriptor` is writable. Cancel the source to stop.
+    public func addWriteSource(fileDescriptor: Int32, _ handler: @escaping @Sendable () -> Void) -> LoopSource {
+        startSource(DispatchSource.makeWriteSource(fileDescriptor: fileDescriptor, queue: sourceQueue), handler)
+    }
+
+    /// Runs `handler` on the loop when the process receives `signal`.
+    ///
+    /// Dispatch receives signals through signalfd on Linux, so the signal must be blocked in every thread: this
+    /// blocks it in the calling thread; call it before starting other threads (they inherit the mask).
+    public func addSignalSource(signal: Int32, _ handler: @escaping @Sendable () -> Void) -> LoopSource {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        return startSource(DispatchSource.makeSignalSource(signal: signal, queue: sourceQueue), handler)
+    }
+
+    private lazy var sourceQueue = DispatchQueue(label: "stallwatch.loop.\(name).sources")
+
+    private func startSource(_ source: any DispatchSourceProtocol, _ handler: @escaping @Sendable () -> Void)
+        -> LoopSource
+    {
+        let loopSource = LoopSource(source: source)
+        loopSource.start(on: self, handler: handler)
+        return loopSource
+    }
+
+    // MARK: Observers
+
+    /// Calls `callback` on the loop thread for each activity in `activities`.
+    ///
+    /// - Parameters:
+    ///   - activities: The activities to observe.
+    ///   - order: Observers with lower orders are called first.
+    ///   - repeats: False for an observer that is removed after its first call.
+    /// - Returns: The registration; pass it to ``removeObserver(_:)``.
+    /// - Warning: The callback runs on the loop thread inside the transition: keep it short.
+    @discardableResult
+    public func addObserver(
+        activities: LoopActivity, order: Int = 0, repeats: Bool = true,
+        _ callback: @escaping @Sendable (LoopActivity) -> Void
+    ) -> LoopObserver {
+        let observer = LoopObserver(
+            activities: activities, order: order, repeats: repeats,
+            serial: observerSerial.add(1, ordering: .relaxed).newValue, callback: callback)
+        observerRegistry.withLock { list in
+            list.append(observer)
+            list.sort { ($0.order, $0.serial) < ($1.order, $1.serial) }
+        }
+        observersVersion.add(1, ordering: .releasing)
+        return observer
+    }
+
+    /// Removes an observer; it is not called again, even later in the current transition.
+    public func removeObserver(_ observer: LoopObserver) {
+        observer.invalidate()
+        observerRegistry.withLock { $0.removeAll { $0 === observer } }
+        observersVersion.add(1, ordering: .releasing)
+    }
+
+    // MARK: Annotations
+
+    /// Attaches key/values to the work the loop is doing now (a request id, a route). They appear in the
+    /// report of a stall that happens before ``clearAnnotations()``. Safe from any thread.
+    public func annotate(_ key: String, _ value: String) {
+        annotationStore.withLock { $0[key] = value }
+    }
+
+    /// Removes the annotations set with ``annotate(_:_:)``.
+    public func clearAnnotations() {
+        annotationStore.withLock { $0.removeAll() }
+    }
+
+    /// The annotations in force now.
+    public var annotations: [String: String] { annotationStore.withLock { $0 } }
+
+    // MARK: Running
+
+    /// Runs the loop on the calling thread until ``stop()``.
+    public func run() { _ = run(deadlineNanos: nil) }
+
+    /// Runs the loop on the calling thread until ``stop()`` or until `duration` has passed.
+    @discardableResult
+    public func run(for duration: Duration) -> RunResult {
+        run(deadlineNanos: sw_monotonic_ns() &+ Self.nanos(duration))
+    }
+
+    /// Asks the loop to return from `run` after the current callout. Safe from any thread.
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        _ = sw_eventfd_signal(wakeFD)
+    }
+
+    private func run(deadlineNanos: UInt64?) -> RunResult {
+        let (claimed, _) = running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
+        guard claimed else { preconditionFailure("EventLoop '\(name)' is already running") }
+        let tid = sw_gettid()
+        loopThreadID.store(tid, ordering: .releasing)
+        mainQueueFD = mainQueueIntegration == .automatic && tid == getpid() ? sw_main_queue_handle() : -1
+        defer {
+            stopRequested.store(false, ordering: .relaxed)
+            loopThreadID.store(0, ordering: .releasing)
+            running.store(false, ordering: .releasing)
+        }
+
+        transition(.entry, busyEdge: true)
+        var result = RunResult.stopped
+        while !stopRequested.load(ordering: .acquiring) {
+            transition(.beforeTimers)
+            fireDueTimers()
+            transition(.beforeSources)
+            let ranWork = runPending()
+            if stopRequested.load(ordering: .acquiring) { break }
+
+            let now = sw_monotonic_ns()
+            if let deadlineNanos, now >= deadlineNanos {
+                result = .timedOut
+                break
+            }
+            if ranWork && hasPendingWork {
+                // More work arrived while running: go round again without sleeping, but do not starve the
+                // main queue.
+                if mainQueueFD >= 0, sw_wait_readable(mainQueueFD, -1, 0) > 0 { drainMainQueue() }
+                continue
+            }
+            var wakeAt = timers.nextDeadline
+            if let deadlineNanos { wakeAt = min(wakeAt ?? deadlineNanos, deadlineNanos) }
+            let timeout: Int64 = wakeAt.map { $0 > now ? Int64($0 - now) : 0 } ?? -1
+
+            transition(.beforeWaiting)
+            let ready = idleWait(timeoutNanos: timeout)
+            transition(.afterWaiting, busyEdge: true)
+            if ready & Int32(SW_WAIT_FD0) != 0 { sw_eventfd_drain(wakeFD) }
+            if ready & Int32(SW_WAIT_FD1) != 0 { drainMainQueue() }
+        }
+        transition(.exit)
+        return result
+    }
+
+    /// The loop's only blocking call. Never inlined and stably named, so a sample taken here reads as idle.
+    @inline(never)
+    public func idleWait(timeoutNanos: Int64) -> Int32 {
+        let ready = sw_wait_readable(wakeFD, mainQueueFD, timeoutNanos)
+        return ready < 0 ? 0 : ready
+    }
+
+    private var hasPendingWork: Bool { pending.withLock { !$0.isEmpty } }
+
+    private func drainMainQueue() {
+        sw_eventfd_drain(mainQueueFD)
+        sw_main_queue_drain()
+    }
+
+    private func runPending() -> Bool {
+        let blocks = pending.withLock { queue -> [@Sendable () -> Void] in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+        for block in blocks { block() }
+        return !blocks.isEmpty
+    }
+
+    private func fireDueTimers() {
+        guard !timers.isEmpty else { return }
+        let now = sw_monotonic_ns()
+        var rescheduled: [(LoopTimer, UInt64)] = []
+        while let entry = timers.popDue(now: now) {
+            entry.timer.block()
+            let interval = entry.timer.intervalNanos
+            if interval > 0, !entry.timer.isCancelled {
+                // Skip fires missed while the loop was busy, as CFRunLoop does.
+                var next = entry.fireAt &+ interval
+                if next <= now { next = now &+ interval - (now &- entry.fireAt) % interval }
+                rescheduled.append((entry.timer, next))
+            }
+        }
+        for (timer, next) in rescheduled { timers.insert(timer, fireAt: next) }
+    }
+
+    @inline(__always)
+    private func transition(_ activity: LoopActivity, busyEdge: Bool = false) {
+        sequence &+= 1
+        state.record(activity, sequence: sequence, busyEdge: busyEdge)
+        if observersVersion.load(ordering: .relaxed) != observersSeen { refreshObservers() }
+        if observedMask & activity.rawValue != 0 { notifyObservers(activity) }
+    }
+
+    @inline(never)
+    private func refreshObservers() {
+        observersSeen = observersVersion.load(ordering: .acquiring)
+        activeObservers = observerRegistry.withLock { $0 }
+        observedMask = activeObservers.reduce(0) { $0 | $1.activities.rawValue }
+    }
+
+    @inline(never)
+    private func notifyObservers(_ activity: LoopActivity) {
+        for observer in activeObservers where observer.activities.contains(activity) && observer.isValid {
+            if !observer.repeats {
+                guard observer.invalidate() else { continue }
+                removeObserver(observer)
+            }
+            observer.callback(activity)
+        }
+    }
+
+    static func nanos(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,136 @@
+// Drives the pure StallDetector with a fake clock: no threads, no sleeps.
+import Testing
+@testable import StallWatch
+
+@Suite struct StallDetectorTests {
+    let ms: UInt64 = 1_000_000
+
+    func snapshot(_ sequence: UInt64, _ activity: LoopActivity, since start: UInt64) -> LoopSnapshot {
+        LoopSnapshot(sequence: sequence, activity: activity, phaseStartNanos: start)
+    }
+
+    func began(_ events: [StallDetector.Event]) -> StallDetector.Stall? {
+        for case .began(let stall) in events { return stall }
+        return nil
+    }
+
+    @Test func idleLoopNeverStalls() {
+        var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms))
+        for step in 0..<100 {
+            let now = UInt64(step) * 1000 * ms
+            let (events, wait) = detector.observe(.init(snapshot: snapshot(7, .beforeWaiting, since: 0), now: now))
+            #expect(events.isEmpty)
+            #expect(wait == .park)
+        }
+    }
+
+    @Test func busyPhaseWaitsExactlyUntilTheThresholdWouldBeCrossed() {
+        var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms))
+        let (events, wait) = detector.observe(.init(snapshot: snapshot(3, .beforeSources, since: 1000 * ms), now: 1100 * ms))
+        #expect(events.isEmpty)
+        #expect(wait == .until(1250 * ms))
+    }
+
+    @Test func busyPhasePastTheThresholdBeginsOnceAndEndsWithTheExactDuration() throws {
+        var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms, hangThresholdNanos: 5000 * ms))
+        let stuck = snapshot(3, .beforeSources, since: 1000 * ms)
+        let first = detector.observe(.init(snapshot: stuck, now: 1251 * ms))
+        let stall = try #require(began(first.events))
+        #expect(stall.activity == .beforeSources)
+        #expect(stall.startNanos == 1000 * ms)
+        #expect(stall.latencyNanos == 1 * ms)
+        #expect(!stall.isHang)
+        #expect(first.wait == .until(6000 * ms))  // next: the hang threshold
+
+        // Still stuck: no second `began`.
+        let again = detector.observe(.init(snapshot: stuck, now: 1500 * ms))
+        #expect(again.events.isEmpty)
+
+        // The loop moved on and recorded its own precise end time.
+        let end = detector.observe(
+            .init(snapshot: snapshot(4, .beforeWaiting, since: 1000 * ms), now: 1800 * ms, stallEndNanos: 1750 * ms))
+        #expect(end.events == [.ended(stall, endNanos: 1750 * ms, durationNanos: 750 * ms)])
+        #expect(end.wait == .park)
+        #expect(detector.current == nil)
+    }
+
+    @Test func stallPastTheHangThresholdEscalatesOnce() throws {
+        var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms, hangThresholdNanos: 1000 * ms))
+        let stuck = snapshot(9, .afterWaiting, since: 0)
+        _ = try #require(began(detector.observe(.init(snapshot: stuck, now: 300 * ms)).events))
+        let hang = detector.observe(.init(snapshot: stuck, now: 1001 * ms))
+        guard case .escalated(let stall)? = hang.events.first else {
+            Issue.record("expected escalation, got \(hang.events)")
+            return
+        }
+        #expect(stall.isHang)
+        #expect(hang.wait == .until(2001 * ms))
+        #expect(detector.observe(.init(snapshot: stuck, now: 2001 * ms)).events.isEmpty)
+    }
+
+    @Test func lateWakeupDefersJudgementAndProgressClearsIt() {
+        var detector = StallDetector(
+            configuration: .init(thresholdNanos: 250 * ms, lateWakeupToleranceNanos: 50 * ms))
+        let busy = snapshot(5, .beforeSources, since: 0)
+        #expect(detector.observe(.init(snapshot: busy, now: 10 * ms)).wait == .until(250 * ms))
+        // The watchdog was not scheduled for 2 s: the loop is not blamed yet.
+        let late = detector.observe(.init(snapshot: busy, now: 2250 * ms))
+        #expect(late.events == [.lateWakeup(delayNanos: 2000 * ms)])
+        #expect(late.wait == .until(2350 * ms))
+        // The whole process was frozen: once scheduled again the loop moves on, and nothing is reported.
+        let after = detector.observe(.init(snapshot: snapshot(8, .beforeWaiting, since: 0), now: 2350 * ms))
+        #expect(after.events.isEmpty)
+        #expect(detector.current == nil)
+    }
+
+    @Test func lateWakeupThenStillStuckBeginsWithANote() throws {
+        var detector = StallDetector(
+            configuration: .init(thresholdNanos: 250 * ms, lateWakeupToleranceNanos: 50 * ms))
+        let busy = snapshot(5, .beforeSources, since: 0)
+        _ = detector.observe(.init(snapshot: busy, now: 10 * ms))
+        _ = detector.observe(.init(snapshot: busy, now: 1000 * ms))
+        let stall = try #require(began(detector.observe(.init(snapshot: busy, now: 1100 * ms)).events))
+        #expect(stall.notes.count == 1)
+        #expect(stall.notes[0].contains("late"))
+    }
+
+    @Test func suspendIsTreatedLikeALateWakeup() {
+        var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms))
+        let busy = snapshot(5, .beforeSources, since: 0)
+        _ = detector.observe(.init(snapshot: busy, now: 10 * ms, suspendedNanos: 0, timedOut: false))
+        let result = detector.observe(.init(snapshot: busy, now: 260 * ms, suspendedNanos: 30_000 * ms, timedOut: false))
+        #expect(result.events == [.lateWakeup(delayNanos: 30_000 * ms)])
+        #expect(detector.current == nil)
+    }
+
+    @Test func classicStrategyNeedsNConsecutiveTimeoutsWithoutProgress() throws {
+        var detector = StallDetector(
+            configuration: .init(thresholdNanos: 250 * ms, strategy: .classic(consecutiveTimeouts: 5)))
+        let busy = snapshot(11, .beforeSources, since: 0)
+        var now: UInt64 = 0
+        // The first observation of a sequence only arms the counter.
+        #expect(detector.observe(.init(snapshot: busy, now: now)).wait == .until(50 * ms))
+        for _ in 1..<5 {
+            now += 50 * ms
+            #expect(detector.observe(.init(snapshot: busy, now: now)).events.isEmpty)
+        }
+        now += 50 * ms
+        let stall = try #require(began(detector.observe(.init(snapshot: busy, now: now)).events))
+        #expect(stall.sequence == 11)
+    }
+
+    @Test func classicStrategyResetsOnAnySignalFromTheLoop() {
+        var detector = StallDetector(
+            configuration: .init(thresholdNanos: 250 * ms, strategy: .classic(consecutiveTimeouts: 3)))
+        var now: UInt64 = 0
+        var sequence: UInt64 = 1
+        for step in 0..<40 {
+            now += 50 * ms
+            // Every other wait is ended by the loop's signal (a transition): never three timeouts in a row.
+            if step % 2 == 0 { sequence += 1 }
+            let o = StallDetector.Observation(
+                snapshot: snapshot(sequence, .beforeSources, since: 0), now: now, timedOut: step % 2 == 1)
+            #expect(detector.observe(o).events.isEmpty)
+        }
+    }
+}
