@@ -1,4 +1,9 @@
-// Placeholder API of the symbolication stage (filled in by the symbolication work).
+// Symbolicator: the symbolication stage, turning a process's raw addresses into frames and image records.
+import CStallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// How much symbolication to do when a report is written.
 public enum SymbolicationMode: String, Codable, Sendable, CaseIterable {
@@ -11,20 +16,198 @@ public enum SymbolicationMode: String, Codable, Sendable, CaseIterable {
 }
 
 /// Turns addresses of one process into frames (image, offset, symbol, file:line). Not thread-safe.
+///
+/// Images and offsets come from `/proc/<pid>/maps` (``ImageMap``) in every mode, so a report can always be
+/// symbolicated later elsewhere from image build-id + offset. Names and lines come from elfutils' libdwfl, which
+/// reads `.symtab`/`.dynsym` (including non-exported symbols, unlike `dladdr`) and DWARF line tables, and uses
+/// separate debug files under `/usr/lib/debug` when installed. Results are cached per address; when an address
+/// falls in no known image the mappings are re-read once per call (a library may have been `dlopen`ed).
+///
+/// Not thread-safe: use one instance per thread (the watchdog's), off the loop thread.
 public final class Symbolicator: @unchecked Sendable {
     public let processID: Int32
     public let mode: SymbolicationMode
+    /// Problems met so far (libdwfl could not start, maps unreadable), one line each, for the report's
+    /// `capture.errors`. Each distinct problem is recorded once.
+    public private(set) var errors: [String] = []
 
+    private struct Resolved {
+        var image: ImageMap.Image
+        var symbol: String?
+        var symbolOffset: UInt64
+        var file: String?
+        var line: Int?
+    }
+
+    private var imageMap: ImageMap?
+    private var session: OpaquePointer?
+    private var sessionUnavailable = false
+    private var cache: [UInt64: Resolved] = [:]
+    private struct FrameKey: Hashable {
+        var address: UInt64
+        var exact: Bool
+    }
+    /// Finished frames: the warm path is one dictionary lookup per address.
+    private var frameCache: [FrameKey: StackFrame] = [:]
+    private var demangled: [String: String] = [:]
+    private var buildIDs: [String: String?] = [:]
+    private static let cacheLimit = 1 << 16
+
+    /// Creates a symbolicator for `processID` (which may be this process). Nothing is read until first use.
     public init(processID: Int32, mode: SymbolicationMode) {
         self.processID = processID
         self.mode = mode
     }
 
-    /// `addresses[0]` is the exact program counter; later ones are return addresses (looked up at address − 1).
+    deinit { if let session { sw_symbols_destroy(session) } }
+
+    /// Symbolicates one backtrace.
+    ///
+    /// `addresses[0]` is the exact program counter; later ones are return addresses, looked up at address − 1
+    /// so that a call at the very end of a function is attributed to it. Every frame keeps its original address
+    /// and `symbolOffset` is measured from that original address.
+    /// - Parameter addresses: innermost first.
+    /// - Returns: one frame per address; a frame in no image has only its address.
     public func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
-        addresses.map { StackFrame(address: $0.hexAddress) }
+        var refreshed = false
+        var frames: [StackFrame] = []
+        frames.reserveCapacity(addresses.count)
+        for (index, address) in addresses.enumerated() {
+            let key = FrameKey(address: address, exact: index == 0)
+            if let frame = frameCache[key] {
+                frames.append(frame)
+                continue
+            }
+            let lookup = index == 0 || address == 0 ? address : address - 1
+            guard let resolved = resolve(lookup, refreshed: &refreshed) else {
+                // Not cached: the address may belong to a library loaded later.
+                frames.append(StackFrame(address: address.hexAddress))
+                continue
+            }
+            let frame = StackFrame(
+                address: address.hexAddress, image: resolved.image.path,
+                offset: (address &- resolved.image.base).hexAddress, symbol: resolved.symbol,
+                symbolOffset: resolved.symbol.map { _ in
+                    Int(truncatingIfNeeded: resolved.symbolOffset &+ (address &- lookup))
+                },
+                file: resolved.file, line: resolved.line)
+            if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
+            frameCache[key] = frame
+            frames.append(frame)
+        }
+        return frames
     }
 
-    /// The images that `frames` point into, with build-id and load base.
-    public func images(for frames: [StackFrame]) -> [ImageInfo] { [] }
+    /// The images that `frames` point into, in order of first appearance, with build-id, load base and size.
+    public func images(for frames: [StackFrame]) -> [ImageInfo] {
+        var seen = Set<String>()
+        var result: [ImageInfo] = []
+        for frame in frames {
+            guard let path = frame.image, seen.insert(path).inserted else { continue }
+            guard let image = currentImageMap()?.image(path: path) else {
+                result.append(ImageInfo(path: path, buildId: buildID(ofImageAt: path), base: "0x0", size: nil))
+                continue
+            }
+            result.append(ImageInfo(
+                path: path, buildId: buildID(ofImageAt: path), base: image.base.hexAddress, size: image.size))
+        }
+        return result
+    }
+
+    /// The process's main executable (`/proc/<pid>/exe`) with its build-id, or nil when it cannot be read.
+    public func executableImage() -> ImageInfo? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/\(processID)/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        var path = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if path.hasSuffix(" (deleted)") { path.removeLast(" (deleted)".count) }
+        let image = currentImageMap()?.image(path: path)
+        return ImageInfo(
+            path: path, buildId: buildID(ofImageAt: path), base: (image?.base ?? 0).hexAddress, size: image?.size)
+    }
+
+    // MARK: - Lookup
+
+    private func resolve(_ address: UInt64, refreshed: inout Bool) -> Resolved? {
+        if let hit = cache[address] { return hit }
+        var image = currentImageMap()?.image(containing: address)
+        if image == nil, !refreshed {
+            // Not in any image we know: maybe dlopen'ed since we last looked. Re-read once per backtrace.
+            refreshed = true
+            imageMap = nil
+            image = currentImageMap()?.image(containing: address)
+            if image != nil, let session { _ = sw_symbols_refresh(session) }
+        }
+        guard let image else { return nil }
+        var resolved = Resolved(image: image, symbolOffset: 0)
+        if mode != .off, let session = currentSession() {
+            var offset: UInt64 = 0
+            if let name = sw_symbols_name(session, address, &offset) {
+                resolved.symbol = demangle(String(cString: name))
+                resolved.symbolOffset = offset
+            }
+            if mode == .full {
+                var line: Int32 = 0
+                if let file = sw_symbols_source(session, address, &line) {
+                    resolved.file = String(cString: file)
+                    resolved.line = line > 0 ? Int(line) : nil
+                }
+            }
+        }
+        if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
+        cache[address] = resolved
+        return resolved
+    }
+
+    private func demangle(_ name: String) -> String {
+        if let known = demangled[name] { return known }
+        let readable = Demangler.demangle(name)
+        demangled[name] = readable
+        return readable
+    }
+
+    private func currentImageMap() -> ImageMap? {
+        if let imageMap { return imageMap }
+        do {
+            imageMap = try ImageMap(processID: processID)
+        } catch {
+            record("cannot read the mappings of process \(processID): \(error.message)")
+        }
+        return imageMap
+    }
+
+    private func currentSession() -> OpaquePointer? {
+        if let session { return session }
+        if sessionUnavailable { return nil }
+        var code: Int32 = 0
+        session = sw_symbols_create(processID, &code)
+        if session == nil {
+            sessionUnavailable = true
+            let reason = code > 0 ? String(cString: strerror(code)) : String(cString: sw_symbols_last_error())
+            record("symbol lookup unavailable for process \(processID) (libdwfl: \(reason)); frames keep image + offset")
+        }
+        return session
+    }
+
+    /// Reads the build-id from the file, through `/proc/<pid>/root` for another process (its mount namespace).
+    private func buildID(ofImageAt path: String) -> String? {
+        if let known = buildIDs[path] { return known }
+        var id: String?
+        if path.hasPrefix("/") {
+            if processID != getpid() { id = BuildID.ofFile(atPath: "/proc/\(processID)/root\(path)") }
+            if id == nil { id = BuildID.ofFile(atPath: path) }
+        } else if let image = currentImageMap()?.image(path: path), let session = currentSession() {
+            // [vdso] has no file; libdwfl reads its note from the process's memory.
+            var info = sw_module_info()
+            if sw_symbols_module(session, image.base, &info) == 0, let bits = info.build_id {
+                id = BuildID.hex(UnsafeBufferPointer(start: bits, count: info.build_id_length))
+            }
+        }
+        buildIDs[path] = id
+        return id
+    }
+
+    private func record(_ problem: String) {
+        if !errors.contains(problem) { errors.append(problem) }
+    }
 }

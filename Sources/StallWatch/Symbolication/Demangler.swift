@@ -1,0 +1,71 @@
+// Demangler: readable names for Swift symbols (libswiftCore's swift_demangle) and C++ symbols (__cxa_demangle).
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns mangled Swift and C++ symbol names into readable ones; other names pass through unchanged.
+///
+/// Both demanglers are looked up at run time with `dlsym`, so nothing is linked that the process does not
+/// already load (libswiftCore is in every Swift process; `__cxa_demangle` comes with libstdc++, which the Swift
+/// runtime uses). Thread-safe; allocates.
+public enum Demangler {
+    /// `char *swift_demangle(const char *name, size_t length, char *buffer, size_t *bufferSize, uint32_t flags)`
+    private typealias SwiftDemangle =
+        @convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32)
+        -> UnsafeMutablePointer<CChar>?
+    /// `char *__cxa_demangle(const char *name, char *buffer, size_t *length, int *status)`
+    private typealias CxxDemangle =
+        @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?,
+            UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CChar>?
+
+    private struct Functions: @unchecked Sendable {
+        let swift: SwiftDemangle?
+        let cxx: CxxDemangle?
+    }
+
+    // Resolved once; dlopen(NULL) is the global scope, so this finds whatever copy the process already uses.
+    private static let functions: Functions = {
+        let handle = dlopen(nil, RTLD_NOW)
+        func lookup<F>(_ name: String, as type: F.Type) -> F? {
+            guard let handle, let symbol = dlsym(handle, name) else { return nil }
+            return unsafeBitCast(symbol, to: type)
+        }
+        return Functions(
+            swift: lookup("swift_demangle", as: SwiftDemangle.self),
+            cxx: lookup("__cxa_demangle", as: CxxDemangle.self))
+    }()
+
+    /// Whether `name` carries a Swift mangling prefix (`$s`, `_$s`, `$S`, `_T0`, `$e`).
+    public static func isSwiftMangled(_ name: String) -> Bool {
+        name.hasPrefix("$s") || name.hasPrefix("_$s") || name.hasPrefix("$S") || name.hasPrefix("_$S")
+            || name.hasPrefix("_T0") || name.hasPrefix("$e")
+    }
+
+    /// The readable form of `name`, or `name` itself when it is not mangled or cannot be demangled.
+    public static func demangle(_ name: String) -> String {
+        if isSwiftMangled(name) { return demangleSwift(name) ?? name }
+        if name.hasPrefix("_Z") { return demangleCxx(name) ?? name }
+        return name
+    }
+
+    /// Demangles a Swift symbol with the runtime's own demangler; nil when it is not a Swift name.
+    public static func demangleSwift(_ name: String) -> String? {
+        guard let function = functions.swift else { return nil }
+        let utf8 = Array(name.utf8)
+        let result = utf8.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { function($0.baseAddress, $0.count, nil, nil, 0) }
+        }
+        guard let result else { return nil }
+        defer { free(result) }
+        return String(cString: result)
+    }
+
+    /// Demangles an Itanium C++ ABI symbol (`_Z…`); nil when it is not one.
+    public static func demangleCxx(_ name: String) -> String? {
+        guard let function = functions.cxx else { return nil }
+        var status: Int32 = 0
+        guard let result = function(name, nil, nil, &status) else { return nil }
+        defer { free(result) }
+        return status == 0 ? String(cString: result) : nil
+    }
+}
