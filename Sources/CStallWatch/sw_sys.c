@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@ uint64_t sw_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t sw_monotonic_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 uint64_t sw_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t sw_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+void sw_set_thread_name(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 
 int sw_eventfd_create(void) {
     int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

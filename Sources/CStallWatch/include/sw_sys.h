@@ -34,6 +34,9 @@ int sw_main_queue_handle(void);
 /// Must be called on the process's main thread. Not async-signal-safe.
 void sw_main_queue_drain(void);
 
+/// Names the calling thread (prctl PR_SET_NAME; the kernel keeps 15 bytes). Not async-signal-safe (not needed).
+void sw_set_thread_name(const char *name);
+
 /// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); returns the fd or -errno. Not async-signal-safe (not needed).
 int sw_eventfd_create(void);
 

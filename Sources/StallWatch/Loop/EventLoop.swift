@@ -46,6 +46,7 @@ public final class EventLoop: @unchecked Sendable {
     private let observersVersion = Atomic<UInt64>(0)
     private let observerSerial = Atomic<UInt64>(0)
     private let annotationStore = Mutex<[String: String]>([:])
+    private let runningThread = Mutex<SampledThread?>(nil)
 
     // Loop thread only.
     private var sequence: UInt64 = 0
@@ -75,6 +76,9 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     public var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// The thread running the loop, with its stack bounds, for samplers; nil when not running.
+    public var sampledThread: SampledThread? { runningThread.withLock { $0 } }
 
     /// True when called on the thread currently running this loop.
     public var inLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == sw_gettid() }
@@ -216,8 +220,11 @@ public final class EventLoop: @unchecked Sendable {
         guard claimed else { preconditionFailure("EventLoop '\(name)' is already running") }
         let tid = sw_gettid()
         loopThreadID.store(tid, ordering: .releasing)
+        let thread = SampledThread.current()
+        runningThread.withLock { $0 = thread }
         mainQueueFD = mainQueueIntegration == .automatic && tid == getpid() ? sw_main_queue_handle() : -1
         defer {
+            runningThread.withLock { $0 = nil }
             stopRequested.store(false, ordering: .relaxed)
             loopThreadID.store(0, ordering: .releasing)
             running.store(false, ordering: .releasing)

@@ -1,0 +1,161 @@
+// The watchdog: a named thread that waits on a semaphore with a deadline and follows each stall to its end.
+import CStallWatch
+import Dispatch
+import Synchronization
+
+/// Watches one ``EventLoop`` from its own thread (`stallwatch-watchdog`) and writes a report for every stall.
+///
+/// The thread sleeps on a `DispatchSemaphore`: parked with no timeout while the loop is idle (the loop signals
+/// it once when it becomes busy again), or with a timeout equal to the time left before the current busy phase
+/// would cross the threshold. When it wakes and the loop is still in the same busy phase, the stall has begun:
+/// it samples the loop thread every `sampleIntervalMs`, and the loop itself records the moment it moves on.
+///
+/// ```swift
+/// let loop = EventLoop()
+/// let watchdog = try Watchdog(loop: loop, configuration: .load())
+/// try watchdog.start()
+/// loop.run()
+/// ```
+public final class Watchdog: @unchecked Sendable {
+    public let loop: EventLoop
+    public let configuration: StallWatchConfiguration
+    private let onEvent: @Sendable (StallEvent) -> Void
+    private let stopRequested = Atomic<Bool>(false)
+    private let lock = Mutex<NamedThread?>(nil)
+    private var recorder: StallRecorder?
+
+    /// - Parameters:
+    ///   - loop: The loop to watch.
+    ///   - configuration: Thresholds, sampling and report settings.
+    ///   - onEvent: Called on the watchdog thread for every stall event (logging, metrics). Keep it short.
+    public init(
+        loop: EventLoop, configuration: StallWatchConfiguration = StallWatchConfiguration(),
+        onEvent: @escaping @Sendable (StallEvent) -> Void = { _ in }
+    ) {
+        self.loop = loop
+        self.configuration = configuration
+        self.onEvent = onEvent
+    }
+
+    /// Where this watchdog writes its reports.
+    public var reportDirectory: String {
+        configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
+    }
+
+    public var isRunning: Bool { lock.withLock { $0 != nil } }
+
+    /// Starts the watchdog thread. Does nothing when `configuration.enabled` is false.
+    ///
+    /// - Throws: `.invalidState` if the loop already has a watchdog; `.systemCall` if the thread cannot start.
+    public func start() throws(StallWatchError) {
+        guard configuration.enabled else { return }
+        try lock.withLock { (thread: inout NamedThread?) throws(StallWatchError) in
+            guard thread == nil else { return }
+            guard loop.state.watchdogAttached.compareExchange(
+                expected: false, desired: true, ordering: .acquiringAndReleasing
+            ).exchanged else {
+                throw StallWatchError(.invalidState, "loop '\(loop.name)' already has a watchdog")
+            }
+            stopRequested.store(false, ordering: .relaxed)
+            let recorder = StallRecorder(configuration: configuration, loopName: loop.name, emit: onEvent)
+            self.recorder = recorder
+            if case .classic = configuration.detectorConfiguration.strategy {
+                loop.state.signalsEveryTransition.store(true, ordering: .relaxed)
+            }
+            do throws(StallWatchError) {
+                thread = try NamedThread(name: "stallwatch-watchdog") { [self] in watch(recorder) }
+            } catch {
+                loop.state.watchdogAttached.store(false, ordering: .releasing)
+                loop.state.signalsEveryTransition.store(false, ordering: .relaxed)
+                throw error
+            }
+        }
+    }
+
+    /// Stops and joins the watchdog thread. A stall in progress is written as `unrecovered`.
+    public func stop() {
+        lock.withLock { thread in
+            guard let running = thread else { return }
+            stopRequested.store(true, ordering: .releasing)
+            loop.state.wakeup.signal()
+            running.join()
+            thread = nil
+            recorder = nil
+            loop.state.signalsEveryTransition.store(false, ordering: .relaxed)
+            sw_loop_state_follow(loop.state.storage, 0)
+            // Swallow a wake-up the loop may have posted meanwhile, so the next watchdog starts clean.
+            while loop.state.wakeup.wait(timeout: .now()) == .success {}
+            loop.state.watchdogAttached.store(false, ordering: .releasing)
+        }
+    }
+
+    deinit { stop() }
+
+    // MARK: The watchdog thread
+
+    private func watch(_ recorder: StallRecorder) {
+        let state = loop.state
+        var detector = StallDetector(configuration: configuration.detectorConfiguration)
+        var timedOut = true
+        while !stopRequested.load(ordering: .acquiring) {
+            let now = sw_monotonic_ns()
+            let observation = StallDetector.Observation(
+                snapshot: state.snapshot(), now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
+                stallEndNanos: sw_loop_state_stall_end(state.storage), timedOut: timedOut)
+            let (events, wait) = detector.observe(observation)
+            var skipWait = false
+            for event in events {
+                switch event {
+                case .began(let stall):
+                    sw_loop_state_follow(state.storage, 1)
+                    recorder.begin(stall, thread: loop.sampledThread, annotations: loop.annotations, now: now)
+                    // The loop may have moved on before it saw the follow flag: look again at once.
+                    skipWait = true
+                case .escalated(let stall):
+                    recorder.escalate(stall)
+                case .ended(_, let endNanos, _):
+                    sw_loop_state_follow(state.storage, 0)
+                    recorder.end(endNanos: endNanos)
+                case .lateWakeup(let delay):
+                    recorder.addNote("the watchdog woke \(delay / 1_000_000) ms late during the stall")
+                    onEvent(.lateWakeup(delayMs: StallRecorder.millis(delay)))
+                }
+            }
+            if skipWait {
+                timedOut = false
+                continue
+            }
+            var deadline: UInt64?
+            if case .until(let t) = wait { deadline = t }
+            if detector.current != nil {
+                let after = sw_monotonic_ns()
+                if recorder.sampleIfDue(now: after) {
+                    timedOut = false
+                    continue
+                }
+                if let next = recorder.nextSampleAt { deadline = min(deadline ?? next, next) }
+            }
+            timedOut = sleep(until: deadline, state: state)
+        }
+        recorder.abandon(now: sw_monotonic_ns())
+    }
+
+    /// Sleeps until `deadline` (or parks when nil). Returns true if the wait timed out.
+    private func sleep(until deadline: UInt64?, state: LoopState) -> Bool {
+        guard let deadline else {
+            let word = sw_loop_state_park(state.storage)
+            if LoopActivity(phaseCode: UInt32(word & 0xff)).isBusy || stopRequested.load(ordering: .acquiring) {
+                // Became busy (or stopping) while parking: withdraw; if the loop already took the flag, its
+                // signal is on the way and is consumed here.
+                if sw_loop_state_unpark(state.storage) == 0 { state.wakeup.wait() }
+                return false
+            }
+            state.wakeup.wait()
+            _ = sw_loop_state_unpark(state.storage)
+            return false
+        }
+        let now = sw_monotonic_ns()
+        guard deadline > now else { return true }
+        return state.wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) == .timedOut
+    }
+}

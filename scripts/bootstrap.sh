@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what StallWatch needs on a fresh Debian 12 machine. Idempotent: does nothing when all is present.
+set -euo pipefail
+
+# C libraries the package links (libunwind, libdw, liblzma) and the tools tests and benchmarks use.
+packages=(libunwind-dev libdw-dev liblzma-dev elfutils procps)
+if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "bootstrap: installing ${missing[*]}"
+    sudo_=""
+    [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+    $sudo_ apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Test tooling only: JSON Schema validation of the reports the tests produce.
+if ! python3 -c 'import jsonschema' 2>/dev/null; then
+    echo "bootstrap: installing jsonschema (PyPI)"
+    python3 -m pip install -q jsonschema
+fi
+
+command -v swift >/dev/null || { echo "bootstrap: swift is not on PATH (expected the Swift 6 toolchain)" >&2; exit 1; }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's test command: set up a fresh machine, build, and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/bootstrap.sh
+
+echo "== build"
+swift build --build-tests 2>&1 | tee .build-test.log | grep -E "warning:|error:|Compiling|Build complete" | grep -v Compiling || true
+if grep -qE "^/.*(warning|error):" .build-test.log; then
+    echo "test.sh: the build has warnings or errors (see above)" >&2
+    exit 1
+fi
+rm -f .build-test.log
+
+echo "== format"
+swift format lint --recursive --configuration .swift-format Sources Tests Package.swift
+
+echo "== tests"
+# Reports produced by the tests must validate against Config/stall-report.schema.json.
+export STALLWATCH_REQUIRE_JSONSCHEMA=1
+swift test --skip-build
