@@ -1,0 +1,194 @@
+// ReportStore: reads a directory of stall reports, tolerating files that are damaged or not ours.
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads stall reports from a directory (usually one a ``ReportWriter`` fills).
+///
+/// Enumeration streams: one file is read and decoded at a time. A file that is empty, truncated, not JSON,
+/// JSON but not a report, or from a newer schema is skipped and described by one ``Problem``; it never stops
+/// the enumeration.
+public struct ReportStore: Sendable {
+    /// A report and the file it came from.
+    public struct Entry: Sendable {
+        public let path: String
+        public let report: StallReport
+
+        public init(path: String, report: StallReport) {
+            self.path = path
+            self.report = report
+        }
+    }
+
+    /// A file that was skipped, and why (one line).
+    public struct Problem: Sendable, Equatable, CustomStringConvertible {
+        public let path: String
+        public let reason: String
+        public var description: String { "skipping \(path): \(reason)" }
+    }
+
+    /// The outcome of looking a report up by id or id prefix.
+    public enum Lookup: Sendable {
+        case found(Entry)
+        case notFound
+        /// More than one report id starts with the prefix; their ids, sorted.
+        case ambiguous([String])
+    }
+
+    public let directory: String
+
+    public init(directory: String = ReportWriter.defaultDirectory) {
+        self.directory = directory
+    }
+
+    /// Calls `body` for every readable report (files `*.json` not starting with `.`), in directory order, and
+    /// `onProblem` once for every other such file.
+    /// - Throws: `StallWatchError(.report)` when the directory itself cannot be opened.
+    public func forEachReport(onProblem: (Problem) -> Void, _ body: (Entry) -> Void) throws(StallWatchError) {
+        let directoryFD = try ReportDirectory.open(directory, forWriting: false)
+        defer { close(directoryFD) }
+        ReportDirectory.forEachEntry(directoryFD) { name in
+            guard name.hasSuffix(".json"), !name.hasPrefix(".") else { return }
+            let path = (directory as NSString).appendingPathComponent(name)
+            switch Self.read(name, in: directoryFD) {
+            case .success(let report): body(Entry(path: path, report: report))
+            case .failure(let reason): onProblem(Problem(path: path, reason: reason.text))
+            }
+        }
+    }
+
+    /// Every readable report, newest `startedAt` first. Loads them all: for large directories prefer
+    /// ``forEachReport(onProblem:_:)`` and keep only what you need.
+    public func reports(onProblem: (Problem) -> Void) throws(StallWatchError) -> [Entry] {
+        var entries: [Entry] = []
+        try forEachReport(onProblem: onProblem) { entries.append($0) }
+        return entries.sorted { ($0.report.startedAt, $0.report.id) > ($1.report.startedAt, $1.report.id) }
+    }
+
+    /// Finds the report whose id is `id` or starts with it. The file named for the id is tried first; then
+    /// files whose names start with `stall-<id>`; then every file's id, so renamed files are still found.
+    /// Unreadable files are skipped silently.
+    public func lookup(id: String) throws(StallWatchError) -> Lookup {
+        guard !id.isEmpty else { return .notFound }
+        let exact = (directory as NSString).appendingPathComponent(ReportWriter.fileName(forReportID: id))
+        if let report = try? Self.load(path: exact), report.id == id {
+            return .found(Entry(path: exact, report: report))
+        }
+        var matches: [Entry] = []
+        try forEachReport(onProblem: { _ in }) { entry in
+            if entry.report.id.hasPrefix(id) { matches.append(entry) }
+        }
+        if let whole = matches.first(where: { $0.report.id == id }) { return .found(whole) }
+        switch matches.count {
+        case 0: return .notFound
+        case 1: return .found(matches[0])
+        default: return .ambiguous(matches.map(\.report.id).sorted())
+        }
+    }
+
+    /// Reads and decodes the report file at `path`.
+    /// - Throws: `StallWatchError(.report)` with `context["path"]` (and `errno` for I/O errors) naming what
+    ///   was wrong, in the same words as a ``Problem``.
+    public static func load(path: String) throws(StallWatchError) -> StallReport {
+        switch read(path, in: AT_FDCWD) {
+        case .success(let report): return report
+        case .failure(let reason):
+            throw StallWatchError(.report, "\(path): \(reason.text)", context: ["path": path], errno: reason.errno)
+        }
+    }
+
+    /// Decodes report JSON, classifying what is wrong when it is not a report this build reads.
+    public static func decode(_ data: Data) -> Result<StallReport, DecodeFailure> {
+        let trimmed = data.drop { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
+        guard let first = trimmed.first else { return .failure(DecodeFailure("empty file")) }
+        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {
+            return .failure(DecodeFailure("not JSON"))
+        }
+        do {
+            return .success(try StallReport.makeDecoder().decode(VersionedReport.self, from: data).report)
+        } catch let error as DecodeFailure {
+            return .failure(error)
+        } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+            let last = data.reversed().first { $0 != 0x20 && $0 != 0x0a && $0 != 0x0d && $0 != 0x09 }
+            let closer = first == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            return .failure(DecodeFailure(last == closer ? "invalid JSON" : "truncated JSON (\(data.count) bytes)"))
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            return .failure(DecodeFailure("JSON but not a StallWatch report (the top level is not an object)"))
+        } catch DecodingError.keyNotFound(let key, let context) {
+            return .failure(DecodeFailure("not a valid report: missing \"\(dotted(context.codingPath + [key]))\""))
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            return .failure(DecodeFailure("not a valid report: wrong type at \"\(dotted(context.codingPath))\""))
+        } catch DecodingError.dataCorrupted(let context) {
+            return .failure(DecodeFailure(
+                "not a valid report: bad value at \"\(dotted(context.codingPath))\" (\(context.debugDescription))"))
+        } catch {
+            return .failure(DecodeFailure("not a valid report: \(error)"))
+        }
+    }
+
+    /// Why a file is not a report this build reads.
+    public struct DecodeFailure: Error, Sendable, Equatable {
+        public let text: String
+        public let errno: Int32?
+        init(_ text: String, errno: Int32? = nil) {
+            self.text = text
+            self.errno = errno
+        }
+    }
+
+    // MARK: - Internals
+
+    /// Checks `schemaVersion` before decoding the rest, so foreign and future files get a precise reason.
+    private struct VersionedReport: Decodable {
+        let report: StallReport
+        private enum Keys: String, CodingKey { case schemaVersion }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: Keys.self)
+            guard let version = try? container.decode(Int.self, forKey: .schemaVersion) else {
+                throw DecodeFailure("JSON but not a StallWatch report (no integer \"schemaVersion\")")
+            }
+            guard version <= StallReport.currentSchemaVersion else {
+                throw DecodeFailure(
+                    "schemaVersion \(version) is newer than this build reads (\(StallReport.currentSchemaVersion))")
+            }
+            guard version >= 1 else { throw DecodeFailure("unsupported schemaVersion \(version)") }
+            report = try StallReport(from: decoder)
+        }
+    }
+
+    private static func dotted(_ path: [any CodingKey]) -> String {
+        path.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingPrefix(".").description
+    }
+
+    /// Report files are small; anything larger than this is not one of ours.
+    private static let maximumFileSize = 64 << 20
+
+    private static func read(_ name: String, in directoryFD: Int32) -> Result<StallReport, DecodeFailure> {
+        let fd = openat(directoryFD, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
+            let error = errno
+            return .failure(DecodeFailure(String(cString: strerror(error)), errno: error))
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno)) }
+        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(DecodeFailure("not a regular file")) }
+        guard Int(info.st_size) <= maximumFileSize else {
+            return .failure(DecodeFailure("too large for a report (\(info.st_size) bytes)"))
+        }
+        var data = Data(count: Int(info.st_size))
+        var filled = 0
+        while filled < data.count {
+            let count = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
+            if count < 0, errno == EINTR { continue }
+            if count < 0 { return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno)) }
+            if count == 0 { break }
+            filled += count
+        }
+        data.count = filled
+        return decode(data)
+    }
+}

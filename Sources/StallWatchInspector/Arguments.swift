@@ -1,0 +1,64 @@
+// Arguments: the small command-line parser behind every stallwatch subcommand.
+
+/// The arguments of one subcommand after parsing: positionals, flags and valued options.
+public struct Arguments: Sendable, Equatable {
+    public var positionals: [String] = []
+    public var flags: Set<String> = []
+    public var options: [String: String] = [:]
+
+    /// Whether `--name` was given.
+    public func has(_ flag: String) -> Bool { flags.contains(flag) }
+
+    /// Parses `arguments` against what a subcommand accepts. `--name=value` and `--name value` both work for
+    /// options; `--` ends option parsing; `-h`/`--help` is always accepted as the flag `--help`.
+    /// - Throws: ``CommandError`` (usage) for an unknown option, a missing option value or a wrong number of
+    ///   positionals.
+    public static func parse(
+        _ arguments: [String], flags allowedFlags: Set<String>, options allowedOptions: Set<String>,
+        positionals range: ClosedRange<Int>, command: String
+    ) throws(CommandError) -> Arguments {
+        var result = Arguments()
+        var index = 0
+        var optionsEnded = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+                result.positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            if argument == "-h" || argument == "--help" {
+                result.flags.insert("--help")
+                continue
+            }
+            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+            let name = parts[0]
+            if allowedFlags.contains(name) && parts.count == 1 {
+                result.flags.insert(name)
+            } else if allowedOptions.contains(name) {
+                if parts.count == 2 {
+                    result.options[name] = parts[1]
+                } else if index < arguments.count {
+                    result.options[name] = arguments[index]
+                    index += 1
+                } else {
+                    throw .usage("\(command): \(name) needs a value")
+                }
+            } else {
+                throw .usage("\(command): unknown option \(argument)")
+            }
+        }
+        if result.has("--help") { return result }
+        guard range.contains(result.positionals.count) else {
+            let extra = result.positionals.count > range.upperBound
+            throw .usage(
+                extra ? "\(command): unexpected argument \(result.positionals[range.upperBound])"
+                    : "\(command): missing argument")
+        }
+        return result
+    }
+}

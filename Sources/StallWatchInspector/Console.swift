@@ -1,0 +1,51 @@
+// Console: where CLI output goes, and whether it may be coloured.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Standard output and error for a command, injectable so tests can capture both.
+public struct Console: Sendable {
+    /// Writes text to standard output as is (callers add newlines).
+    public var output: @Sendable (String) -> Void
+    /// Writes text to standard error as is.
+    public var errorOutput: @Sendable (String) -> Void
+    /// ANSI colour on standard output; only on a terminal and never with `NO_COLOR` set.
+    public var useColor: Bool
+
+    public init(output: @escaping @Sendable (String) -> Void, errorOutput: @escaping @Sendable (String) -> Void, useColor: Bool) {
+        self.output = output
+        self.errorOutput = errorOutput
+        self.useColor = useColor
+    }
+
+    /// The process's stdout and stderr; colour when stdout is a terminal and `NO_COLOR` is unset or empty.
+    public static func standard(environment: [String: String]) -> Console {
+        let noColor = !(environment["NO_COLOR"] ?? "").isEmpty
+        return Console(
+            output: { text in writeAll(STDOUT_FILENO, text) },
+            errorOutput: { text in writeAll(STDERR_FILENO, text) },
+            useColor: !noColor && isatty(STDOUT_FILENO) == 1)
+    }
+
+    /// Unbuffered, so that standard output and error interleave in the order written.
+    private static func writeAll(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { return }
+            bytes = bytes.dropFirst(count)
+        }
+    }
+
+    /// Writes `line` and a newline to standard output.
+    public func print(_ line: String = "") { output(line + "\n") }
+
+    /// Writes `line` and a newline to standard error.
+    public func printError(_ line: String) { errorOutput(line + "\n") }
+
+    /// `text` wrapped in an SGR sequence (`"1"` bold, `"31"` red, …) when colour is on.
+    public func styled(_ text: String, _ code: String) -> String {
+        useColor && !text.isEmpty ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    }
+}

@@ -1,3 +1,0 @@
-// Reading, summarising and rendering stall reports.
-import StallWatch
-public enum ReportInspector {}

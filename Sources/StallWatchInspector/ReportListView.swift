@@ -1,0 +1,48 @@
+// ReportListView: renders `stallwatch reports list` as an aligned table or as a JSON array of summaries.
+import Foundation
+import StallWatch
+
+/// The table of `reports list`: one row per report, newest first.
+public struct ReportListView: Sendable {
+    public var format: ReportTextFormat
+    public var useColor: Bool
+
+    public init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
+        self.format = format
+        self.useColor = useColor
+    }
+
+    /// Summaries sorted newest first (by `startedAt`, then id).
+    public static func sorted(_ summaries: [ReportSummary]) -> [ReportSummary] {
+        summaries.sorted { ($0.startedAt, $0.id) > ($1.startedAt, $1.id) }
+    }
+
+    /// The table's lines, header first; `summaries` must already be in display order.
+    public func lines(_ summaries: [ReportSummary]) -> [String] {
+        let header = ["TIME", "DURATION", "SEVERITY", "STATUS", "PHASE", "ID", "TOP FRAME"]
+        let rows = summaries.map { summary in
+            [
+                format.localTime(summary.startedAt),
+                ReportTextFormat.duration(summary.durationMs, status: summary.status),
+                summary.severity.rawValue, summary.status.rawValue, summary.phase, summary.id,
+                Self.shortened(summary.topFrame ?? "-", to: 100),
+            ]
+        }
+        let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
+        return ReportTextFormat.table([header] + rows) { row, column, cell in
+            if row == 0 { return console.styled(cell, "1") }
+            if column == 2, summaries[row - 1].severity == .hang { return console.styled(cell, "31") }
+            if column == 3, summaries[row - 1].status != .ended { return console.styled(cell, "33") }
+            return cell
+        }
+    }
+
+    /// The JSON of `reports list --json`: an array of summaries, in the report encoder's format.
+    public static func json(_ summaries: [ReportSummary]) throws -> String {
+        String(decoding: try StallReport.makeEncoder().encode(summaries), as: UTF8.self)
+    }
+
+    static func shortened(_ text: String, to limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
+    }
+}

@@ -1,0 +1,64 @@
+// ReportSummary: the one-line digest of a report that `reports list` shows and `reports list --json` emits.
+import Foundation
+import StallWatch
+
+/// A compact summary of one report, one row of `stallwatch reports list`.
+public struct ReportSummary: Codable, Sendable, Equatable {
+    public var id: String
+    public var path: String
+    public var startedAt: Date
+    public var durationMs: Double
+    public var severity: StallReport.Severity
+    public var status: StallReport.Status
+    public var phase: String
+    public var loop: String
+    public var pid: Int32
+    public var executable: String
+    /// The most telling frame of the first sample with frames (see ``topFrame(of:)``); nil with no frames.
+    public var topFrame: String?
+    public var signature: String
+    public var samples: Int
+
+    public init(path: String, report: StallReport) {
+        id = report.id
+        self.path = path
+        startedAt = report.startedAt
+        durationMs = report.durationMs
+        severity = report.severity
+        status = report.status
+        phase = report.loop.phase
+        loop = report.loop.name
+        pid = report.process.pid
+        executable = report.process.executable
+        topFrame = Self.topFrame(of: report)
+        signature = report.signature
+        samples = report.samples.count
+    }
+
+    /// Symbols that say nothing about the stall: signal trampolines, StallWatch's own C capture code (`sw_…`),
+    /// and the run loop's idle wait.
+    public static func isMachinery(_ symbol: String) -> Bool {
+        ["__restore_rt", "__kernel_rt_sigreturn", "_sigtramp"].contains(symbol) || symbol.hasPrefix("sw_")
+            || symbol.contains("idleWait")
+    }
+
+    /// The first frame with a symbol that is not machinery, as `symbol + offset`; failing that, the first frame
+    /// in an image, as `image + offset`; failing that, the first address.
+    public static func topFrame(of report: StallReport) -> String? {
+        guard let frames = report.samples.first(where: { !$0.frames.isEmpty })?.frames else { return nil }
+        if let named = frames.first(where: { $0.symbol.map { !isMachinery($0) } ?? false }), let symbol = named.symbol {
+            return named.symbolOffset.map { "\(symbol) + \($0)" } ?? symbol
+        }
+        if let placed = frames.first(where: { $0.image != nil && $0.offset != nil }), let image = placed.image,
+            let offset = placed.offset
+        {
+            return "\(imageName(image)) + \(offset)"
+        }
+        return frames.first?.address
+    }
+
+    /// The last path component of an image path (`/lib/x86_64-linux-gnu/libc.so.6` → `libc.so.6`).
+    public static func imageName(_ path: String) -> String {
+        path.split(separator: "/").last.map(String.init) ?? path
+    }
+}

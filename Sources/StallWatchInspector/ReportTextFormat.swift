@@ -1,0 +1,64 @@
+// ReportTextFormat: the small text conventions shared by `reports list` and `reports show`.
+import Foundation
+import StallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Time, duration and table formatting for the human-readable report views.
+public struct ReportTextFormat: Sendable {
+    /// The zone local times are shown in (the system's by default; tests pin UTC).
+    public var timeZone: TimeZone
+
+    public init(timeZone: TimeZone = .current) {
+        self.timeZone = timeZone
+    }
+
+    /// `2026-11-30 23:15:00` in ``timeZone``; with `milliseconds`, `2026-11-30 23:15:00.123`.
+    public func localTime(_ date: Date, milliseconds: Bool = false) -> String {
+        let shifted = date.addingTimeInterval(TimeInterval(timeZone.secondsFromGMT(for: date)))
+        let utc = ReportDate.string(from: shifted)  // 2026-11-30T23:15:00.123Z
+        let text = utc.replacingOccurrences(of: "T", with: " ").dropLast()
+        return String(milliseconds ? text : text.dropLast(4))
+    }
+
+    /// `312 ms`, `5.20 s`, `2m 05s`; `ongoing`/`unrecovered` durations are lower bounds and get a `+`.
+    public static func duration(_ milliseconds: Double, status: StallReport.Status = .ended) -> String {
+        let text: String
+        if milliseconds < 1000 {
+            text = "\(Int(milliseconds.rounded())) ms"
+        } else if milliseconds < 60_000 {
+            text = String(format: "%.2f s", milliseconds / 1000)
+        } else {
+            let seconds = Int((milliseconds / 1000).rounded(.down))
+            text = "\(seconds / 60)m \(seconds % 60 < 10 ? "0" : "")\(seconds % 60)s"
+        }
+        return status == .ended ? text : text + "+"
+    }
+
+    /// A number without a needless fraction: `250`, `1.5`, `0.25`.
+    public static func number(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int(value)) }
+        return String(format: "%.3f", value).replacingOccurrences(of: "0+$", with: "", options: .regularExpression)
+    }
+
+    /// Left-aligned columns separated by two spaces; the last column is not padded. `style` may decorate a
+    /// padded cell (colour) without disturbing the alignment.
+    public static func table(
+        _ rows: [[String]], style: (_ row: Int, _ column: Int, _ cell: String) -> String = { $2 }
+    ) -> [String] {
+        guard let columns = rows.map(\.count).max() else { return [] }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in rows {
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        }
+        return rows.enumerated().map { rowIndex, row in
+            row.enumerated().map { index, cell in
+                let padded = index == row.count - 1
+                    ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                return style(rowIndex, index, padded)
+            }.joined(separator: "  ")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+// StallWatchCLI: the subcommand table, dispatch and help of the `stallwatch` executable.
+
+/// One `stallwatch` subcommand: its words, what it accepts, and the function that runs it.
+///
+/// Adding a subcommand is one entry in ``StallWatchCLI/subcommands`` plus the function it names.
+public struct Subcommand: Sendable {
+    /// The words that select it, e.g. `["reports", "list"]`.
+    public let words: [String]
+    /// Arguments after the words, for help: `[DIR] [--json]`.
+    public let synopsis: String
+    public let summary: String
+    public let flags: Set<String>
+    public let options: Set<String>
+    public let positionals: ClosedRange<Int>
+    public let run: @Sendable (Invocation) throws -> ExitCode
+
+    public init(
+        _ words: [String], synopsis: String, summary: String, flags: Set<String> = [], options: Set<String> = [],
+        positionals: ClosedRange<Int> = 0...0, run: @escaping @Sendable (Invocation) throws -> ExitCode
+    ) {
+        self.words = words
+        self.synopsis = synopsis
+        self.summary = summary
+        self.flags = flags
+        self.options = options
+        self.positionals = positionals
+        self.run = run
+    }
+
+    /// `stallwatch reports list [DIR] [--json]`
+    public var usage: String { (["stallwatch"] + words + [synopsis]).filter { !$0.isEmpty }.joined(separator: " ") }
+}
+
+/// What a subcommand's function receives.
+public struct Invocation: Sendable {
+    public let arguments: Arguments
+    public let console: Console
+    public let environment: [String: String]
+}
+
+/// Entry point of the `stallwatch` command line, as a library so that tests can drive it.
+public enum StallWatchCLI {
+    /// Every subcommand, in help order.
+    public static let subcommands: [Subcommand] = [
+        Subcommand(
+            ["reports", "list"], synopsis: "[DIR] [--json]",
+            summary: "list the reports in DIR (default: $STALLWATCH_REPORT_DIRECTORY or /var/tmp/stallwatch-UID), newest first",
+            flags: ["--json"], positionals: 0...1, run: ReportsCommands.list),
+        Subcommand(
+            ["reports", "show"], synopsis: "FILE|ID [--dir DIR] [--json]",
+            summary: "show one report, by path or by id (or unique id prefix) in DIR",
+            flags: ["--json"], options: ["--dir"], positionals: 1...1, run: ReportsCommands.show),
+    ]
+
+    /// Runs the command line `arguments` (without the program name).
+    /// - Returns: the exit code for a command that ran to completion.
+    /// - Throws: ``CommandError`` or `StallWatchError`; map it with ``ExitCode/init(for:)`` and
+    ///   ``ExitCode/message(for:)``.
+    public static func run(_ arguments: [String], console: Console, environment: [String: String]) throws -> ExitCode {
+        guard let first = arguments.first, !["-h", "--help", "help"].contains(first) else {
+            console.print(help)
+            return arguments.isEmpty ? .usage : .ok
+        }
+        let matched = subcommands.filter { arguments.starts(with: $0.words) }.max { $0.words.count < $1.words.count }
+        guard let command = matched else {
+            let known = subcommands.filter { $0.words.first == first }.map { $0.words.joined(separator: " ") }
+            if !known.isEmpty {
+                throw CommandError.usage(
+                    "\(first): expected one of: \(known.joined(separator: ", ")) (see stallwatch --help)")
+            }
+            throw CommandError.usage("unknown command \(first) (see stallwatch --help)")
+        }
+        let name = command.words.joined(separator: " ")
+        let parsed = try Arguments.parse(
+            Array(arguments.dropFirst(command.words.count)), flags: command.flags, options: command.options,
+            positionals: command.positionals, command: name)
+        if parsed.has("--help") {
+            console.print("usage: \(command.usage)\n\n\(command.summary)")
+            return .ok
+        }
+        return try command.run(Invocation(arguments: parsed, console: console, environment: environment))
+    }
+
+    /// The text of `stallwatch --help`: commands, environment and exit codes.
+    public static var help: String {
+        var lines = ["usage: stallwatch COMMAND [ARGS]", "", "commands:"]
+        for command in subcommands {
+            lines.append("  \(command.usage)")
+            lines.append("      \(command.summary)")
+        }
+        lines += [
+            "", "environment:",
+            "  STALLWATCH_REPORT_DIRECTORY  default report directory",
+            "  NO_COLOR                     disable colour (colour is only used on a terminal)",
+            "", "exit codes:",
+        ]
+        for code in ExitCode.allCases { lines.append("  \(code.rawValue)  \(code.meaning)") }
+        return lines.joined(separator: "\n")
+    }
+}
