@@ -9,8 +9,3 @@ extension SignalSampler {
         capture(threadID: thread.threadID, timeout: timeout)
     }
 }
-public final class ReportWriter: Sendable {
-    public static var defaultDirectory: String { "/tmp" }
-    public init(directory: String, maxReports: Int) throws(StallWatchError) {}
-    public func write(_ report: StallReport) throws(StallWatchError) {}
-}

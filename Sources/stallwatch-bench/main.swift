@@ -1,3 +1,11 @@
-// Benchmarks for scripts/bench.sh: prints tables of what each stage costs.
-import StallWatch
-print("stallwatch-bench: no benchmarks yet")
+// Benchmarks for scripts/bench.sh: prints markdown tables of what each stage costs (DESIGN §11).
+import Foundation
+
+let which = CommandLine.arguments.dropFirst().first ?? "all"
+if which == "all" || which == "loop" {
+    Table.header("Loop and watchdog")
+    LoopBenchmarks.transitionCost()
+    LoopBenchmarks.throughput()
+    LoopBenchmarks.idleWakeups()
+    LoopBenchmarks.detectionLatency()
+}

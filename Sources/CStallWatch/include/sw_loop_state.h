@@ -24,6 +24,7 @@ enum {
 enum {
     SW_RECORD_WAKE_WATCHDOG = 1,  // the watchdog is parked and the loop just became busy: signal it once
     SW_RECORD_STALL_FOLLOWED = 2, // the watchdog is following a stall: record its precise end
+    SW_RECORD_SIGNAL_EVERY = 4,   // a classic-strategy watchdog wants a signal on every transition
 };
 
 /// Shared between one loop and its watchdog. Plain words accessed only through the functions below, so the
@@ -32,7 +33,7 @@ typedef struct sw_loop_state {
     uint64_t word;            // sequence << 8 | phase code
     uint64_t phase_start_ns;  // CLOCK_MONOTONIC_COARSE when the current busy phase began
     uint32_t watchdog_parked; // 1 while the watchdog waits without a deadline
-    uint32_t stall_followed;  // 1 while the watchdog follows a stall of the current sequence
+    uint32_t flags;           // SW_RECORD_STALL_FOLLOWED | SW_RECORD_SIGNAL_EVERY, set by the watchdog
     uint64_t stall_end_ns;    // CLOCK_MONOTONIC when the loop left a followed stall (0 until then)
 } sw_loop_state;
 
@@ -47,12 +48,16 @@ static inline int sw_phase_is_busy(uint32_t code) {
            code == SW_PHASE_AFTER_WAITING;
 }
 
-/// Publishes a transition: a coarse clock read (busy phases only), two stores and one or two loads.
-/// `busy_edge` is non-zero when the loop leaves its idle wait (afterWaiting) or starts running (entry): only
-/// then is a sequentially consistent store needed, to pair with the watchdog's parking (Dekker-style).
+/// Publishes a transition: two stores, one or two loads and, when `take_time` is set, one coarse clock read.
+/// The loop passes `take_time` only when code ran (or the loop slept) since its last timestamp: otherwise the
+/// new phase began at that same instant and the stored phase start stays exact. `busy_edge` is non-zero when
+/// the loop leaves its idle wait (afterWaiting) or starts running (entry): only then is a sequentially
+/// consistent store needed, to pair with the watchdog's parking (Dekker-style).
 /// Async-signal-safe; lock-free; no syscall (the coarse clock is a vDSO read).
-static inline int sw_loop_state_record(sw_loop_state *s, uint64_t sequence, uint32_t code, int busy_edge) {
-    if (sw_phase_is_busy(code)) __atomic_store_n(&s->phase_start_ns, sw_loop_state_coarse_now(), __ATOMIC_RELAXED);
+static inline int sw_loop_state_record(sw_loop_state *s, uint64_t sequence, uint32_t code, int busy_edge,
+                                       int take_time) {
+    if (take_time && sw_phase_is_busy(code))
+        __atomic_store_n(&s->phase_start_ns, sw_loop_state_coarse_now(), __ATOMIC_RELAXED);
     uint64_t word = (sequence << 8) | code;
     int flags = 0;
     if (busy_edge) {
@@ -63,8 +68,7 @@ static inline int sw_loop_state_record(sw_loop_state *s, uint64_t sequence, uint
     } else {
         __atomic_store_n(&s->word, word, __ATOMIC_RELEASE);
     }
-    if (__atomic_load_n(&s->stall_followed, __ATOMIC_RELAXED)) flags |= SW_RECORD_STALL_FOLLOWED;
-    return flags;
+    return flags | (int)__atomic_load_n(&s->flags, __ATOMIC_RELAXED);
 }
 
 /// A consistent (word, phase start) pair, read seqlock-style. Async-signal-safe; lock-free.
@@ -97,8 +101,20 @@ static inline int sw_loop_state_unpark(sw_loop_state *s) {
 
 /// Watchdog side: start or stop following a stall. Lock-free.
 static inline void sw_loop_state_follow(sw_loop_state *s, int on) {
-    if (on) __atomic_store_n(&s->stall_end_ns, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->stall_followed, on ? 1u : 0u, __ATOMIC_RELEASE);
+    if (on) {
+        __atomic_store_n(&s->stall_end_ns, 0, __ATOMIC_RELAXED);
+        __atomic_fetch_or(&s->flags, (uint32_t)SW_RECORD_STALL_FOLLOWED, __ATOMIC_RELEASE);
+    } else {
+        __atomic_fetch_and(&s->flags, ~(uint32_t)SW_RECORD_STALL_FOLLOWED, __ATOMIC_RELEASE);
+    }
+}
+
+/// Watchdog side: ask for (or stop asking for) a signal on every transition (the classic strategy). Lock-free.
+static inline void sw_loop_state_signal_every(sw_loop_state *s, int on) {
+    if (on)
+        __atomic_fetch_or(&s->flags, (uint32_t)SW_RECORD_SIGNAL_EVERY, __ATOMIC_RELEASE);
+    else
+        __atomic_fetch_and(&s->flags, ~(uint32_t)SW_RECORD_SIGNAL_EVERY, __ATOMIC_RELEASE);
 }
 
 /// Loop side, slow path: the precise time the loop moved on from a followed stall (first call wins).

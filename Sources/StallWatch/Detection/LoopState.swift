@@ -31,8 +31,6 @@ public final class LoopState: @unchecked Sendable {
     private let ownsStorage: Bool
     /// Signalled by the loop on an idle → busy edge while the watchdog is parked, and when a followed stall ends.
     let wakeup = DispatchSemaphore(value: 0)
-    /// Set while a watchdog using the classic strategy is attached: every transition signals `wakeup`.
-    let signalsEveryTransition = Atomic<Bool>(false)
     /// At most one watchdog per loop.
     let watchdogAttached = Atomic<Bool>(false)
 
@@ -55,12 +53,21 @@ public final class LoopState: @unchecked Sendable {
 
     /// Publishes a transition. Runs on the loop thread.
     ///
+    /// - Parameters:
+    ///   - busyEdge: The loop leaves its idle wait or starts running.
+    ///   - timeMoved: Code ran or the loop slept since the last recorded phase start, so the clock must be read;
+    ///     otherwise the new phase began at that same instant.
     /// - Warning: Called on the loop thread for every transition; keep it allocation- and syscall-free.
     @inline(__always)
-    func record(_ activity: LoopActivity, sequence: UInt64, busyEdge: Bool) {
-        let flags = sw_loop_state_record(storage, sequence, activity.phaseCode, busyEdge ? 1 : 0)
+    func record(_ activity: LoopActivity, sequence: UInt64, busyEdge: Bool, timeMoved: Bool = true) {
+        let flags = sw_loop_state_record(
+            storage, sequence, activity.phaseCode, busyEdge ? 1 : 0, timeMoved || busyEdge ? 1 : 0)
         if flags != 0 { recordSlowPath(flags) }
-        if signalsEveryTransition.load(ordering: .relaxed) { wakeup.signal() }
+    }
+
+    /// `record` for benchmarks outside the module.
+    public func benchmarkRecord(_ activity: LoopActivity, sequence: UInt64, timeMoved: Bool) {
+        record(activity, sequence: sequence, busyEdge: false, timeMoved: timeMoved)
     }
 
     @inline(never)
@@ -69,8 +76,11 @@ public final class LoopState: @unchecked Sendable {
         if flags & Int32(SW_RECORD_STALL_FOLLOWED) != 0, sw_loop_state_mark_stall_end(storage) != 0 {
             wake = true
         }
-        if wake { wakeup.signal() }
+        if wake || flags & Int32(SW_RECORD_SIGNAL_EVERY) != 0 { wakeup.signal() }
     }
+
+    /// Set while a watchdog using the classic strategy is attached: every transition signals `wakeup`.
+    func signalEveryTransition(_ on: Bool) { sw_loop_state_signal_every(storage, on ? 1 : 0) }
 
     /// A consistent snapshot of the published words.
     public func snapshot() -> LoopSnapshot {

@@ -21,7 +21,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     let sampler: SignalSampler?
     let unwinder: StackUnwinder?
     let symbolicator: Symbolicator
-    let writer: ReportWriter?
+    let writer: ReportWriter
     let emit: @Sendable (StallEvent) -> Void
     /// Problems met when the recorder was built (no free signal, …), repeated in every report.
     let setupErrors: [String]
@@ -62,12 +62,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
         symbolicator = Symbolicator(processID: getpid(), mode: configuration.symbolicationMode)
         let directory = configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
         reportDirectory = directory
-        do {
-            writer = try ReportWriter(directory: directory, maxReports: configuration.maxReports)
-        } catch {
-            writer = nil
-            errors.append("reports cannot be written: \(error.message)")
-        }
+        writer = ReportWriter(directory: directory, maxReports: configuration.maxReports)
         setupErrors = errors
     }
 
@@ -164,7 +159,6 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     {
         guard let report = buildReport(status: status, endNanos: endNanos, symbolicateAll: symbolicateAll, now: now)
         else { return nil }
-        guard let writer else { return report }
         do {
             try writer.write(report)
         } catch {

@@ -60,13 +60,13 @@ public final class Watchdog: @unchecked Sendable {
             let recorder = StallRecorder(configuration: configuration, loopName: loop.name, emit: onEvent)
             self.recorder = recorder
             if case .classic = configuration.detectorConfiguration.strategy {
-                loop.state.signalsEveryTransition.store(true, ordering: .relaxed)
+                loop.state.signalEveryTransition(true)
             }
             do throws(StallWatchError) {
                 thread = try NamedThread(name: "stallwatch-watchdog") { [self] in watch(recorder) }
             } catch {
                 loop.state.watchdogAttached.store(false, ordering: .releasing)
-                loop.state.signalsEveryTransition.store(false, ordering: .relaxed)
+                loop.state.signalEveryTransition(false)
                 throw error
             }
         }
@@ -81,7 +81,7 @@ public final class Watchdog: @unchecked Sendable {
             running.join()
             thread = nil
             recorder = nil
-            loop.state.signalsEveryTransition.store(false, ordering: .relaxed)
+            loop.state.signalEveryTransition(false)
             sw_loop_state_follow(loop.state.storage, 0)
             // Swallow a wake-up the loop may have posted meanwhile, so the next watchdog starts clean.
             while loop.state.wakeup.wait(timeout: .now()) == .success {}

@@ -50,6 +50,8 @@ public final class EventLoop: @unchecked Sendable {
 
     // Loop thread only.
     private var sequence: UInt64 = 0
+    /// Code ran on the loop since the last transition, so the next busy phase needs a fresh timestamp.
+    private var calledOut = true
     private var timers = TimerQueue()
     private var observersSeen: UInt64 = 0
     private var activeObservers: [LoopObserver] = []
@@ -234,9 +236,10 @@ public final class EventLoop: @unchecked Sendable {
         var result = RunResult.stopped
         while !stopRequested.load(ordering: .acquiring) {
             transition(.beforeTimers)
-            fireDueTimers()
+            if fireDueTimers() { calledOut = true }
             transition(.beforeSources)
             let ranWork = runPending()
+            if ranWork { calledOut = true }
             if stopRequested.load(ordering: .acquiring) { break }
 
             let now = sw_monotonic_ns()
@@ -247,7 +250,10 @@ public final class EventLoop: @unchecked Sendable {
             if ranWork && hasPendingWork {
                 // More work arrived while running: go round again without sleeping, but do not starve the
                 // main queue.
-                if mainQueueFD >= 0, sw_wait_readable(mainQueueFD, -1, 0) > 0 { drainMainQueue() }
+                if mainQueueFD >= 0, sw_wait_readable(mainQueueFD, -1, 0) > 0 {
+                    drainMainQueue()
+                    calledOut = true
+                }
                 continue
             }
             var wakeAt = timers.nextDeadline
@@ -258,7 +264,10 @@ public final class EventLoop: @unchecked Sendable {
             let ready = idleWait(timeoutNanos: timeout)
             transition(.afterWaiting, busyEdge: true)
             if ready & Int32(SW_WAIT_FD0) != 0 { sw_eventfd_drain(wakeFD) }
-            if ready & Int32(SW_WAIT_FD1) != 0 { drainMainQueue() }
+            if ready & Int32(SW_WAIT_FD1) != 0 {
+                drainMainQueue()
+                calledOut = true
+            }
         }
         transition(.exit)
         return result
@@ -287,11 +296,14 @@ public final class EventLoop: @unchecked Sendable {
         return !blocks.isEmpty
     }
 
-    private func fireDueTimers() {
-        guard !timers.isEmpty else { return }
+    /// Returns true if any timer fired.
+    private func fireDueTimers() -> Bool {
+        guard !timers.isEmpty else { return false }
         let now = sw_monotonic_ns()
         var rescheduled: [(LoopTimer, UInt64)] = []
+        var fired = false
         while let entry = timers.popDue(now: now) {
+            fired = true
             entry.timer.block()
             let interval = entry.timer.intervalNanos
             if interval > 0, !entry.timer.isCancelled {
@@ -302,14 +314,19 @@ public final class EventLoop: @unchecked Sendable {
             }
         }
         for (timer, next) in rescheduled { timers.insert(timer, fireAt: next) }
+        return fired
     }
 
     @inline(__always)
     private func transition(_ activity: LoopActivity, busyEdge: Bool = false) {
         sequence &+= 1
-        state.record(activity, sequence: sequence, busyEdge: busyEdge)
+        state.record(activity, sequence: sequence, busyEdge: busyEdge, timeMoved: calledOut)
+        calledOut = false
         if observersVersion.load(ordering: .relaxed) != observersSeen { refreshObservers() }
-        if observedMask & activity.rawValue != 0 { notifyObservers(activity) }
+        if observedMask & activity.rawValue != 0 {
+            notifyObservers(activity)
+            calledOut = true
+        }
     }
 
     @inline(never)

@@ -1,0 +1,166 @@
+// Loop-side benchmarks: cost per transition, loop throughput with the watchdog off/on, detection latency.
+import CStallWatch
+import Dispatch
+import Foundation
+import StallWatch
+import Synchronization
+
+enum LoopBenchmarks {
+    /// Nanoseconds per published transition (the loop's whole cost of being watched).
+    ///
+    /// An iteration that ran work is beforeTimers (clock read: work ran since) → beforeSources (no timer fired:
+    /// same instant, no clock) → beforeWaiting (idle: no clock) → afterWaiting (slept: clock read). The worst
+    /// case reads the clock on every transition (observers or timers firing in every phase).
+    static func transitionCost() {
+        let state = LoopState()
+        let iterations: UInt64 = 20_000_000
+        let phases: [LoopActivity] = [.beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting]
+        let clock: [Bool] = [true, false, false, true]
+        for (label, worst) in [("iteration with work", false), ("worst case, clock every transition", true)] {
+            var best = Double.infinity
+            for _ in 0..<5 {
+                let start = sw_monotonic_ns()
+                for i in 0..<iterations {
+                    let k = Int(i & 3)
+                    state.benchmarkRecord(phases[k], sequence: i, timeMoved: worst || clock[k])
+                }
+                best = min(best, Double(sw_monotonic_ns() - start) / Double(iterations))
+            }
+            Table.row(["per-transition publish, \(label) (best of 5, 20M)", String(format: "%.2f ns", best), "bar ≤ 10 ns"])
+        }
+        var ts = timespec()
+        let start = sw_monotonic_ns()
+        for _ in 0..<iterations { clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) }
+        let coarse = Double(sw_monotonic_ns() - start) / Double(iterations)
+        Table.row(["CLOCK_MONOTONIC_COARSE read (the floor of a timestamped transition)", String(format: "%.2f ns", coarse), ""])
+    }
+
+    /// A loop running a chain of tiny work items (each item performs the next): items/s and loop CPU.
+    static func throughput() {
+        for mode in ["off", "deadline", "classic"] {
+            let loop = EventLoop(name: "bench", mainQueue: .disabled)
+            var config = StallWatchConfiguration()
+            config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
+            config.strategy = mode == "classic" ? "classic" : "deadline"
+            let watchdog = Watchdog(loop: loop, configuration: config)
+            if mode != "off" { try! watchdog.start() }
+            let total = 2_000_000
+            let done = Atomic<Int>(0)
+            @Sendable func step() {
+                if done.add(1, ordering: .relaxed).newValue < total { loop.perform(step) } else { loop.stop() }
+            }
+            loop.perform(step)
+            let wall0 = sw_monotonic_ns()
+            let cpu0 = threadCPUNanos()
+            loop.run()
+            let cpu = threadCPUNanos() - cpu0
+            let wall = sw_monotonic_ns() - wall0
+            watchdog.stop()
+            Table.row([
+                "loop, 2M chained items, watchdog \(mode)",
+                String(format: "%.0f k items/s", Double(total) / (Double(wall) / 1e9) / 1000),
+                String(format: "loop CPU %.1f ns/item", Double(cpu) / Double(total)),
+            ])
+        }
+    }
+
+    /// Stalls of 3× the threshold, repeated: detection latency (threshold crossed → watchdog saw it) and time
+    /// from detection to the provisional report on disk.
+    static func detectionLatency(stalls: Int = 40) {
+        let loop = EventLoop(name: "latency", mainQueue: .disabled)
+        var config = StallWatchConfiguration()
+        config.thresholdMs = 50
+        config.sampleIntervalMs = 20
+        config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-latency"
+        config.maxReports = 1000
+        let latencies = Mutex<[Double]>([])
+        let toDisk = Mutex<[Double]>([])
+        let ended = DispatchSemaphore(value: 0)
+        let watchdog = Watchdog(loop: loop, configuration: config) { event in
+            switch event {
+            case .began(let report):
+                latencies.withLock { $0.append(report.detection.latencyMs) }
+                toDisk.withLock { $0.append(Date().timeIntervalSince(report.detection.detectedAt) * 1000) }
+            case .ended: ended.signal()
+            default: break
+            }
+        }
+        try! watchdog.start()
+        let thread = Thread { loop.run() }
+        thread.start()
+        for _ in 0..<stalls {
+            loop.perform { busyWait(milliseconds: 150) }
+            ended.wait()
+            usleep(20_000)
+        }
+        loop.stop()
+        watchdog.stop()
+        try? FileManager.default.removeItem(atPath: config.reportDirectory)
+        let l = latencies.withLock { $0 }.sorted()
+        let d = toDisk.withLock { $0 }.sorted()
+        Table.row(["detection latency (\(l.count) stalls)", "p50 \(fmt(pct(l, 50))) ms", "p99 \(fmt(pct(l, 99))) ms (bar ≤ 5 ms)"])
+        Table.row(["detection → provisional report on disk", "p50 \(fmt(pct(d, 50))) ms", "p99 \(fmt(pct(d, 99))) ms (bar ≤ 50 ms)"])
+    }
+
+    /// The watchdog thread's wake-ups while the loop idles for 2 s (bar: none).
+    static func idleWakeups() {
+        let loop = EventLoop(name: "idle", mainQueue: .disabled)
+        var config = StallWatchConfiguration()
+        config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-idle"
+        let watchdog = Watchdog(loop: loop, configuration: config)
+        try! watchdog.start()
+        let thread = Thread { loop.run() }
+        thread.start()
+        usleep(200_000)
+        let before = watchdogSwitches()
+        usleep(2_000_000)
+        let after = watchdogSwitches()
+        loop.stop()
+        watchdog.stop()
+        Table.row(["watchdog wake-ups, loop idle 2 s", "\(after - before)", "bar: 0"])
+    }
+
+    @inline(never)
+    static func busyWait(milliseconds: Int) {
+        let end = sw_monotonic_ns() + UInt64(milliseconds) * 1_000_000
+        while sw_monotonic_ns() < end {}
+    }
+
+    static func threadCPUNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    /// Voluntary + involuntary context switches of the thread named stallwatch-watchdog.
+    static func watchdogSwitches() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        for tid in tasks {
+            let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8)) ?? ""
+            guard comm.hasPrefix("stallwatch-watc") else { continue }
+            let status = (try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").filter { $0.contains("ctxt_switches") }
+                .compactMap { Int($0.split(separator: "\t").last ?? "") }.reduce(0, +)
+        }
+        return -1
+    }
+}
+
+func pct(_ sorted: [Double], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return .nan }
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p / 100.0 + 0.5))]
+}
+
+func fmt(_ v: Double) -> String { String(format: "%.2f", v) }
+
+enum Table {
+    static func header(_ title: String) {
+        print("\n## \(title)\n")
+        print("| measurement | value | notes |")
+        print("|---|---|---|")
+    }
+
+    static func row(_ cells: [String]) {
+        print("| " + cells.joined(separator: " | ") + " |")
+    }
+}

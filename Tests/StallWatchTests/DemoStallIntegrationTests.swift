@@ -1,0 +1,83 @@
+// Runs the demo service with the embedded watchdog for each stall kind and checks the report it leaves.
+import Foundation
+import Testing
+@testable import StallWatch
+
+@Suite(.serialized) struct DemoStallIntegrationTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var kind: String
+        /// The demo's function the samples must name.
+        var function: String
+        /// libc functions one of which the samples must show the loop blocked in (empty: on CPU).
+        var libcCalls: [String]
+        var testDescription: String { kind }
+    }
+
+    static let cases: [Case] = [
+        Case(kind: "cpu", function: "stallOnCPU", libcCalls: []),
+        Case(kind: "sleep", function: "stallInSleep", libcCalls: ["nanosleep", "clock_nanosleep"]),
+        Case(kind: "lock", function: "stallOnLock", libcCalls: ["pthread_mutex_lock", "__lll_lock_wait", "__pthread_mutex_lock"]),
+        Case(kind: "io", function: "stallOnDiskIO", libcCalls: ["fsync", "write", "__libc_write", "fdatasync", "__GI___libc_write"]),
+    ]
+
+    @Test(.timeLimit(.minutes(2)), arguments: cases)
+    func eachKindOfStallLeavesOneEndedReportNamingTheStallingFunction(_ c: Case) throws {
+        let directory = Fixtures.temporaryDirectory("demo-\(c.kind)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let thresholdMs = 250.0, durationMs = 750.0
+        let result = try Fixtures.run(
+            Fixtures.executable("stallwatch-demo"),
+            ["stall", "--kind", c.kind, "--duration-ms", "\(Int(durationMs))", "--threshold-ms", "\(Int(thresholdMs))",
+             "--delay-ms", "300", "--report-dir", directory])
+        #expect(result.status == 0, "demo failed: \(result.stderr)")
+
+        let reports = try Fixtures.reports(in: directory)
+        try #require(reports.count == 1, "expected one report, found \(reports.count): \(result.stdout)")
+        let report = reports[0]
+        #expect(report.status == .ended)
+        #expect(report.severity == .stall)
+        #expect(report.durationMs >= durationMs * 0.9 && report.durationMs <= durationMs + 100, "duration \(report.durationMs)")
+        #expect(report.detection.source == "in-process")
+        #expect(report.detection.thresholdMs == thresholdMs)
+        #expect(report.loop.name == "demo")
+        #expect(report.loop.threadId == report.process.pid, "the demo runs its loop on the main thread")
+        #expect(report.samples.count >= 2)
+        #expect(report.capture.samplesTaken == report.samples.count)
+
+        let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
+        #expect(symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols))")
+        if !c.libcCalls.isEmpty {
+            // The innermost frames of the samples: the loop was blocked in libc.
+            let innermost = report.samples.compactMap { $0.frames.first?.symbol }
+            #expect(innermost.contains { s in c.libcCalls.contains { s == $0 || s.hasPrefix($0) } },
+                    "no sample blocked in \(c.libcCalls): \(innermost)")
+        }
+        for frame in report.samples.flatMap(\.frames) {
+            #expect(UInt64(hexAddress: frame.address) != nil)
+        }
+        #expect(report.images.contains { $0.path.hasSuffix("/stallwatch-demo") && $0.buildId != nil })
+        #expect(report.signature != "unknown")
+        try Fixtures.expectReportsValidate(in: directory)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func repeatedStallsEachGetTheirOwnReportAndTheDemoExitsOnceAllAreFinal() throws {
+        let directory = Fixtures.temporaryDirectory("demo-repeat")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try Fixtures.run(
+            Fixtures.executable("stallwatch-demo"),
+            ["stall", "--kind", "sleep", "--duration-ms", "400", "--threshold-ms", "100", "--delay-ms", "100",
+             "--repeat", "3", "--report-dir", directory])
+        #expect(result.status == 0, "demo failed: \(result.stderr)")
+        let reports = try Fixtures.reports(in: directory)
+        #expect(reports.count == 3)
+        #expect(reports.allSatisfy { $0.status == .ended })
+        #expect(result.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }.count == 3)
+    }
+
+    @Test func badArgumentsExitWithUsageErrors() throws {
+        let result = try Fixtures.run(Fixtures.executable("stallwatch-demo"), ["stall", "--kind", "disk"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("--kind disk: expected one of cpu, sleep, lock, io"))
+    }
+}
