@@ -39,7 +39,9 @@ let package = Package(
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
-        .testTarget(name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"]),
+        .testTarget(
+            name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
+            resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )

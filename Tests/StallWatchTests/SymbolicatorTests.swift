@@ -136,13 +136,15 @@ import Glibc
             body()
             return Double(DispatchTime.now().uptimeNanoseconds - start) / 1000
         }
-        let symbolicator = Symbolicator(processID: getpid(), mode: .full)
-        let cold = micros { _ = symbolicator.symbolicate(addresses) }
-        var warm: [Double] = []
-        for _ in 0..<1000 { warm.append(micros { _ = symbolicator.symbolicate(addresses) }) }
-        warm.sort()
-        let images = micros { _ = symbolicator.images(for: symbolicator.symbolicate(addresses)) }
-        print("symbolicate 40 frames: cold \(cold) µs, warm median \(warm[500]) µs p99 \(warm[990]) µs; images \(images) µs")
+        for mode in SymbolicationMode.allCases {
+            let symbolicator = Symbolicator(processID: getpid(), mode: mode)
+            let cold = micros { _ = symbolicator.symbolicate(addresses) }
+            var warm: [Double] = []
+            for _ in 0..<1000 { warm.append(micros { _ = symbolicator.symbolicate(addresses) }) }
+            warm.sort()
+            let images = micros { _ = symbolicator.images(for: symbolicator.symbolicate(addresses)) }
+            print("\(mode): symbolicate 40 frames: cold \(Int(cold)) µs, warm median \(warm[500]) µs p99 \(warm[990]) µs; first images() \(Int(images)) µs")
+        }
     }
 }
 

@@ -1,9 +1,0 @@
-import Testing
-import StallWatch
-
-@Suite struct InspectorSmokeTests {
-    @Test func hexAddressesRoundTrip() {
-        #expect(UInt64(hexAddress: UInt64(0x7f00_dead_beef).hexAddress) == 0x7f00_dead_beef)
-        #expect(UInt64(hexAddress: "zz") == nil)
-    }
-}

@@ -1,0 +1,125 @@
+// ReportFixtures: the reports behind the golden files in Fixtures/, built in code so both directions are tested.
+import Foundation
+import StallWatch
+
+enum ReportFixtures {
+    /// Fixtures/reports/<name>.json for each fixture, in this order.
+    static let all: [(name: String, report: StallReport)] = [
+        ("stall-ended", endedStall), ("hang-unrecovered", unrecoveredHang), ("stall-ongoing", ongoingStall),
+    ]
+
+    /// Fixtures/ as the test bundle holds it.
+    static var directory: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
+    static var reportsDirectory: URL { directory.appendingPathComponent("reports") }
+    /// The source tree's Fixtures/, where `STALLWATCH_UPDATE_GOLDEN=1` rewrites the files.
+    static var sourceDirectory: URL { URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures") }
+    static var repositoryRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    static func date(_ text: String) -> Date { ReportDate.date(from: text)! }
+
+    static let demo = "/usr/local/bin/chat-demo"
+    static let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    static let dispatch = "/usr/lib/swift/linux/libdispatch.so"
+
+    static let images = [
+        ImageInfo(path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000", size: 0xa000),
+        ImageInfo(path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: "0x7f3a12200000", size: 0x1e1000),
+        ImageInfo(path: dispatch, buildId: nil, base: "0x7f3a11e00000", size: 0x64000),
+    ]
+
+    static let endedStall = StallReport(
+        id: "20261130T221500.123Z-4242-3", status: .ended, severity: .stall,
+        startedAt: date("2026-11-30T22:15:00.123Z"), endedAt: date("2026-11-30T22:15:00.435Z"), durationMs: 312.5,
+        detection: .init(
+            source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+            detectedAt: date("2026-11-30T22:15:00.374Z"), latencyMs: 1.25),
+        process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
+        loop: .init(name: "main", threadId: 4242, phase: "beforeSources", iteration: 18231),
+        samples: [
+            .init(
+                offsetMs: 251.5,
+                frames: [
+                    StackFrame(
+                        address: "0x7f3a1229e3c8", image: libc, offset: "0x9e3c8", symbol: "__memmove_avx_unaligned_erms",
+                        symbolOffset: 120),
+                    StackFrame(
+                        address: "0x55d0a0003456", image: demo, offset: "0x3456",
+                        symbol: "ChatDemo.SessionList.sortAndFilter() -> ()", symbolOffset: 86,
+                        file: "/src/chat-demo/Sources/ChatDemo/SessionList.swift", line: 42),
+                    StackFrame(
+                        address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                        symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
+                        symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
+                    StackFrame(address: "0x7f3a11e1b2c0", image: dispatch, offset: "0x1b2c0"),
+                ],
+                pauseMicros: 18.5),
+            .init(
+                offsetMs: 301.75,
+                frames: [
+                    StackFrame(
+                        address: "0x55d0a0003460", image: demo, offset: "0x3460",
+                        symbol: "ChatDemo.SessionList.sortAndFilter() -> ()", symbolOffset: 96,
+                        file: "/src/chat-demo/Sources/ChatDemo/SessionList.swift", line: 43),
+                    StackFrame(
+                        address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                        symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
+                        symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
+                ],
+                pauseMicros: 24.25),
+        ],
+        images: images, signature: "9f2c4e1a7b3d5f60",
+        capture: .init(
+            method: "signal", sampleIntervalMs: 50, samplesTaken: 2, samplesFailed: 0, pauseMicrosMedian: 21.375,
+            pauseMicrosMax: 24.25, unwindMicrosMedian: 37.5, symbolicationMicros: 412),
+        notes: ["The watchdog woke 1.25 ms after the threshold was crossed."],
+        annotations: ["request": "POST /sessions/sort", "client": "10.0.0.7"])
+
+    static let unrecoveredHang = StallReport(
+        id: "20261201T080000.000Z-977-1", status: .unrecovered, severity: .hang,
+        startedAt: date("2026-12-01T08:00:00.000Z"), endedAt: nil, durationMs: 63250,
+        detection: .init(
+            source: "proc", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+            detectedAt: date("2026-12-01T08:00:00.262Z"), latencyMs: 12),
+        process: .init(pid: 977, executable: demo, buildId: nil, host: "web-2"),
+        loop: .init(name: "main", threadId: 977, phase: "afterWaiting", iteration: 5),
+        samples: [
+            .init(
+                offsetMs: 262,
+                frames: [
+                    StackFrame(address: "0x7f3a122a1000", image: libc, offset: "0xa1000"),
+                    StackFrame(address: "0x55d0a0004100", image: demo, offset: "0x4100"),
+                    StackFrame(address: "0x1000"),
+                ],
+                pauseMicros: 104),
+            .init(offsetMs: 5262, frames: [], error: "thread in uninterruptible sleep (state D, wchan io_schedule); no stack"),
+        ],
+        images: Array(images.prefix(2)), signature: "0b1d2e3f40516273",
+        capture: .init(
+            method: "ptrace", sampleIntervalMs: 50, samplesTaken: 2, samplesFailed: 1, pauseMicrosMedian: 104,
+            pauseMicrosMax: 104, errors: ["sample 2: PTRACE_INTERRUPT not acknowledged within 100 ms"]),
+        notes: ["The process exited while the loop was still stuck.", "Symbolication was off: frames carry image + offset."])
+
+    static let ongoingStall = StallReport(
+        id: "20261201T090000.500Z-4242-7", status: .ongoing, severity: .stall,
+        startedAt: date("2026-12-01T09:00:00.500Z"), endedAt: nil, durationMs: 251,
+        detection: .init(
+            source: "heartbeat", strategy: "classic", thresholdMs: 250, hangThresholdMs: 5000,
+            detectedAt: date("2026-12-01T09:00:00.751Z"), latencyMs: 0.5),
+        process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
+        loop: .init(name: "main", threadId: 4242, phase: "beforeTimers", iteration: 99),
+        samples: [
+            .init(
+                offsetMs: 251,
+                frames: [
+                    StackFrame(address: "0x55d0a0006000", image: demo, offset: "0x6000", symbol: "sw_capture_handler", symbolOffset: 30),
+                    StackFrame(address: "0x7f3a1223c050", image: libc, offset: "0x3c050", symbol: "__restore_rt", symbolOffset: 0),
+                    StackFrame(
+                        address: "0x55d0a0005000", image: demo, offset: "0x5000", symbol: "ChatDemo.Store.save() throws -> ()",
+                        symbolOffset: 40, file: "/src/chat-demo/Sources/ChatDemo/Store.swift", line: 77),
+                ])
+        ],
+        images: Array(images.prefix(2)), signature: "77aa88bb99cc00dd",
+        capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
+}

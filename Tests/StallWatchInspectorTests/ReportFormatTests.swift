@@ -1,0 +1,102 @@
+// Tests that pin the report file format: golden fixtures both ways, and the JSON Schema.
+import Foundation
+import StallWatch
+import Testing
+
+@Suite struct ReportFormatTests {
+    static let updating = ProcessInfo.processInfo.environment["STALLWATCH_UPDATE_GOLDEN"] == "1"
+
+    @Test(arguments: ReportFixtures.all.map(\.name))
+    func decodingAFixtureAndEncodingItAgainReproducesItByteForByte(name: String) throws {
+        let url = ReportFixtures.reportsDirectory.appendingPathComponent("\(name).json")
+        let original = try Data(contentsOf: url)
+        let report = try StallReport.makeDecoder().decode(StallReport.self, from: original)
+        #expect(try report.encodedJSON() == original)
+    }
+
+    @Test(arguments: ReportFixtures.all)
+    func encodingAConstructedReportMatchesItsFixture(name: String, report: StallReport) throws {
+        let encoded = try report.encodedJSON()
+        if Self.updating {
+            let target = ReportFixtures.sourceDirectory.appendingPathComponent("reports/\(name).json")
+            try encoded.write(to: target)
+        }
+        let fixture = try Data(contentsOf: ReportFixtures.reportsDirectory.appendingPathComponent("\(name).json"))
+        #expect(String(decoding: encoded, as: UTF8.self) == String(decoding: fixture, as: UTF8.self))
+        #expect(try StallReport.makeDecoder().decode(StallReport.self, from: fixture) == report)
+    }
+
+    @Test func datesAreUTCWithMillisecondsAndRoundTripExactly() throws {
+        let date = try #require(ReportDate.date(from: "2026-11-30T22:15:00.123Z"))
+        #expect(ReportDate.string(from: date) == "2026-11-30T22:15:00.123Z")
+        #expect(ReportDate.date(from: "2026-11-30T23:15:00.123+01:00") == date)
+        #expect(ReportDate.string(from: Date(timeIntervalSince1970: 0.0006)) == "1970-01-01T00:00:00.001Z")
+        #expect(ReportDate.date(from: "2026-11-30 22:15:00Z") == nil)
+        #expect(ReportDate.date(from: "2026-11-30T22:15:00.123") == nil)
+    }
+
+    /// Whether `python3 -c 'import jsonschema'` works here.
+    static let jsonschemaAvailable: Bool = {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import jsonschema"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }()
+    static let jsonschemaRequired = ProcessInfo.processInfo.environment["STALLWATCH_REQUIRE_JSONSCHEMA"] == "1"
+
+    @Test(
+        .enabled(
+            if: jsonschemaAvailable || jsonschemaRequired,
+            "the Python package jsonschema is not installed (pip install jsonschema; set STALLWATCH_REQUIRE_JSONSCHEMA=1 to make this a failure)"
+        ))
+    func everyFixtureValidatesAgainstTheSchema() throws {
+        try #require(Self.jsonschemaAvailable, "STALLWATCH_REQUIRE_JSONSCHEMA=1 but python3 cannot import jsonschema")
+        let root = ReportFixtures.repositoryRoot
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", root.appendingPathComponent("scripts/validate-reports.py").path,
+            "--schema", root.appendingPathComponent("Config/stall-report.schema.json").path,
+            ReportFixtures.reportsDirectory.path,
+        ]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(message)")
+    }
+
+    @Test(.enabled(if: jsonschemaAvailable, "the Python package jsonschema is not installed"))
+    func theSchemaRejectsUnknownKeysAndBadHex() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sw-schema-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var report = ReportFixtures.endedStall
+        report.samples[0].frames[0].address = "7f3a1229e3c8"
+        try report.encodedJSON().write(to: directory.appendingPathComponent("bad-hex.json"))
+        var object = try #require(
+            try JSONSerialization.jsonObject(with: ReportFixtures.endedStall.encodedJSON()) as? [String: Any])
+        object["unexpected"] = true
+        try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent("extra-key.json"))
+        let root = ReportFixtures.repositoryRoot
+        for name in ["bad-hex.json", "extra-key.json"] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [
+                "python3", root.appendingPathComponent("scripts/validate-reports.py").path,
+                directory.appendingPathComponent(name).path,
+            ]
+            process.standardError = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 1, "\(name) should be invalid")
+        }
+    }
+}

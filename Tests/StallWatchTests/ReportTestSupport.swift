@@ -1,0 +1,45 @@
+// Helpers for the report writer and store tests: a scratch directory and a small valid report.
+import Foundation
+
+@testable import StallWatch
+
+/// A fresh directory under the temporary directory, removed by `remove()`.
+struct ScratchDirectory {
+    let path: String
+
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("stallwatch-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    func names() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+enum ReportSamples {
+    /// A small report; `id` decides its file name.
+    static func report(id: String, status: StallReport.Status = .ended, startedAt: Date = Date(timeIntervalSince1970: 1_790_000_000))
+        -> StallReport
+    {
+        StallReport(
+            id: id, status: status, severity: .stall, startedAt: startedAt,
+            endedAt: status == .ended ? startedAt.addingTimeInterval(0.3) : nil, durationMs: 300,
+            detection: .init(
+                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+                detectedAt: startedAt.addingTimeInterval(0.251), latencyMs: 1),
+            process: .init(pid: 42, executable: "/usr/bin/demo", buildId: nil, host: "test"),
+            loop: .init(name: "main", threadId: 42, phase: "beforeSources", iteration: 7),
+            samples: [.init(offsetMs: 251, frames: [StackFrame(address: "0x1000", image: "/usr/bin/demo", offset: "0x1000")])],
+            images: [ImageInfo(path: "/usr/bin/demo", buildId: nil, base: "0x0", size: 0x2000)], signature: "abc",
+            capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
+    }
+
+    static func mode(of path: String) -> mode_t {
+        var info = stat()
+        lstat(path, &info)
+        return info.st_mode & 0o7777
+    }
+}
