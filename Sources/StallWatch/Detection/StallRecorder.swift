@@ -20,7 +20,11 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     let loopName: String
     let sampler: SignalSampler?
     let unwinder: StackUnwinder?
+    /// The configured mode, for final reports.
     let symbolicator: Symbolicator
+    /// Names only (no DWARF line tables, whose first load can take tens of ms), for the provisional report
+    /// that must be on disk within a few ms of detection.
+    let quickSymbolicator: Symbolicator
     let writer: ReportWriter
     let emit: @Sendable (StallEvent) -> Void
     /// Problems met when the recorder was built (no free signal, …), repeated in every report.
@@ -60,6 +64,8 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             errors.append("unwinder unavailable: \(error.message)")
         }
         symbolicator = Symbolicator(processID: getpid(), mode: configuration.symbolicationMode)
+        quickSymbolicator = configuration.symbolicationMode == .full
+            ? Symbolicator(processID: getpid(), mode: .fast) : symbolicator
         let directory = configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
         reportDirectory = directory
         writer = ReportWriter(directory: directory, maxReports: configuration.maxReports)
@@ -175,7 +181,8 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
         let durationNanos = (endNanos ?? current) &- stall.startNanos
         let symbolStart = sw_monotonic_ns()
         let chosen = symbolicateAll ? samples : Array(samples.prefix(1))
-        let sampleFrames = chosen.map { symbolicator.symbolicate($0.addresses) }
+        let symbols = symbolicateAll ? symbolicator : quickSymbolicator
+        let sampleFrames = chosen.map { symbols.symbolicate($0.addresses) }
         let symbolicationNanos = sw_monotonic_ns() &- symbolStart
         let reportSamples = zip(chosen, sampleFrames).map { raw, frames in
             StallReport.Sample(
@@ -198,14 +205,15 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             loop: .init(
                 name: loopName, threadId: thread?.threadID ?? 0, phase: stall.activity.description,
                 iteration: stall.sequence),
-            samples: reportSamples, images: symbolicator.images(for: allFrames),
+            samples: reportSamples, images: symbols.images(for: allFrames),
             signature: StallSignature.compute(samples: reportSamples),
             capture: .init(
                 method: "signal", sampleIntervalMs: Double(configuration.sampleIntervalMs),
                 samplesTaken: samples.count, samplesFailed: samples.filter { $0.error != nil }.count,
                 pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
                 unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],
-                symbolicationMicros: Self.micros(symbolicationNanos), errors: setupErrors + captureErrors),
+                symbolicationMicros: Self.micros(symbolicationNanos),
+                errors: setupErrors + captureErrors + symbols.errors),
             notes: notes, annotations: annotations)
     }
 
