@@ -74,8 +74,12 @@ public struct ThreadProbe: Sendable, Equatable {
             }
         }
         if let schedstat = ProcFile.text("\(dir)/schedstat") {
+            // "on-CPU ns, run-queue wait ns, timeslices": nanosecond CPU time, finer than stat's clock ticks.
             let parts = schedstat.split(separator: " ")
-            if parts.count >= 2 { probe.runQueueWaitNanos = UInt64(parts[1]) ?? 0 }
+            if parts.count >= 2 {
+                if let onCPU = UInt64(parts[0]) { probe.cpuNanos = onCPU }
+                probe.runQueueWaitNanos = UInt64(parts[1]) ?? 0
+            }
         }
         return probe
     }
