@@ -53,6 +53,14 @@ import Testing
         #expect(cause.blockingThreadId == 200)
     }
 
+    @Test func aLockHeldByTheLoopItselfIsASelfDeadlock() {
+        let o = Array(repeating: O(state: "S", syscall: 202, wchan: nil, lockOwner: 100), count: 4)
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 0))
+        #expect(cause.kind == .deadlock)
+        #expect(cause.deadlockedThreadIds == [100])
+        #expect(cause.evidence.contains { $0.contains("re-entered") })
+    }
+
     @Test func longerWaitChainsBackToTheLoopAreDeadlocksToo() {
         let o = Array(repeating: O(state: "S", syscall: 202, wchan: nil, lockOwner: 200), count: 3)
         let threads = [

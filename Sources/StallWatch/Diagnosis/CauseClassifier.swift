@@ -123,6 +123,10 @@ public enum CauseClassifier {
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
             return .init(kind: .lock, evidence: evidence)
         }
+        if owner == e.loopThreadID {
+            evidence.append("the loop thread waits for a lock it already holds (a non-reentrant lock re-entered)")
+            return .init(kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: [owner])
+        }
         let ownerThread = e.threads.first { $0.threadId == owner }
         let ownerName = ownerThread.map { " (\($0.name))" } ?? ""
         evidence.append("the lock is held by thread \(owner)\(ownerName)")
