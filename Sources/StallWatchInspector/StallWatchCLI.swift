@@ -59,6 +59,12 @@ public enum StallWatchCLI {
                 + "the costliest first",
             flags: ["--json"], options: filterOptions.union(["--by"]), positionals: 0...Int.max,
             run: ReportsCommands.summary),
+        Subcommand(
+            ["reports", "export"], synopsis: "FILE|DIR|ID… --format folded|speedscope|pprof [-o PATH] [FILTERS]",
+            summary: "write the samples of the reports as folded stacks (flamegraph.pl), a speedscope file or a "
+                + "gzipped pprof profile, to PATH or standard output",
+            options: filterOptions.union(["--format", "-o", "--output", "--dir"]), positionals: 1...Int.max,
+            run: ReportsCommands.export),
     ]
 
     /// The options every multi-report command accepts (``ReportFilter``).
