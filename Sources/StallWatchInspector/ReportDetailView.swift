@@ -97,9 +97,9 @@ public struct ReportDetailView: Sendable {
 
     /// The stack the most samples share (the report's signature is computed from it), numbered innermost first.
     private func pointStackLines(_ report: StallReport, heading: (String) -> String) -> [String] {
-        guard let stack = StallSignature.dominantStack(of: report.samples) else { return [] }
-        let seen = report.samples.filter { $0.frames.map(\.address) == stack.map(\.address) }.count
-        var out = ["", heading("Point stack (\(seen) of \(report.samples.count) samples)")]
+        guard let point = report.pointStack ?? StallSignature.dominantStack(of: report.samples) else { return [] }
+        let stack = point.frames
+        var out = ["", heading("Point stack (\(point.count) of \(report.samples.count) samples)")]
         let width = String(max(stack.count - 1, 0)).count
         for (number, frame) in stack.enumerated() {
             let label = "#" + String(number).padding(toLength: width, withPad: " ", startingAt: 0)

@@ -75,7 +75,8 @@ extension StallRecorder {
                 offsetMs: Self.millis(raw.offsetNanos), frames: frames, pauseMicros: raw.pauseNanos.map(Self.micros),
                 error: raw.error, thread: raw.probe.map(threadState))
         }
-        let pointStack = StallSignature.dominantStack(of: reportSamples)
+        let tree = CallTree(samples: StallSignature.aggregatable(reportSamples))
+        let pointStack = StallSignature.dominantStack(of: tree)
         let pauses = samples.compactMap(\.pauseNanos).map(Self.micros).sorted()
         let unwinds = samples.compactMap(\.unwindNanos).map(Self.micros).sorted()
         let severity: StallReport.Severity =
@@ -102,6 +103,7 @@ extension StallRecorder {
                 errors: setupErrors + captureErrors + symbols.errors),
             notes: notes, annotations: annotations)
         report.pointStack = pointStack
+        report.callTree = tree.roots.isEmpty ? nil : tree.roots
         report.threads = threads.isEmpty ? nil : threads
         report.occurrences = 1
         report.cause = classify(wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)

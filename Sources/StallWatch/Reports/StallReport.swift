@@ -52,8 +52,8 @@ public struct StallReport: Codable, Sendable, Equatable {
     public var annotations: [String: String]
     /// What kind of stall this was and why StallWatch thinks so.
     public var cause: Cause?
-    /// The samples merged into a tree (outermost frame at the roots), with counts.
-    public var callTree: [CallNode]?
+    /// The samples merged into a tree by function (outermost frames at the roots), with counts.
+    public var callTree: [CallTree.Node]?
     /// The dominant stack: the one most samples share (stacks of one frame are never chosen).
     public var pointStack: PointStack?
     /// Every thread of the process on the first sample (bounded), to see who holds what the loop waits for.
@@ -258,19 +258,6 @@ extension StallReport {
             self.evidence = evidence
             self.blockingThreadId = blockingThreadId
             self.deadlockedThreadIds = deadlockedThreadIds
-        }
-    }
-
-    /// A node of the call tree: one frame reached through its ancestors, and how many samples passed through.
-    public struct CallNode: Codable, Sendable, Equatable {
-        public var frame: StackFrame
-        public var count: Int
-        public var children: [CallNode]
-
-        public init(frame: StackFrame, count: Int, children: [CallNode] = []) {
-            self.frame = frame
-            self.count = count
-            self.children = children
         }
     }
 

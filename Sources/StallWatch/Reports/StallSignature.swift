@@ -18,18 +18,30 @@ public enum StallSignature {
         return "\(image)+\(offsetText)"
     }
 
-    /// The stack most samples share, comparing frames by function (``key(_:)``), and how many samples share it.
-    /// Stacks of fewer than two frames are never chosen. On a tie, the earliest wins.
+    /// The samples worth aggregating: stacks of fewer than two frames (a failed unwind, garbage) are left out.
+    public static func aggregatable(_ samples: [StallReport.Sample]) -> [StallReport.Sample] {
+        samples.filter { $0.frames.count >= 2 }
+    }
+
+    /// The dominant ("point") stack: the hot path of the samples' call tree.
+    ///
+    /// From the roots, descend into the heaviest child as long as it holds at least half of its parent's samples;
+    /// the path walked, innermost first, is the point stack and the last node's count its weight. Unlike "the
+    /// most frequent exact stack", this does not split a CPU-bound function's samples by whatever leaf it
+    /// happened to be in (a clock read, a memcpy), so the function holding most samples wins.
     public static func dominantStack(of samples: [StallReport.Sample]) -> StallReport.PointStack? {
-        var counts: [[String]: (count: Int, first: Int)] = [:]
-        for (index, sample) in samples.enumerated() where sample.frames.count >= 2 {
-            let stackKey = sample.frames.map(key)
-            let entry = counts[stackKey] ?? (0, index)
-            counts[stackKey] = (entry.count + 1, entry.first)
+        dominantStack(of: CallTree(samples: aggregatable(samples)))
+    }
+
+    public static func dominantStack(of tree: CallTree) -> StallReport.PointStack? {
+        guard var node = tree.roots.first else { return nil }
+        var path = [node.frame]
+        while let child = node.children.first, child.count * 2 >= node.count {
+            node = child
+            path.append(node.frame)
         }
-        guard let best = counts.max(by: { ($0.value.count, -$0.value.first) < ($1.value.count, -$1.value.first) })
-        else { return nil }
-        return .init(frames: samples[best.value.first].frames, count: best.value.count)
+        guard path.count >= 2 else { return nil }
+        return .init(frames: path.reversed(), count: node.count)
     }
 
     /// 16 hex digits of FNV-1a over the keys of the top frames of `stack`; "unknown" without a stack.
