@@ -3,6 +3,8 @@
 #define CSTALLWATCH_H
 #include "sw_sys.h"
 #include "sw_capture.h"
+#include "sw_capture_fixtures.h"
+#include "sw_ptrace.h"
 #include "sw_unwind.h"
 #include "sw_symbols.h"
 #endif
