@@ -1,5 +1,6 @@
 // The classic ways a loop stalls, each in a non-inlined function named after it so reports can name it.
 import Foundation
+import StallWatch
 
 #if canImport(Glibc)
 import Glibc
@@ -47,6 +48,7 @@ enum Stalls {
         let mutex = DemoMutex()
         let held = DispatchSemaphore(value: 0)
         let holder = Thread {
+            setCurrentThreadName("demo-lock-holder")
             mutex.lock()
             held.signal()
             sleepFor(milliseconds: durationMs)
@@ -93,6 +95,7 @@ enum Stalls {
         let done = DispatchSemaphore(value: 0)
         accounts.lock()
         let worker = Thread {
+            setCurrentThreadName("demo-ledger-worker")
             ledger.lock()
             workerHasLedger.signal()
             accounts.lock()  // waits for the loop
@@ -117,6 +120,7 @@ enum Stalls {
         let stop = DemoFlag()
         let writing = DispatchSemaphore(value: 0)
         let writer = Thread {
+            setCurrentThreadName("demo-db-writer")
             var first = true
             while !stop.isSet {
                 database.lock()

@@ -65,9 +65,10 @@ extension StallRecorder {
         let chosen = final ? samples : Array(samples.prefix(1))
         let symbols = final ? symbolicator : quickSymbolicator
         let sampleFrames = chosen.map { symbols.symbolicate($0.addresses) }
-        var threads = threadSnapshot
-        for index in threads.indices where threads[index].frames.isEmpty && threads[index].error == nil {
-            threads[index].error = "stack not captured"
+        var threads = threadSnapshot.map(\.snapshot)
+        for (index, raw) in threadSnapshot.enumerated() {
+            threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))
+            if threads[index].frames.isEmpty && threads[index].error == nil { threads[index].error = "stack not captured" }
         }
         let symbolicationNanos = sw_monotonic_ns() &- symbolStart
         let reportSamples = zip(chosen, sampleFrames).map { raw, frames in

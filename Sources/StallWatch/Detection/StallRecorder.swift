@@ -46,7 +46,12 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     var monoAtBegin: UInt64 = 0
     var firstProbe: ThreadProbe?
     var contextProbe: SystemContextProbe?
-    var threadSnapshot: [StallReport.ThreadSnapshot] = []
+    /// A thread of the snapshot with its stack still as raw addresses (symbolicated with the report).
+    struct RawThread {
+        var snapshot: StallReport.ThreadSnapshot
+        var addresses: [UInt64] = []
+    }
+    var threadSnapshot: [RawThread] = []
     var intervalNanos: UInt64 = 0
     var deduplicator: StallDeduplicator
     private(set) var nextSampleAt: UInt64?
@@ -107,7 +112,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
                 notes.append("a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
             }
         }
-        takeSample(now: now)
+        takeSample(now: now, announce: false)
         threadSnapshot = snapshotThreads()
         // Annealing: a stall that looks like one reported recently is sampled less often.
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(samples[0].addresses))
@@ -118,6 +123,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             notes.append("sampled every \(intervalNanos / 1_000_000) ms: this stall signature was seen recently")
         }
         if let report = write(status: .ongoing, endNanos: nil, final: false) { emit(.began(report)) }
+        emit(.sampled(reportID: reportID, index: 0, pauseMicros: samples[0].pauseNanos.map(Self.micros)))
     }
 
     /// Takes a sample if one is due; returns true if it did.
@@ -163,7 +169,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
 
     // MARK: Sampling
 
-    private func takeSample(now: UInt64) {
+    private func takeSample(now: UInt64, announce: Bool = true) {
         guard let stall else { return }
         nextSampleAt = samples.count + 1 < configuration.maxSamples ? now &+ intervalNanos : nil
         var sample = RawSample(offsetNanos: now &- stall.startNanos, addresses: [])
@@ -193,25 +199,48 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
                 pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
         }
         samples.append(sample)
-        emit(.sampled(reportID: reportID, index: samples.count - 1, pauseMicros: sample.pauseNanos.map(Self.micros)))
+        if announce {
+            emit(.sampled(reportID: reportID, index: samples.count - 1, pauseMicros: sample.pauseNanos.map(Self.micros)))
+        }
     }
 
-    /// Every other thread's state (and wait target) at the first sample, bounded by `maxThreads`.
-    private func snapshotThreads() -> [StallReport.ThreadSnapshot] {
+    /// Every other thread's state, wait target and stack at the first sample, bounded by `maxThreads` (the loop
+    /// thread first, then by thread id). The watchdog's own thread is left out.
+    private func snapshotThreads() -> [RawThread] {
         guard configuration.maxThreads > 0 else { return [] }
         let me = sw_gettid()
+        let loopTID = thread?.threadID
         let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
+        let ordered = tids.filter { $0 == loopTID } + tids.filter { $0 != loopTID }
         let all = Set(tids)
-        var result: [StallReport.ThreadSnapshot] = []
-        for tid in tids.prefix(configuration.maxThreads) {
+        let locator = ThreadStackLocator()
+        var result: [RawThread] = []
+        for tid in ordered.prefix(configuration.maxThreads) {
             guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
+            var addresses: [UInt64] = []
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
             if probe.syscallKind == .lock, let address = probe.syscallArg0 {
                 snapshot.waitAddress = address.hexAddress
                 snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
             }
-            result.append(snapshot)
+            if tid == loopTID, let first = samples.first {
+                addresses = first.addresses
+                snapshot.error = first.error
+            } else if let sampler, let unwinder {
+                let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
+                if let target = locator.thread(tid, sampler: sampler, timeout: timeout) {
+                    switch sampler.capture(target, timeout: timeout) {
+                    case .success(let capture):
+                        addresses = unwinder.unwind(capture, maxFrames: configuration.maxThreadFrames).addresses
+                    case .failure(let error):
+                        snapshot.error = error.message
+                    }
+                } else {
+                    snapshot.error = "stack bounds not found"
+                }
+            }
+            result.append(RawThread(snapshot: snapshot, addresses: addresses))
         }
         return result
     }

@@ -222,7 +222,9 @@ public final class EventLoop: @unchecked Sendable {
         guard claimed else { preconditionFailure("EventLoop '\(name)' is already running") }
         let tid = sw_gettid()
         loopThreadID.store(tid, ordering: .releasing)
-        let thread = SampledThread.current()
+        // Unblock the sampling signal here: this thread may have inherited a mask that blocks it (from a
+        // libdispatch worker, or a parent process that spawned us from one), and then no sample could be taken.
+        let thread = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
         runningThread.withLock { $0 = thread }
         mainQueueFD = mainQueueIntegration == .automatic && tid == getpid() ? sw_main_queue_handle() : -1
         defer {
