@@ -32,6 +32,26 @@ import Testing
         #expect(cause.evidence.contains { $0.contains("state D") })
     }
 
+    @Test func runningInsideAWriteWrapperIsIO() {
+        let o = [
+            O(state: "R", syscall: nil, wchan: nil, symbols: ["__write", "Stalls.stallOnDiskIO"]),
+            O(state: "R", syscall: nil, wchan: nil, symbols: ["fsync", "Stalls.stallOnDiskIO"]),
+            O(state: "R", syscall: nil, wchan: nil, symbols: ["__GI___libc_write", "Stalls.stallOnDiskIO"]),
+            O(state: "R", syscall: nil, wchan: nil, symbols: ["Stalls.stallOnDiskIO"]),
+        ]
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 700))
+        #expect(cause.kind == .io)
+    }
+
+    @Test(arguments: [
+        ("__write", 1), ("__GI___libc_write", 1), ("fsync", 74), ("ftruncate64", 77), ("__lll_lock_wait", 202),
+        ("clock_nanosleep@GLIBC_2.2.5", 230), ("__nanosleep", 35), ("__pthread_mutex_lock@GLIBC_2.2.5", -1),
+        ("Stalls.stallOnCPU", -1),
+    ])
+    func libcWrapperSymbolsNameTheirSystemCall(symbol: String, number: Int) {
+        #expect(SyscallTable.number(forWrapperSymbol: symbol) == (number < 0 ? nil : number))
+    }
+
     @Test func futexWithAReadableOwnerIsLockNamingTheOwner() {
         let o = Array(repeating: O(state: "S", syscall: 202, wchan: "futex_wait_queue", lockOwner: 200), count: 10)
         let threads = [StallReport.ThreadSnapshot(threadId: 200, name: "db-writer", state: "S", syscall: "nanosleep")]

@@ -76,9 +76,50 @@ import Testing
         #expect(reports[0].status == .ended)
         #expect(reports[0].durationMs >= 360 && reports[0].durationMs <= 500, "duration \(reports[0].durationMs)")
         #expect(reports[0].loop.phase == "beforeSources")
-        let symbols = reports[0].samples.flatMap(\.frames).compactMap(\.symbol)
-        #expect(symbols.contains { $0.contains("blockLoopThread") }, "\(symbols)")
+        let frames = reports[0].samples.flatMap(\.frames)
+        let blocking = frames.filter { $0.symbol?.contains("blockLoopThread") == true }
+        #expect(!blocking.isEmpty, "\(frames.compactMap(\.symbol))")
+        // Debug builds carry DWARF: the frame has this file and a line in the function.
+        #expect(blocking.contains { $0.file?.hasSuffix("WatchdogTests.swift") == true && ($0.line ?? 0) > 0 })
         try Fixtures.expectReportsValidate(in: directory)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func stallSpentInTwoFunctionsShowsBothInTheCallTreeInProportion() throws {
+        let directory = Fixtures.temporaryDirectory("two-functions")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let loop = EventLoop(name: "two-functions", mainQueue: .disabled)
+        var config = configuration(directory: directory, thresholdMs: 100)
+        config.sampleIntervalMs = 20
+        let ended = DispatchSemaphore(value: 0)
+        let watchdog = Watchdog(loop: loop, configuration: config) { if case .ended = $0 { ended.signal() } }
+        try watchdog.start()
+        _ = startLoopThread(loop)
+        loop.perform {
+            WatchdogTests.computeFirstHalf(milliseconds: 600)
+            WatchdogTests.computeSecondHalf(milliseconds: 600)
+        }
+        ended.wait()
+        loop.stop()
+        watchdog.stop()
+        let report = try #require(try Fixtures.reports(in: directory).first)
+        var counts: [String: Int] = [:]
+        func visit(_ node: CallTree.Node) {
+            for name in ["computeFirstHalf", "computeSecondHalf"] where node.frame.symbol?.contains(name) == true {
+                counts[name, default: 0] += node.count
+            }
+            node.children.forEach(visit)
+        }
+        (report.callTree ?? []).forEach(visit)
+        let first = try #require(counts["computeFirstHalf"])
+        let second = try #require(counts["computeSecondHalf"])
+        // Sampling starts at the threshold: 500 ms of the first function are sampled, 600 ms of the second.
+        let expected = 500.0 / 600.0
+        let ratio = Double(first) / Double(second)
+        #expect(ratio > expected * 0.7 && ratio < expected * 1.3, "first \(first), second \(second)")
+        let point = try #require(report.pointStack)
+        #expect(point.frames.contains { $0.symbol?.contains("computeSecondHalf") == true })
+        #expect(!point.frames.contains { $0.symbol?.contains("computeFirstHalf") == true })
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -138,6 +179,20 @@ import Testing
 
     static func fdCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+
+    @inline(never)
+    static func computeFirstHalf(milliseconds: Int) { spin(milliseconds: milliseconds) }
+
+    @inline(never)
+    static func computeSecondHalf(milliseconds: Int) { spin(milliseconds: milliseconds) }
+
+    @inline(never)
+    static func spin(milliseconds: Int) {
+        let end = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
+        var x: UInt64 = 1
+        while DispatchTime.now().uptimeNanoseconds < end { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+        if x == 0 { print(x) }
     }
 
     /// Stands for a slow callout on the loop thread.

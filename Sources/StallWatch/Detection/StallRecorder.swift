@@ -90,6 +90,14 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
 
     var isFollowing: Bool { stall != nil }
 
+    /// Pays the symbolicator's set-up (mappings, libdwfl session, symbol tables of the images) when the watchdog
+    /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
+    /// the first samples.
+    func warmUp() {
+        let here = UInt64(UInt(bitPattern: unsafeBitCast(sw_monotonic_ns as @convention(c) () -> UInt64, to: UnsafeRawPointer.self)))
+        _ = quickSymbolicator.symbolicate([here])
+    }
+
     // MARK: Lifecycle of one stall
 
     func begin(_ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64) {
@@ -227,6 +235,8 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             if tid == loopTID, let first = samples.first {
                 addresses = first.addresses
                 snapshot.error = first.error
+            } else if let sampler, ThreadStackLocator.blocks(tid, signal: sampler.signal) {
+                snapshot.error = "the thread blocks the sampling signal; its stack was not captured"
             } else if let sampler, let unwinder {
                 let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
                 if let target = locator.thread(tid, sampler: sampler, timeout: timeout) {

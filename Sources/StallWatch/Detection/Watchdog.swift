@@ -96,6 +96,7 @@ public final class Watchdog: @unchecked Sendable {
     private func watch(_ recorder: StallRecorder) {
         let state = loop.state
         var detector = StallDetector(configuration: configuration.detectorConfiguration)
+        recorder.warmUp()
         var timedOut = true
         while !stopRequested.load(ordering: .acquiring) {
             let now = sw_monotonic_ns()

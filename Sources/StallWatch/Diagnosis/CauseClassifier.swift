@@ -50,7 +50,10 @@ public enum CauseClassifier {
 
     static func activity(of o: Observation) -> Activity {
         if o.state == "D" { return .io }
-        guard let syscall = o.syscall else { return o.state == "R" ? .cpu : .other }
+        // "running" may be running inside a system call: the innermost frame (a libc wrapper) tells.
+        guard let syscall = o.syscall ?? o.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) else {
+            return o.state == "R" ? .cpu : .other
+        }
         switch SyscallTable.kind(syscall) {
         case .lock: return .lock
         case .io: return .io
@@ -74,14 +77,17 @@ public enum CauseClassifier {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
             return .init(kind: .unknown, evidence: evidence + ["no sample of the loop thread's state"])
         }
-        // The dominant activity, by samples; the CPU share breaks ties and rescues sparse samples.
+        // The dominant activity, by samples. A high CPU share overrides only samples that say nothing definite:
+        // I/O that copies data (a large write into the page cache) uses CPU too, and is still I/O.
         var ranked = counts.sorted { ($0.value, rank($0.key)) > ($1.value, rank($1.key)) }
-        if let cpuShare, cpuShare >= 0.6, ranked.first?.key != .cpu {
+        if let cpuShare, cpuShare >= 0.6, let first = ranked.first?.key, first == .other || first == .idle {
             ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
         }
         let (top, topCount) = (ranked[0].key, ranked[0].value)
         func share(_ n: Int) -> String { "\(n) of \(total) samples" }
-        let syscallNames = e.observations.compactMap { $0.syscall.map(SyscallTable.name) }
+        let syscallNames = e.observations.compactMap {
+            ($0.syscall ?? $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:))).map(SyscallTable.name)
+        }
         let commonSyscall = mostCommon(syscallNames)
 
         switch top {

@@ -30,6 +30,31 @@ public enum SyscallTable {
         435: "clone3", 441: "epoll_pwait2", 449: "futex_waitv",
     ]
 
+    /// The system call a libc wrapper symbol makes (`__write`, `__GI___libc_write`, `fsync`, `ftruncate64`,
+    /// `clock_nanosleep@GLIBC_2.2.5`, `__lll_lock_wait` …), or nil for any other function.
+    ///
+    /// `/proc/<pid>/task/<tid>/syscall` says "running" for a thread working inside a system call (copying a
+    /// large write into the page cache): the innermost frame is then the better evidence.
+    public static func number(forWrapperSymbol symbol: String) -> Int? {
+        var name = Substring(symbol)
+        if let at = name.firstIndex(of: "@") { name = name[..<at] }
+        if let space = name.firstIndex(of: " ") { name = name[..<space] }
+        for prefix in ["__GI_", "__libc_", "__", "_"] {
+            while name.hasPrefix(prefix) { name = name.dropFirst(prefix.count) }
+        }
+        if name.hasPrefix("libc_") { name = name.dropFirst(5) }
+        let lockWaits: Set<Substring> = [
+            "lll_lock_wait", "lll_lock_wait_private", "futex_abstimed_wait_common", "futex_abstimed_wait_common64",
+            "pthread_mutex_lock_full", "futex_wait", "lll_timedlock_wait",
+        ]
+        if lockWaits.contains(name) { return 202 }
+        if let number = byName[String(name)] { return number }
+        if name.hasSuffix("64"), let number = byName[String(name.dropLast(2))] { return number }
+        return nil
+    }
+
+    private static let byName: [String: Int] = Dictionary(names.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+
     /// The name of system call `number`, or `syscall_<n>`.
     public static func name(_ number: Int) -> String { names[number] ?? "syscall_\(number)" }
 

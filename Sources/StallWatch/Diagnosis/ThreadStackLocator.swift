@@ -39,6 +39,15 @@ struct ThreadStackLocator {
         return SampledThread(threadID: tid, stackLow: region.start, stackHigh: region.end)
     }
 
+    /// Whether thread `tid` blocks `signal` (`SigBlk` in its status): such a thread can never run the handler, so
+    /// asking it would only wait out the timeout. libdispatch's worker threads block nearly every signal.
+    static func blocks(_ tid: Int32, signal: Int32) -> Bool {
+        guard let status = ProcFile.text("/proc/self/task/\(tid)/status"),
+            let mask = ProcFile.statusField(status, "SigBlk").flatMap({ UInt64($0, radix: 16) }), signal > 0
+        else { return false }
+        return mask & (1 << UInt64(signal - 1)) != 0
+    }
+
     /// The stack pointer of a thread blocked in a system call: the second-to-last field of its syscall file.
     static func blockedStackPointer(_ tid: Int32) -> UInt64? {
         guard let line = ProcFile.text("/proc/self/task/\(tid)/syscall") else { return nil }
