@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,16 @@ uint64_t sw_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t sw_monotonic_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 uint64_t sw_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t sw_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+long sw_read_memory(pid_t pid, uint64_t address, void *buffer, unsigned long len) {
+    struct iovec local = {.iov_base = buffer, .iov_len = len};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)address, .iov_len = len};
+    int saved = errno;
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    long result = n < 0 ? -errno : (long)n;
+    errno = saved;
+    return result;
+}
 
 void sw_set_thread_name(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 

@@ -1,4 +1,6 @@
 // Console: where CLI output goes, and whether it may be coloured.
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,24 +14,37 @@ public struct Console: Sendable {
     /// ANSI colour on standard output; only on a terminal and never with `NO_COLOR` set.
     public var useColor: Bool
 
-    public init(output: @escaping @Sendable (String) -> Void, errorOutput: @escaping @Sendable (String) -> Void, useColor: Bool) {
+    /// Writes bytes to standard output as is (binary exports such as pprof).
+    public var dataOutput: @Sendable (Data) -> Void
+    /// Whether standard output is a terminal (binary output is refused there).
+    public var outputIsTerminal: Bool
+
+    /// - Parameter dataOutput: where bytes go; by default they are passed to `output` decoded as UTF-8.
+    public init(
+        output: @escaping @Sendable (String) -> Void, errorOutput: @escaping @Sendable (String) -> Void,
+        useColor: Bool, dataOutput: (@Sendable (Data) -> Void)? = nil, outputIsTerminal: Bool = false
+    ) {
         self.output = output
         self.errorOutput = errorOutput
         self.useColor = useColor
+        self.dataOutput = dataOutput ?? { data in output(String(decoding: data, as: UTF8.self)) }
+        self.outputIsTerminal = outputIsTerminal
     }
 
     /// The process's stdout and stderr; colour when stdout is a terminal and `NO_COLOR` is unset or empty.
     public static func standard(environment: [String: String]) -> Console {
         let noColor = !(environment["NO_COLOR"] ?? "").isEmpty
+        let terminal = isatty(STDOUT_FILENO) == 1
         return Console(
-            output: { text in writeAll(STDOUT_FILENO, text) },
-            errorOutput: { text in writeAll(STDERR_FILENO, text) },
-            useColor: !noColor && isatty(STDOUT_FILENO) == 1)
+            output: { text in writeAll(STDOUT_FILENO, Array(text.utf8)) },
+            errorOutput: { text in writeAll(STDERR_FILENO, Array(text.utf8)) },
+            useColor: !noColor && terminal, dataOutput: { data in writeAll(STDOUT_FILENO, [UInt8](data)) },
+            outputIsTerminal: terminal)
     }
 
     /// Unbuffered, so that standard output and error interleave in the order written.
-    private static func writeAll(_ fd: Int32, _ text: String) {
-        var bytes = Array(text.utf8)[...]
+    private static func writeAll(_ fd: Int32, _ text: [UInt8]) {
+        var bytes = text[...]
         while !bytes.isEmpty {
             let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }

@@ -2,7 +2,7 @@
 import Foundation
 import StallWatch
 
-/// The text of `reports show`: header, notes, annotations, samples with numbered frames, images, capture.
+/// The text of `reports show`: header, notes, annotations, point stack, call tree, samples, images, capture.
 public struct ReportDetailView: Sendable {
     public var format: ReportTextFormat
     public var useColor: Bool
@@ -12,7 +12,8 @@ public struct ReportDetailView: Sendable {
         self.useColor = useColor
     }
 
-    public func lines(_ report: StallReport, path: String? = nil) -> [String] {
+    /// The lines of `reports show`; `allThreads` adds the snapshot of the process's other threads.
+    public func lines(_ report: StallReport, path: String? = nil, allThreads: Bool = false) -> [String] {
         let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
         func heading(_ text: String) -> String { console.styled(text, "1") }
         let ms = ReportTextFormat.number
@@ -50,16 +51,25 @@ public struct ReportDetailView: Sendable {
             out += ReportTextFormat.table(report.annotations.sorted { $0.key < $1.key }.map { [$0.key, $0.value] })
                 .map { "  " + $0 }
         }
-        for (index, sample) in report.samples.enumerated() {
-            var title = "Sample \(index + 1) at +\(ms(sample.offsetMs)) ms"
-            if let pause = sample.pauseMicros { title += " (pause \(ms(pause)) µs)" }
-            out += ["", heading(title)]
-            if let error = sample.error { out.append("  error: \(error)") }
-            let width = String(max(sample.frames.count - 1, 0)).count
-            for (number, frame) in sample.frames.enumerated() {
-                let label = "#" + String(number).padding(toLength: width, withPad: " ", startingAt: 0)
-                out.append("  \(label) \(Self.describe(frame))")
-            }
+        out += pointStackLines(report, heading: heading)
+        let tree = CallTree(samples: report.samples, isMachinery: Self.isMachinery)
+        if tree.total > 0 {
+            out += ["", heading("Call tree (\(tree.total) sample\(tree.total == 1 ? "" : "s"), callers first)")]
+            out += CallTreeView().lines(tree).map { "  " + $0 }
+        }
+        if !report.samples.isEmpty {
+            out += ["", heading("Samples")]
+            out += ReportTextFormat.table(report.samples.map { sample in
+                [
+                    "+\(ms(sample.offsetMs)) ms", sample.pauseMicros.map { "pause \(ms($0)) µs" } ?? "",
+                    sample.error.map { "error: \($0)" }
+                        ?? sample.frames.first(where: { !Self.isMachinery($0) }).map { CallTreeView.label($0) } ?? "",
+                ]
+            }).map { "  " + $0 }
+        }
+        if allThreads {
+            out += ["", heading("Threads")]
+            out.append("  this report has no snapshot of the other threads (schema version \(report.schemaVersion))")
         }
         if !report.images.isEmpty {
             out += ["", heading("Images")]
@@ -83,6 +93,24 @@ public struct ReportDetailView: Sendable {
             out += ["", heading("Errors")] + capture.errors.map { "  - \($0)" }
         }
         return out
+    }
+
+    /// The stack the most samples share (the report's signature is computed from it), numbered innermost first.
+    private func pointStackLines(_ report: StallReport, heading: (String) -> String) -> [String] {
+        guard let point = report.pointStack ?? StallSignature.dominantStack(of: report.samples) else { return [] }
+        let stack = point.frames
+        var out = ["", heading("Point stack (\(point.count) of \(report.samples.count) samples)")]
+        let width = String(max(stack.count - 1, 0)).count
+        for (number, frame) in stack.enumerated() {
+            let label = "#" + String(number).padding(toLength: width, withPad: " ", startingAt: 0)
+            out.append("  \(label) \(Self.describe(frame))")
+        }
+        return out
+    }
+
+    /// Signal trampolines and StallWatch's capture code, trimmed from the inner end of call-tree stacks.
+    static func isMachinery(_ frame: StackFrame) -> Bool {
+        frame.symbol.map(ReportSummary.isMachinery) ?? false
     }
 
     /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address.

@@ -12,19 +12,30 @@ public struct ReportListView: Sendable {
         self.useColor = useColor
     }
 
-    /// Summaries sorted newest first (by `startedAt`, then id).
-    public static func sorted(_ summaries: [ReportSummary]) -> [ReportSummary] {
-        summaries.sorted { ($0.startedAt, $0.id) > ($1.startedAt, $1.id) }
+    /// The orders `reports list --sort` offers.
+    public enum Order: String, Sendable, CaseIterable {
+        /// Newest `startedAt` first.
+        case time
+        /// Longest first.
+        case duration
+    }
+
+    /// Summaries sorted newest first (by `startedAt`, then id), or longest first (then newest first).
+    public static func sorted(_ summaries: [ReportSummary], by order: Order = .time) -> [ReportSummary] {
+        switch order {
+        case .time: summaries.sorted { ($0.startedAt, $0.id) > ($1.startedAt, $1.id) }
+        case .duration: summaries.sorted { ($0.durationMs, $0.startedAt, $0.id) > ($1.durationMs, $1.startedAt, $1.id) }
+        }
     }
 
     /// The table's lines, header first; `summaries` must already be in display order.
     public func lines(_ summaries: [ReportSummary]) -> [String] {
-        let header = ["TIME", "DURATION", "SEVERITY", "STATUS", "PHASE", "ID", "TOP FRAME"]
+        let header = ["TIME", "DURATION", "SEVERITY", "STATUS", "CAUSE", "PHASE", "ID", "TOP FRAME"]
         let rows = summaries.map { summary in
             [
                 format.localTime(summary.startedAt),
                 ReportTextFormat.duration(summary.durationMs, status: summary.status),
-                summary.severity.rawValue, summary.status.rawValue, summary.phase, summary.id,
+                summary.severity.rawValue, summary.status.rawValue, summary.cause, summary.phase, summary.id,
                 Self.shortened(summary.topFrame ?? "-", to: 100),
             ]
         }

@@ -18,6 +18,8 @@ public struct ReportSummary: Codable, Sendable, Equatable {
     public var topFrame: String?
     public var signature: String
     public var samples: Int
+    /// What the stall was stuck on (``causeKind(of:)``): `unknown` until the report says.
+    public var cause: String
 
     public init(path: String, report: StallReport) {
         id = report.id
@@ -33,6 +35,15 @@ public struct ReportSummary: Codable, Sendable, Equatable {
         topFrame = Self.topFrame(of: report)
         signature = report.signature
         samples = report.samples.count
+        cause = Self.causeKind(of: report)
+    }
+
+    /// The kind of the report's cause (`cpu`, `lock`, `io`, …), `unknown` when the report has none.
+    ///
+    /// Reports of schema version 1 carry no cause yet; this is the one place that will read `cause.kind`
+    /// once the report model has it, so `--cause`, `summary --by cause` and the list follow automatically.
+    public static func causeKind(of report: StallReport) -> String {
+        "unknown"
     }
 
     /// Symbols that say nothing about the stall: signal trampolines, StallWatch's own C capture code (`sw_…`),
@@ -45,16 +56,28 @@ public struct ReportSummary: Codable, Sendable, Equatable {
     /// The first frame with a symbol that is not machinery, as `symbol + offset`; failing that, the first frame
     /// in an image, as `image + offset`; failing that, the first address.
     public static func topFrame(of report: StallReport) -> String? {
+        guard let (name, offset) = topFrameParts(of: report) else { return nil }
+        return offset.map { "\(name) + \($0)" } ?? name
+    }
+
+    /// The function of ``topFrame(of:)`` without its `+ offset` (unless it has no symbol, where image + offset
+    /// is all there is): what `summary --by frame` groups on.
+    public static func topFunction(of report: StallReport) -> String? {
+        guard let (name, offset) = topFrameParts(of: report) else { return nil }
+        return name.hasPrefix("0x") || offset?.hasPrefix("0x") == true ? offset.map { "\(name) + \($0)" } ?? name : name
+    }
+
+    private static func topFrameParts(of report: StallReport) -> (String, String?)? {
         guard let frames = report.samples.first(where: { !$0.frames.isEmpty })?.frames else { return nil }
         if let named = frames.first(where: { $0.symbol.map { !isMachinery($0) } ?? false }), let symbol = named.symbol {
-            return named.symbolOffset.map { "\(symbol) + \($0)" } ?? symbol
+            return (symbol, named.symbolOffset.map(String.init))
         }
         if let placed = frames.first(where: { $0.image != nil && $0.offset != nil }), let image = placed.image,
             let offset = placed.offset
         {
-            return "\(imageName(image)) + \(offset)"
+            return (imageName(image), offset)
         }
-        return frames.first?.address
+        return frames.first.map { ($0.address, nil) }
     }
 
     /// The last path component of an image path (`/lib/x86_64-linux-gnu/libc.so.6` → `libc.so.6`).

@@ -4,70 +4,101 @@ import StallWatch
 
 /// The functions behind the `reports` subcommands (see ``StallWatchCLI/subcommands``).
 public enum ReportsCommands {
-    /// `reports list [DIR] [--json]`: newest first; skipped files are warned about on standard error.
+    /// `reports list [DIR|FILE…] [--since T] [--min-duration-ms N] [--cause KIND] [--sort time|duration]
+    /// [--json]`: newest (or longest) first; skipped files are warned about on standard error, one line each.
     public static func list(_ invocation: Invocation) throws -> ExitCode {
         let console = invocation.console
-        let named = invocation.arguments.positionals.first
-        let directory = named ?? defaultDirectory(invocation.environment)
+        let arguments = invocation.arguments
+        let order = try option(arguments, "--sort", default: ListOrder.time)
+        let scanner = try scanner(invocation)
         var summaries: [ReportSummary] = []
-        do {
-            try ReportStore(directory: directory).forEachReport(onProblem: { problem in
-                console.printError("stallwatch: warning: \(problem)")
-            }) { entry in
-                summaries.append(ReportSummary(path: entry.path, report: entry.report))
-            }
-        } catch {
-            if error.errno == ENOENT { throw CommandError.notFound("no reports: \(directory) does not exist") }
-            throw error
+        let outcome = try scanner.scan(warn: { console.printError("stallwatch: \($0)") }) { entry in
+            summaries.append(ReportSummary(path: entry.path, report: entry.report))
         }
-        summaries = ReportListView.sorted(summaries)
-        if invocation.arguments.has("--json") {
+        summaries = ReportListView.sorted(summaries, by: order)
+        if arguments.has("--json") {
             console.print(try ReportListView.json(summaries))
         } else if !summaries.isEmpty {
             let view = ReportListView(format: textFormat(invocation.environment), useColor: console.useColor)
             view.lines(summaries).forEach { console.print($0) }
         }
         if summaries.isEmpty {
-            console.printError("stallwatch: no reports in \(directory)")
+            console.printError("stallwatch: \(nothingFound(scanner, outcome))")
             return .notFound
         }
         return .ok
+    }
+
+    typealias ListOrder = ReportListView.Order
+
+    /// The scanner for a command's positionals (default: the report directory) and filter options.
+    static func scanner(_ invocation: Invocation) throws -> ReportScanner {
+        let named = invocation.arguments.positionals
+        let filter = try ReportFilter.parse(
+            invocation.arguments, now: Date(), timeZone: textFormat(invocation.environment).timeZone)
+        return ReportScanner(paths: named.isEmpty ? [defaultDirectory(invocation.environment)] : named, filter: filter)
+    }
+
+    /// Why a scan produced nothing, for the one line on standard error.
+    static func nothingFound(_ scanner: ReportScanner, _ outcome: ReportScanner.Outcome) -> String {
+        let places = scanner.paths.joined(separator: ", ")
+        if outcome.missing.count == scanner.paths.count {
+            return "no reports: \(places) \(scanner.paths.count == 1 ? "does" : "do") not exist"
+        }
+        if outcome.read > 0 { return "no reports match the filters (\(outcome.read) read in \(places))" }
+        return "no reports in \(places)"
+    }
+
+    /// The value of an option that names one of an enumeration's cases.
+    static func option<Value: RawRepresentable & CaseIterable>(
+        _ arguments: Arguments, _ name: String, default value: Value
+    ) throws(CommandError) -> Value where Value.RawValue == String {
+        guard let text = arguments.options[name] else { return value }
+        guard let parsed = Value(rawValue: text) else {
+            let choices = Value.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .usage("\(name) \(text): expected one of \(choices)")
+        }
+        return parsed
     }
 
     /// `reports show FILE|ID [--dir DIR] [--json]`: a path (anything with a `/`, ending in `.json`, or naming
     /// an existing file) is read directly; anything else is a report id or unique id prefix in DIR.
     public static func show(_ invocation: Invocation) throws -> ExitCode {
         let console = invocation.console
-        let target = invocation.arguments.positionals[0]
-        let entry: ReportStore.Entry
-        if target.contains("/") || target.hasSuffix(".json") || FileManager.default.fileExists(atPath: target) {
-            entry = ReportStore.Entry(path: target, report: try load(target))
-        } else {
-            let directory = invocation.arguments.options["--dir"] ?? defaultDirectory(invocation.environment)
-            let lookup: ReportStore.Lookup
-            do {
-                lookup = try ReportStore(directory: directory).lookup(id: target)
-            } catch {
-                if error.errno == ENOENT {
-                    throw CommandError.notFound("no report \(target): \(directory) does not exist")
-                }
-                throw error
-            }
-            switch lookup {
-            case .found(let found): entry = found
-            case .notFound: throw CommandError.notFound("no report with id \(target) in \(directory)")
-            case .ambiguous(let ids):
-                let shown = ids.prefix(5).joined(separator: ", ") + (ids.count > 5 ? ", …" : "")
-                throw CommandError.usage("id prefix \(target) matches \(ids.count) reports: \(shown)")
-            }
-        }
+        let entry = try entry(invocation.arguments.positionals[0], invocation)
         if invocation.arguments.has("--json") {
             console.output(String(decoding: try entry.report.encodedJSON(), as: UTF8.self))
         } else {
             let view = ReportDetailView(format: textFormat(invocation.environment), useColor: console.useColor)
-            view.lines(entry.report, path: entry.path).forEach { console.print($0) }
+            view.lines(entry.report, path: entry.path, allThreads: invocation.arguments.has("--all-threads"))
+                .forEach { console.print($0) }
         }
         return .ok
+    }
+
+    /// The report a command names: a path (anything with a `/`, ending in `.json`, or naming an existing file)
+    /// is read directly; anything else is a report id or unique id prefix in `--dir` or the default directory.
+    static func entry(_ target: String, _ invocation: Invocation) throws -> ReportStore.Entry {
+        if target.contains("/") || target.hasSuffix(".json") || FileManager.default.fileExists(atPath: target) {
+            return ReportStore.Entry(path: target, report: try load(target))
+        }
+        let directory = invocation.arguments.options["--dir"] ?? defaultDirectory(invocation.environment)
+        let lookup: ReportStore.Lookup
+        do {
+            lookup = try ReportStore(directory: directory).lookup(id: target)
+        } catch {
+            if error.errno == ENOENT {
+                throw CommandError.notFound("no report \(target): \(directory) does not exist")
+            }
+            throw error
+        }
+        switch lookup {
+        case .found(let found): return found
+        case .notFound: throw CommandError.notFound("no report with id \(target) in \(directory)")
+        case .ambiguous(let ids):
+            let shown = ids.prefix(5).joined(separator: ", ") + (ids.count > 5 ? ", …" : "")
+            throw CommandError.usage("id prefix \(target) matches \(ids.count) reports: \(shown)")
+        }
     }
 
     /// Reads an explicitly named file: missing is "not found" (1), anything else a failure (3).

@@ -43,14 +43,32 @@ public enum StallWatchCLI {
     /// Every subcommand, in help order.
     public static let subcommands: [Subcommand] = [
         Subcommand(
-            ["reports", "list"], synopsis: "[DIR] [--json]",
-            summary: "list the reports in DIR (default: $STALLWATCH_REPORT_DIRECTORY or /var/tmp/stallwatch-UID), newest first",
-            flags: ["--json"], positionals: 0...1, run: ReportsCommands.list),
+            ["reports", "list"], synopsis: "[DIR|FILE…] [FILTERS] [--sort time|duration] [--json]",
+            summary: "list reports (default directory: $STALLWATCH_REPORT_DIRECTORY or /var/tmp/stallwatch-UID), "
+                + "newest first; FILTERS: --since 2h|2026-11-30, --min-duration-ms N, --cause KIND",
+            flags: ["--json"], options: filterOptions.union(["--sort"]), positionals: 0...Int.max,
+            run: ReportsCommands.list),
         Subcommand(
-            ["reports", "show"], synopsis: "FILE|ID [--dir DIR] [--json]",
-            summary: "show one report, by path or by id (or unique id prefix) in DIR",
-            flags: ["--json"], options: ["--dir"], positionals: 1...1, run: ReportsCommands.show),
+            ["reports", "show"], synopsis: "FILE|ID [--dir DIR] [--json] [--all-threads]",
+            summary: "show one report (header, point stack, call tree, samples), by path or by id (or unique id "
+                + "prefix) in DIR",
+            flags: ["--json", "--all-threads"], options: ["--dir"], positionals: 1...1, run: ReportsCommands.show),
+        Subcommand(
+            ["reports", "summary"], synopsis: "[DIR|FILE…] [FILTERS] [--by signature|cause|frame] [--json]",
+            summary: "group reports by signature, cause or top frame: count, total, p50/p95/max, first/last seen; "
+                + "the costliest first",
+            flags: ["--json"], options: filterOptions.union(["--by"]), positionals: 0...Int.max,
+            run: ReportsCommands.summary),
+        Subcommand(
+            ["reports", "export"], synopsis: "FILE|DIR|ID… --format folded|speedscope|pprof [-o PATH] [FILTERS]",
+            summary: "write the samples of the reports as folded stacks (flamegraph.pl), a speedscope file or a "
+                + "gzipped pprof profile, to PATH or standard output",
+            options: filterOptions.union(["--format", "-o", "--output", "--dir"]), positionals: 1...Int.max,
+            run: ReportsCommands.export),
     ]
+
+    /// The options every multi-report command accepts (``ReportFilter``).
+    static let filterOptions: Set<String> = ["--since", "--min-duration-ms", "--cause"]
 
     /// Runs the command line `arguments` (without the program name).
     /// - Returns: the exit code for a command that ran to completion.

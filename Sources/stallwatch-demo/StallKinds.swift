@@ -7,7 +7,7 @@ import Glibc
 
 /// The stall kinds `stallwatch-demo stall --kind` can inject.
 enum StallKind: String, CaseIterable {
-    case cpu, sleep, lock, io
+    case cpu, sleep, lock, io, deadlock, contention, reentrant
 }
 
 /// Functions that stall the calling thread (the loop) for about `durationMs`.
@@ -18,6 +18,9 @@ enum Stalls {
         case .sleep: stallInSleep(durationMs: durationMs)
         case .lock: stallOnLock(durationMs: durationMs)
         case .io: stallOnDiskIO(durationMs: durationMs)
+        case .deadlock: stallInDeadlock(durationMs: durationMs)
+        case .contention: stallOnContendedLock(durationMs: durationMs)
+        case .reentrant: stallOnReentrantLock(durationMs: durationMs)
         }
     }
 
@@ -80,6 +83,80 @@ enum Stalls {
         }
     }
 
+    /// Two locks taken in opposite order by the loop and a worker. The loop gives up after `durationMs` (a timed
+    /// lock), so the demo survives; until then both threads wait for each other.
+    @inline(never)
+    static func stallInDeadlock(durationMs: Int) {
+        let accounts = DemoMutex()
+        let ledger = DemoMutex()
+        let workerHasLedger = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        accounts.lock()
+        let worker = Thread {
+            ledger.lock()
+            workerHasLedger.signal()
+            accounts.lock()  // waits for the loop
+            accounts.unlock()
+            ledger.unlock()
+            done.signal()
+        }
+        worker.name = "demo-ledger-worker"
+        worker.start()
+        workerHasLedger.wait()
+        let gotLedger = ledger.lock(timeoutMs: durationMs)  // waits for the worker: deadlock until the timeout
+        if gotLedger { ledger.unlock() }
+        accounts.unlock()
+        done.wait()
+    }
+
+    /// A background "DB writer" holds the lock for long writes, again and again, while the loop keeps needing it
+    /// for short updates.
+    @inline(never)
+    static func stallOnContendedLock(durationMs: Int) {
+        let database = DemoMutex()
+        let stop = DemoFlag()
+        let writing = DispatchSemaphore(value: 0)
+        let writer = Thread {
+            var first = true
+            while !stop.isSet {
+                database.lock()
+                if first {
+                    writing.signal()
+                    first = false
+                }
+                sleepFor(milliseconds: 100)  // a long write under the lock
+                database.unlock()
+                sched_yield()
+            }
+        }
+        writer.name = "demo-db-writer"
+        writer.start()
+        writing.wait()
+        let end = DispatchTime.now().uptimeNanoseconds + UInt64(durationMs) * 1_000_000
+        var updates = 0
+        while DispatchTime.now().uptimeNanoseconds < end {
+            database.lock()  // the loop waits here most of the time
+            updates += 1
+            database.unlock()
+        }
+        stop.set()
+        blackHole(UInt64(updates))
+    }
+
+    /// A non-reentrant lock re-entered from an enumeration callback: the loop waits for itself. The inner
+    /// acquisition gives up after `durationMs`.
+    @inline(never)
+    static func stallOnReentrantLock(durationMs: Int) {
+        let sessions = DemoMutex()
+        let names = ["alpha", "beta", "gamma"]
+        sessions.lock()
+        for name in names {
+            // The callback wants the same lock to read a session's details.
+            if name == "beta", sessions.lock(timeoutMs: durationMs) { sessions.unlock() }
+        }
+        sessions.unlock()
+    }
+
     /// nanosleep(2), resumed after signals (the sampler's signal interrupts it).
     static func sleepFor(milliseconds: Int) {
         var request = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
@@ -103,4 +180,30 @@ final class DemoMutex: @unchecked Sendable {
     }
     func lock() { pthread_mutex_lock(mutex) }
     func unlock() { pthread_mutex_unlock(mutex) }
+
+    /// pthread_mutex_timedlock: false if the lock was not acquired within `timeoutMs`.
+    func lock(timeoutMs: Int) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let nanos = Int(deadline.tv_nsec) + (timeoutMs % 1000) * 1_000_000
+        deadline.tv_sec += timeoutMs / 1000 + nanos / 1_000_000_000
+        deadline.tv_nsec = nanos % 1_000_000_000
+        return pthread_mutex_timedlock(mutex, &deadline) == 0
+    }
+}
+
+/// A flag set once by one thread and read by another.
+final class DemoFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() {
+        lock.lock()
+        value = true
+        lock.unlock()
+    }
+    var isSet: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
 }

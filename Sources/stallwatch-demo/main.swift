@@ -3,7 +3,8 @@ import Foundation
 import StallWatch
 
 let usage = """
-    usage: stallwatch-demo stall --kind cpu|sleep|lock|io [--duration-ms N] [--threshold-ms N] [--delay-ms N]
+    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant
+                                 [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then

@@ -115,8 +115,9 @@ final class CapturedConsole: @unchecked Sendable {
     }
 
     @Test(arguments: [
-        ["reports"], ["reports", "list", "--bogus"], ["reports", "show"], ["reports", "list", "a", "b"], ["frobnicate"],
-        ["reports", "show", "x", "--dir"],
+        ["reports"], ["reports", "list", "--bogus"], ["reports", "show"], ["reports", "show", "a", "b"], ["frobnicate"],
+        ["reports", "show", "x", "--dir"], ["reports", "list", "--sort", "size"], ["reports", "list", "--since", "soon"],
+        ["reports", "summary", "--by", "colour"], ["reports", "list", "--min-duration-ms", "-3"],
     ])
     func badCommandLinesAreUsageErrors(arguments: [String]) {
         let (code, output) = CapturedConsole.run(arguments)
@@ -127,7 +128,7 @@ final class CapturedConsole: @unchecked Sendable {
     @Test func helpListsTheCommandsAndEveryExitCode() {
         let (code, output) = CapturedConsole.run(["--help"])
         #expect(code == .ok)
-        #expect(output.standardOutput.contains("stallwatch reports list [DIR] [--json]"))
+        #expect(output.standardOutput.contains("stallwatch reports list [DIR|FILE…]"))
         for exit in ExitCode.allCases { #expect(output.standardOutput.contains("  \(exit.rawValue)  \(exit.meaning)")) }
     }
 
@@ -136,5 +137,100 @@ final class CapturedConsole: @unchecked Sendable {
         let summary = ReportSummary(path: "x", report: ReportFixtures.unrecoveredHang)
         #expect(view.lines([summary]).joined().contains("\u{1B}[31m"))
         #expect(Console.standard(environment: ["NO_COLOR": "1"]).useColor == false)
+    }
+}
+
+@Suite struct ReportsListAndSummaryTests {
+    let reports = ReportFixtures.reportsDirectory.path
+
+    @Test(arguments: StallGroup.Key.allCases)
+    func summaryPrintsGroupsTheCostliestFirst(by key: StallGroup.Key) throws {
+        let (code, output) = CapturedConsole.run(["reports", "summary", reports, "--by", key.rawValue])
+        #expect(code == .ok)
+        #expect(output.standardError == "")
+        try ReportsCLITests().expectGolden(output.standardOutput, "summary-\(key.rawValue).txt")
+    }
+
+    @Test func summaryJSONHasTheGroupsAndTheirStatistics() throws {
+        let (code, output) = CapturedConsole.run(["reports", "summary", reports, "--by", "cause", "--json"])
+        #expect(code == .ok)
+        let document = try StallReport.makeDecoder().decode(
+            StallGroupView.Document.self, from: Data(output.standardOutput.utf8))
+        #expect(document.by == .cause)
+        #expect(document.reports == 3)
+        #expect(document.skipped == 0)
+        let group = try #require(document.groups.first)
+        #expect(document.groups.count == 1)
+        #expect(group.key == "unknown")
+        #expect(group.count == 3)
+        #expect(group.totalMs == 312.5 + 63250 + 251)
+        #expect(group.p50Ms == 312.5)
+        #expect(group.p95Ms == 63250)
+        #expect(group.maxMs == 63250)
+        #expect(group.hangs == 1)
+        #expect(group.unrecovered == 1)
+        #expect(group.latestId == "20261201T090000.500Z-4242-7")
+        #expect(group.firstSeen == ReportFixtures.date("2026-11-30T22:15:00.123Z"))
+    }
+
+    @Test func percentilesUseTheNearestRank() {
+        let values = (1...20).map(Double.init)
+        #expect(StallGrouper.percentile(values, 0.5) == 10)
+        #expect(StallGrouper.percentile(values, 0.95) == 19)
+        #expect(StallGrouper.percentile([7], 0.95) == 7)
+        #expect(StallGrouper.percentile([], 0.5) == 0)
+    }
+
+    @Test func listFiltersByStartDurationAndCause() throws {
+        func ids(_ extra: [String]) throws -> [String] {
+            let (_, output) = CapturedConsole.run(["reports", "list", reports, "--json"] + extra)
+            return try StallReport.makeDecoder().decode([ReportSummary].self, from: Data(output.standardOutput.utf8))
+                .map(\.id)
+        }
+        #expect(try ids(["--since", "2026-12-01"]) == ["20261201T090000.500Z-4242-7", "20261201T080000.000Z-977-1"])
+        #expect(try ids(["--since", "2026-12-01 08:30"]) == ["20261201T090000.500Z-4242-7"])
+        #expect(try ids(["--since", "2026-12-01T08:00:00Z"]).count == 2)
+        #expect(try ids(["--min-duration-ms", "300"]) == ["20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3"])
+        #expect(try ids(["--cause", "unknown"]).count == 3)
+        #expect(try ids(["--cause", "lock"]).isEmpty)
+        #expect(try ids(["--sort", "duration"]) == [
+            "20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3", "20261201T090000.500Z-4242-7",
+        ])
+    }
+
+    @Test func noMatchIsNotFoundAndSaysWhy() {
+        let (code, output) = CapturedConsole.run(["reports", "list", reports, "--cause", "lock"])
+        #expect(code == .notFound)
+        #expect(output.standardError == "stallwatch: no reports match the filters (3 read in \(reports))\n")
+    }
+
+    @Test func sinceAcceptsDurationsBeforeNow() throws {
+        let now = ReportFixtures.date("2026-12-01T10:00:00.000Z")
+        let utc = TimeZone(identifier: "UTC")!
+        #expect(ReportFilter.since("2h", now: now, timeZone: utc) == ReportFixtures.date("2026-12-01T08:00:00.000Z"))
+        #expect(ReportFilter.since("90s", now: now, timeZone: utc) == ReportFixtures.date("2026-12-01T09:58:30.000Z"))
+        #expect(ReportFilter.since("1w", now: now, timeZone: utc) == ReportFixtures.date("2026-11-24T10:00:00.000Z"))
+        #expect(ReportFilter.since("2026-12-01 09:30:15", now: now, timeZone: utc)
+            == ReportFixtures.date("2026-12-01T09:30:15.000Z"))
+        #expect(ReportFilter.since("yesterday", now: now, timeZone: utc) == nil)
+        #expect(ReportFilter.since("2026-13-01", now: now, timeZone: utc) == nil)
+    }
+
+    @Test func severalDirectoriesAndFilesAreListedTogether() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sw-several-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var copy = ReportFixtures.endedStall
+        copy.id = "20261202T000000.000Z-1-1"
+        copy.startedAt = ReportFixtures.date("2026-12-02T00:00:00.000Z")
+        try copy.encodedJSON().write(to: directory.appendingPathComponent("stall-\(copy.id).json"))
+        let (code, output) = CapturedConsole.run([
+            "reports", "list", directory.path, "\(reports)/stall-ended.json", directory.path + "-missing", "--json",
+        ])
+        #expect(code == .ok)
+        let summaries = try StallReport.makeDecoder().decode(
+            [ReportSummary].self, from: Data(output.standardOutput.utf8))
+        #expect(summaries.map(\.id) == [copy.id, "20261130T221500.123Z-4242-3"])
+        #expect(output.standardError == "stallwatch: warning: \(directory.path)-missing does not exist\n")
     }
 }

@@ -34,6 +34,11 @@ int sw_main_queue_handle(void);
 /// Must be called on the process's main thread. Not async-signal-safe.
 void sw_main_queue_drain(void);
 
+/// Reads `len` bytes at `address` in process `pid` (which may be this process) with process_vm_readv(2):
+/// an unmapped address gives an error instead of a fault. Returns the bytes read or -errno.
+/// Async-signal-safe.
+long sw_read_memory(pid_t pid, uint64_t address, void *buffer, unsigned long len);
+
 /// Names the calling thread (prctl PR_SET_NAME; the kernel keeps 15 bytes). Not async-signal-safe (not needed).
 void sw_set_thread_name(const char *name);
 

@@ -37,6 +37,14 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var maxReports = 200
     /// The loop's name in reports.
     public var loopName = "main"
+    /// A stall with the same signature as one reported this recently is folded into that report.
+    public var dedupWindowMs = 600_000
+    /// New report files per rolling hour; later stalls are counted, not written.
+    public var maxReportsPerHour = 60
+    /// Threads captured in the all-threads snapshot on a stall's first sample.
+    public var maxThreads = 64
+    /// Frames kept per thread in that snapshot.
+    public var maxThreadFrames = 32
 
     public init() {}
 
@@ -100,5 +108,9 @@ extension StallWatchConfiguration {
         Key(name: "reportDirectory", kind: .text(\.reportDirectory)),
         Key(name: "maxReports", kind: .integer(1...100_000, \.maxReports)),
         Key(name: "loopName", kind: .text(\.loopName)),
+        Key(name: "dedupWindowMs", kind: .integer(0...86_400_000, \.dedupWindowMs)),
+        Key(name: "maxReportsPerHour", kind: .integer(1...100_000, \.maxReportsPerHour)),
+        Key(name: "maxThreads", kind: .integer(0...4096, \.maxThreads)),
+        Key(name: "maxThreadFrames", kind: .integer(1...1024, \.maxThreadFrames)),
     ]
 }

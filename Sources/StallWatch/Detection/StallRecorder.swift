@@ -1,9 +1,10 @@
-// Turns one detected stall into a report: samples the loop thread, unwinds, symbolicates and writes.
+// Follows one detected stall: samples the loop thread, gathers evidence, and hands the report to the writer.
 import CStallWatch
 import Foundation
 
 /// Follows one stall at a time on the watchdog thread: a sample at detection and then every
-/// `sampleIntervalMs` (at most `maxSamples`), a provisional report at detection, the final one at the end.
+/// `sampleIntervalMs` (at most `maxSamples`; less often for a signature seen before), a provisional report at
+/// detection, the final one at the end (or a fold into a recent report with the same signature).
 ///
 /// Capture problems (a handler that did not run, a stack that would not unwind) are recorded in the report,
 /// never thrown: a partial report beats no report.
@@ -14,6 +15,8 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
         var pauseNanos: UInt64?
         var unwindNanos: UInt64?
         var error: String?
+        var probe: ThreadProbe?
+        var lockOwner: Int32?
     }
 
     let configuration: StallWatchConfiguration
@@ -29,18 +32,23 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     let emit: @Sendable (StallEvent) -> Void
     /// Problems met when the recorder was built (no free signal, …), repeated in every report.
     let setupErrors: [String]
-    private(set) var reportDirectory: String
+    let pid = getpid()
 
-    private var stall: StallDetector.Stall?
-    private var thread: SampledThread?
-    private var annotations: [String: String] = [:]
-    private var samples: [RawSample] = []
-    private var captureErrors: [String] = []
-    private var notes: [String] = []
-    private var reportID = ""
-    private var wallAtBegin: UInt64 = 0
-    private var monoAtBegin: UInt64 = 0
-    private var detectedWall: UInt64 = 0
+    // The stall being followed.
+    var stall: StallDetector.Stall?
+    var thread: SampledThread?
+    var annotations: [String: String] = [:]
+    var samples: [RawSample] = []
+    var captureErrors: [String] = []
+    var notes: [String] = []
+    var reportID = ""
+    var wallAtBegin: UInt64 = 0
+    var monoAtBegin: UInt64 = 0
+    var firstProbe: ThreadProbe?
+    var contextProbe: SystemContextProbe?
+    var threadSnapshot: [StallReport.ThreadSnapshot] = []
+    var intervalNanos: UInt64 = 0
+    var deduplicator: StallDeduplicator
     private(set) var nextSampleAt: UInt64?
     private static let counter = Counter()
 
@@ -64,11 +72,14 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             errors.append("unwinder unavailable: \(error.message)")
         }
         symbolicator = Symbolicator(processID: getpid(), mode: configuration.symbolicationMode)
-        quickSymbolicator = configuration.symbolicationMode == .full
+        quickSymbolicator =
+            configuration.symbolicationMode == .full
             ? Symbolicator(processID: getpid(), mode: .fast) : symbolicator
-        let directory = configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
-        reportDirectory = directory
+        let directory =
+            configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
         writer = ReportWriter(directory: directory, maxReports: configuration.maxReports)
+        deduplicator = StallDeduplicator(
+            windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)
         setupErrors = errors
     }
 
@@ -85,10 +96,28 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
         notes = stall.notes
         wallAtBegin = sw_realtime_ns()
         monoAtBegin = now
-        detectedWall = wallAtBegin
         reportID = Self.makeID(wallNanos: wallAtBegin)
+        intervalNanos = UInt64(configuration.sampleIntervalMs) * 1_000_000
+        if let tid = thread?.threadID {
+            firstProbe = ThreadProbe.read(pid: pid, tid: tid)
+            contextProbe = SystemContextProbe(pid: pid, loopThreadID: tid, monotonicNanos: now)
+            if let status = ProcFile.text("/proc/\(pid)/status"), let tracer = ProcFile.statusField(status, "TracerPid"),
+                tracer != "0"
+            {
+                notes.append("a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
+            }
+        }
         takeSample(now: now)
-        if let report = write(status: .ongoing, endNanos: nil, symbolicateAll: false) { emit(.began(report)) }
+        threadSnapshot = snapshotThreads()
+        // Annealing: a stall that looks like one reported recently is sampled less often.
+        let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(samples[0].addresses))
+        let scale = deduplicator.samplingScale(signature: firstSignature, now: now)
+        if scale > 1 {
+            intervalNanos *= scale
+            nextSampleAt = now &+ intervalNanos
+            notes.append("sampled every \(intervalNanos / 1_000_000) ms: this stall signature was seen recently")
+        }
+        if let report = write(status: .ongoing, endNanos: nil, final: false) { emit(.began(report)) }
     }
 
     /// Takes a sample if one is due; returns true if it did.
@@ -101,12 +130,12 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
 
     func escalate(_ stall: StallDetector.Stall) {
         self.stall = stall
-        if let report = write(status: .ongoing, endNanos: nil, symbolicateAll: false) { emit(.escalated(report)) }
+        if let report = write(status: .ongoing, endNanos: nil, final: false) { emit(.escalated(report)) }
     }
 
     func end(endNanos: UInt64) {
         guard stall != nil else { return }
-        if let report = write(status: .ended, endNanos: endNanos, symbolicateAll: true) { emit(.ended(report)) }
+        if let report = finish(status: .ended, endNanos: endNanos, now: endNanos) { emit(.ended(report)) }
         reset()
     }
 
@@ -114,9 +143,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     func abandon(now: UInt64) {
         guard stall != nil else { return }
         notes.append("the watchdog stopped while the loop was still stuck")
-        if let report = write(status: .unrecovered, endNanos: nil, symbolicateAll: true, now: now) {
-            emit(.ended(report))
-        }
+        if let report = finish(status: .unrecovered, endNanos: nil, now: now) { emit(.ended(report)) }
         reset()
     }
 
@@ -128,6 +155,9 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
         stall = nil
         thread = nil
         samples = []
+        threadSnapshot = []
+        firstProbe = nil
+        contextProbe = nil
         nextSampleAt = nil
     }
 
@@ -135,101 +165,66 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
 
     private func takeSample(now: UInt64) {
         guard let stall else { return }
-        let interval = UInt64(configuration.sampleIntervalMs) * 1_000_000
-        nextSampleAt = samples.count + 1 < configuration.maxSamples ? now &+ interval : nil
+        nextSampleAt = samples.count + 1 < configuration.maxSamples ? now &+ intervalNanos : nil
         var sample = RawSample(offsetNanos: now &- stall.startNanos, addresses: [])
-        guard let sampler, let unwinder, let thread else {
-            sample.error = thread == nil ? "the loop thread is unknown" : "no sampler"
+        guard let thread else {
+            sample.error = "the loop thread is unknown"
             samples.append(sample)
             return
         }
-        switch sampler.capture(thread, timeout: .milliseconds(configuration.captureTimeoutMs)) {
-        case .success(let capture):
-            sample.pauseNanos = capture.pauseNanoseconds
-            let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
-            sample.addresses = stack.addresses
-            sample.unwindNanos = stack.unwindNanoseconds
-            if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
-        case .failure(let error):
-            sample.error = error.message
-            captureErrors.append("sample \(samples.count): \(error.message)")
+        if let sampler, let unwinder {
+            switch sampler.capture(thread, timeout: .milliseconds(configuration.captureTimeoutMs)) {
+            case .success(let capture):
+                sample.pauseNanos = capture.pauseNanoseconds
+                let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
+                sample.addresses = stack.addresses
+                sample.unwindNanos = stack.unwindNanoseconds
+                if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
+            case .failure(let error):
+                sample.error = error.message
+                captureErrors.append("sample \(samples.count): \(error.message)")
+            }
+        } else {
+            sample.error = "no sampler"
+        }
+        sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
+        if let probe = sample.probe, probe.syscallKind == .lock, let address = probe.syscallArg0 {
+            sample.lockOwner = LockOwner.owner(
+                pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
         }
         samples.append(sample)
         emit(.sampled(reportID: reportID, index: samples.count - 1, pauseMicros: sample.pauseNanos.map(Self.micros)))
     }
 
-    // MARK: Report
-
-    private func write(status: StallReport.Status, endNanos: UInt64?, symbolicateAll: Bool, now: UInt64? = nil)
-        -> StallReport?
-    {
-        guard let report = buildReport(status: status, endNanos: endNanos, symbolicateAll: symbolicateAll, now: now)
-        else { return nil }
-        do {
-            try writer.write(report)
-        } catch {
-            emit(.reportFailed(error))
+    /// Every other thread's state (and wait target) at the first sample, bounded by `maxThreads`.
+    private func snapshotThreads() -> [StallReport.ThreadSnapshot] {
+        guard configuration.maxThreads > 0 else { return [] }
+        let me = sw_gettid()
+        let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
+        let all = Set(tids)
+        var result: [StallReport.ThreadSnapshot] = []
+        for tid in tids.prefix(configuration.maxThreads) {
+            guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
+            var snapshot = StallReport.ThreadSnapshot(
+                threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
+            if probe.syscallKind == .lock, let address = probe.syscallArg0 {
+                snapshot.waitAddress = address.hexAddress
+                snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
+            }
+            result.append(snapshot)
         }
-        return report
+        return result
     }
 
-    private func buildReport(status: StallReport.Status, endNanos: UInt64?, symbolicateAll: Bool, now: UInt64?)
-        -> StallReport?
-    {
-        guard let stall else { return nil }
-        let current = now ?? sw_monotonic_ns()
-        let durationNanos = (endNanos ?? current) &- stall.startNanos
-        let symbolStart = sw_monotonic_ns()
-        let chosen = symbolicateAll ? samples : Array(samples.prefix(1))
-        let symbols = symbolicateAll ? symbolicator : quickSymbolicator
-        let sampleFrames = chosen.map { symbols.symbolicate($0.addresses) }
-        let symbolicationNanos = sw_monotonic_ns() &- symbolStart
-        let reportSamples = zip(chosen, sampleFrames).map { raw, frames in
-            StallReport.Sample(
-                offsetMs: Self.millis(raw.offsetNanos), frames: frames, pauseMicros: raw.pauseNanos.map(Self.micros),
-                error: raw.error)
-        }
-        let allFrames = sampleFrames.flatMap { $0 }
-        let pauses = samples.compactMap(\.pauseNanos).map(Self.micros).sorted()
-        let unwinds = samples.compactMap(\.unwindNanos).map(Self.micros).sorted()
-        let severity: StallReport.Severity =
-            durationNanos >= UInt64(configuration.hangThresholdMs) * 1_000_000 || stall.isHang ? .hang : .stall
-        return StallReport(
-            id: reportID, status: status, severity: severity, startedAt: wallDate(stall.startNanos),
-            endedAt: endNanos.map(wallDate), durationMs: Self.millis(durationNanos),
-            detection: .init(
-                source: "in-process", strategy: configuration.strategy, thresholdMs: Double(configuration.thresholdMs),
-                hangThresholdMs: Double(configuration.hangThresholdMs), detectedAt: wallDate(stall.detectedNanos),
-                latencyMs: Self.millis(stall.latencyNanos)),
-            process: ProcessIdentity.current,
-            loop: .init(
-                name: loopName, threadId: thread?.threadID ?? 0, phase: stall.activity.description,
-                iteration: stall.sequence),
-            samples: reportSamples, images: symbols.images(for: allFrames),
-            signature: StallSignature.compute(samples: reportSamples),
-            capture: .init(
-                method: "signal", sampleIntervalMs: Double(configuration.sampleIntervalMs),
-                samplesTaken: samples.count, samplesFailed: samples.filter { $0.error != nil }.count,
-                pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
-                unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],
-                symbolicationMicros: Self.micros(symbolicationNanos),
-                errors: setupErrors + captureErrors + symbols.errors),
-            notes: notes, annotations: annotations)
-    }
-
-    private func wallDate(_ mono: UInt64) -> Date {
-        let wall = Double(wallAtBegin) - (Double(monoAtBegin) - Double(mono))
-        return Date(timeIntervalSince1970: wall / 1e9)
-    }
+    // MARK: Identity and units
 
     static func millis(_ nanos: UInt64) -> Double { (Double(nanos) / 1e4).rounded() / 100 }
     static func micros(_ nanos: UInt64) -> Double { (Double(nanos) / 10).rounded() / 100 }
 
     /// `20261130T221500.123Z-4242-3`: sortable, unique per process.
     static func makeID(wallNanos: UInt64) -> String {
-        let seconds = time_t(wallNanos / 1_000_000_000)
+        var t = time_t(wallNanos / 1_000_000_000)
         var tm = tm()
-        var t = seconds
         gmtime_r(&t, &tm)
         let stamp = String(
             format: "%04d%02d%02dT%02d%02d%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,

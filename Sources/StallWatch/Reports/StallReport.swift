@@ -50,6 +50,20 @@ public struct StallReport: Codable, Sendable, Equatable {
     public var notes: [String]
     /// Key/values the service attached to the loop work that stalled.
     public var annotations: [String: String]
+    /// What kind of stall this was and why StallWatch thinks so.
+    public var cause: Cause?
+    /// The samples merged into a tree by function (outermost frames at the roots), with counts.
+    public var callTree: [CallTree.Node]?
+    /// The dominant stack: the one most samples share (stacks of one frame are never chosen).
+    public var pointStack: PointStack?
+    /// Every thread of the process on the first sample (bounded), to see who holds what the loop waits for.
+    public var threads: [ThreadSnapshot]?
+    /// The process and machine during the stall: CPU use, load, throttling.
+    public var context: SystemContext?
+    /// Stalls with this signature folded into this report (1 for a report of its own).
+    public var occurrences: Int?
+    public var firstSeen: Date?
+    public var lastSeen: Date?
 
     public init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -144,12 +158,18 @@ extension StallReport {
         public var pauseMicros: Double?
         /// Why this sample has no (or a partial) stack, e.g. "handler did not run within 100 ms (state D)".
         public var error: String?
+        /// The loop thread's kernel-side state when the sample was taken.
+        public var thread: ThreadState?
 
-        public init(offsetMs: Double, frames: [StackFrame], pauseMicros: Double? = nil, error: String? = nil) {
+        public init(
+            offsetMs: Double, frames: [StackFrame], pauseMicros: Double? = nil, error: String? = nil,
+            thread: ThreadState? = nil
+        ) {
             self.offsetMs = offsetMs
             self.frames = frames
             self.pauseMicros = pauseMicros
             self.error = error
+            self.thread = thread
         }
     }
 
@@ -184,6 +204,134 @@ extension StallReport {
             self.unwindMicrosMedian = unwindMicrosMedian
             self.symbolicationMicros = symbolicationMicros
             self.errors = errors
+        }
+    }
+}
+
+extension StallReport {
+    /// A thread's state as `/proc/<pid>/task/<tid>/` showed it.
+    public struct ThreadState: Codable, Sendable, Equatable {
+        /// R running, S sleeping, D disk sleep, T stopped, t tracing stop …
+        public var state: String
+        public var wchan: String?
+        /// The system call's name, absent when running in user space.
+        public var syscall: String?
+        public var syscallNumber: Int?
+        /// CPU time the thread used since the stall began, milliseconds.
+        public var cpuTimeMs: Double
+        public var voluntarySwitches: UInt64
+        public var involuntarySwitches: UInt64
+        /// Time runnable but waiting for a CPU since the stall began, milliseconds.
+        public var runQueueWaitMs: Double
+
+        public init(
+            state: String, wchan: String?, syscall: String?, syscallNumber: Int?, cpuTimeMs: Double,
+            voluntarySwitches: UInt64, involuntarySwitches: UInt64, runQueueWaitMs: Double
+        ) {
+            self.state = state
+            self.wchan = wchan
+            self.syscall = syscall
+            self.syscallNumber = syscallNumber
+            self.cpuTimeMs = cpuTimeMs
+            self.voluntarySwitches = voluntarySwitches
+            self.involuntarySwitches = involuntarySwitches
+            self.runQueueWaitMs = runQueueWaitMs
+        }
+    }
+
+    /// The verdict on what held the loop.
+    public struct Cause: Codable, Sendable, Equatable {
+        public enum Kind: String, Codable, Sendable, CaseIterable {
+            case cpu, lock, io, sleep, deadlock, unknown
+        }
+
+        public var kind: Kind
+        /// The facts behind the verdict, one sentence each.
+        public var evidence: [String]
+        /// The thread holding what the loop waited for (the lock owner), when known.
+        public var blockingThreadId: Int32?
+        /// For a deadlock: every thread in the cycle, the loop thread first.
+        public var deadlockedThreadIds: [Int32]?
+
+        public init(kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil) {
+            self.kind = kind
+            self.evidence = evidence
+            self.blockingThreadId = blockingThreadId
+            self.deadlockedThreadIds = deadlockedThreadIds
+        }
+    }
+
+    public struct PointStack: Codable, Sendable, Equatable {
+        /// Innermost first, as in samples.
+        public var frames: [StackFrame]
+        /// Samples that had exactly this stack.
+        public var count: Int
+
+        public init(frames: [StackFrame], count: Int) {
+            self.frames = frames
+            self.count = count
+        }
+    }
+
+    /// One thread of the process at the first sample.
+    public struct ThreadSnapshot: Codable, Sendable, Equatable {
+        public var threadId: Int32
+        public var name: String
+        public var state: String
+        public var wchan: String?
+        public var syscall: String?
+        /// The futex word's address when the thread waits in `futex`, hex.
+        public var waitAddress: String?
+        /// The owner of the glibc mutex the thread waits for, when it could be read.
+        public var waitingForThreadId: Int32?
+        /// Innermost first; empty when the stack could not be captured (see `error`).
+        public var frames: [StackFrame]
+        public var error: String?
+
+        public init(
+            threadId: Int32, name: String, state: String, wchan: String? = nil, syscall: String? = nil,
+            waitAddress: String? = nil, waitingForThreadId: Int32? = nil, frames: [StackFrame] = [],
+            error: String? = nil
+        ) {
+            self.threadId = threadId
+            self.name = name
+            self.state = state
+            self.wchan = wchan
+            self.syscall = syscall
+            self.waitAddress = waitAddress
+            self.waitingForThreadId = waitingForThreadId
+            self.frames = frames
+            self.error = error
+        }
+    }
+
+    /// The process and the machine while the loop was stuck.
+    public struct SystemContext: Codable, Sendable, Equatable {
+        /// The whole process's CPU use during the stall, percent of one CPU.
+        public var processCpuPercent: Double?
+        /// The loop thread's CPU use during the stall, percent of one CPU.
+        public var loopCpuPercent: Double?
+        /// /proc/loadavg at the end: 1, 5 and 15 minutes.
+        public var loadAverage: [Double]?
+        public var cpuCount: Int?
+        /// cgroup v2 `cpu.stat`: periods throttled and time throttled during the stall.
+        public var cgroupThrottledPeriods: UInt64?
+        public var cgroupThrottledMs: Double?
+        /// Steal time during the stall, percent of all CPU time (a starved virtual machine).
+        public var stealPercent: Double?
+
+        public init(
+            processCpuPercent: Double? = nil, loopCpuPercent: Double? = nil, loadAverage: [Double]? = nil,
+            cpuCount: Int? = nil, cgroupThrottledPeriods: UInt64? = nil, cgroupThrottledMs: Double? = nil,
+            stealPercent: Double? = nil
+        ) {
+            self.processCpuPercent = processCpuPercent
+            self.loopCpuPercent = loopCpuPercent
+            self.loadAverage = loadAverage
+            self.cpuCount = cpuCount
+            self.cgroupThrottledPeriods = cgroupThrottledPeriods
+            self.cgroupThrottledMs = cgroupThrottledMs
+            self.stealPercent = stealPercent
         }
     }
 }

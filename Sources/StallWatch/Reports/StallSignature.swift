@@ -1,34 +1,62 @@
 // The stall signature: what makes two stalls "the same" across runs, hosts and address-space layouts.
 
-/// Computes a report's signature from image + offset of the top frames of its dominant stack.
+/// Computes a report's signature from image + function offset of the top frames of its dominant stack.
 public enum StallSignature {
     /// Frames of the dominant stack that make up the signature.
     public static let frameCount = 5
 
-    /// The most frequent stack among samples with at least two frames (the first such one on a tie).
-    public static func dominantStack(of samples: [StallReport.Sample]) -> [StackFrame]? {
-        var counts: [[String]: (count: Int, first: Int)] = [:]
-        for (index, sample) in samples.enumerated() where sample.frames.count >= 2 {
-            let key = sample.frames.map(\.address)
-            let entry = counts[key] ?? (0, index)
-            counts[key] = (entry.count + 1, entry.first)
+    /// A frame's identity independent of ASLR and of where in the function the thread was: the image's file
+    /// name and the offset of the function's start (the frame's own offset when the symbol is unknown).
+    public static func key(_ frame: StackFrame) -> String {
+        let image = frame.image.map { String($0.split(separator: "/").last ?? "") } ?? "?"
+        guard let offsetText = frame.offset, let offset = UInt64(hexAddress: offsetText) else {
+            return "\(image)+\(frame.address)"
         }
-        guard let best = counts.max(by: { ($0.value.count, -$0.value.first) < ($1.value.count, -$1.value.first) })
-        else { return nil }
-        return samples[best.value.first].frames
+        if let symbolOffset = frame.symbolOffset, symbolOffset >= 0, UInt64(symbolOffset) <= offset {
+            return "\(image)+\((offset - UInt64(symbolOffset)).hexAddress)"
+        }
+        return "\(image)+\(offsetText)"
     }
 
-    /// 16 hex digits of FNV-1a over `image-basename+offset` of the top frames; "unknown" without a stack.
-    public static func compute(samples: [StallReport.Sample]) -> String {
-        guard let stack = dominantStack(of: samples) else { return "unknown" }
+    /// The samples worth aggregating: stacks of fewer than two frames (a failed unwind, garbage) are left out.
+    public static func aggregatable(_ samples: [StallReport.Sample]) -> [StallReport.Sample] {
+        samples.filter { $0.frames.count >= 2 }
+    }
+
+    /// The dominant ("point") stack: the hot path of the samples' call tree.
+    ///
+    /// From the roots, descend into the heaviest child as long as it holds at least half of its parent's samples;
+    /// the path walked, innermost first, is the point stack and the last node's count its weight. Unlike "the
+    /// most frequent exact stack", this does not split a CPU-bound function's samples by whatever leaf it
+    /// happened to be in (a clock read, a memcpy), so the function holding most samples wins.
+    public static func dominantStack(of samples: [StallReport.Sample]) -> StallReport.PointStack? {
+        dominantStack(of: CallTree(samples: aggregatable(samples)))
+    }
+
+    public static func dominantStack(of tree: CallTree) -> StallReport.PointStack? {
+        guard var node = tree.roots.first else { return nil }
+        var path = [node.frame]
+        while let child = node.children.first, child.count * 2 >= node.count {
+            node = child
+            path.append(node.frame)
+        }
+        guard path.count >= 2 else { return nil }
+        return .init(frames: path.reversed(), count: node.count)
+    }
+
+    /// 16 hex digits of FNV-1a over the keys of the top frames of `stack`; "unknown" without a stack.
+    public static func compute(stack: [StackFrame]?) -> String {
+        guard let stack, !stack.isEmpty else { return "unknown" }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for frame in stack.prefix(frameCount) {
-            let image = frame.image.map { String($0.split(separator: "/").last ?? "") } ?? "?"
-            for byte in "\(image)+\(frame.offset ?? frame.address);".utf8 {
-                hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-            }
+            for byte in (key(frame) + ";").utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         }
         let hex = String(hash, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// The signature of the samples' dominant stack.
+    public static func compute(samples: [StallReport.Sample]) -> String {
+        compute(stack: dominantStack(of: samples)?.frames)
     }
 }

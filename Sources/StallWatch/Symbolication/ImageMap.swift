@@ -17,6 +17,9 @@ public struct ImageMap: Sendable, Equatable {
         public var base: UInt64
         /// Bytes from `base` to the end of the image's last mapping.
         public var size: UInt64
+        /// Has an executable mapping: a loaded image rather than a data mmap of the file (libelf maps ELF files
+        /// it reads, and those mappings carry the same path).
+        public var isLoaded: Bool = false
     }
 
     struct Mapping: Sendable, Equatable {
@@ -51,6 +54,7 @@ public struct ImageMap: Sendable, Equatable {
             }
             let i = index!
             if entry.end > images[i].base { images[i].size = max(images[i].size, entry.end - images[i].base) }
+            if entry.executable { images[i].isLoaded = true }
             mappings.append(Mapping(start: entry.start, end: entry.end, image: i))
         }
         mappings.sort { $0.start < $1.start }
@@ -68,11 +72,13 @@ public struct ImageMap: Sendable, Equatable {
         return images[mappings[low].image]
     }
 
-    /// The image whose path is `path` (its first load), or nil.
-    public func image(path: String) -> Image? { images.first { $0.path == path } }
+    /// The image whose path is `path` (its first load; a data mmap of the same file only if nothing is loaded).
+    public func image(path: String) -> Image? {
+        images.first { $0.path == path && $0.isLoaded } ?? images.first { $0.path == path }
+    }
 
     /// One line: `start-end perms offset dev inode path`; only file-backed mappings and the vDSO count.
-    private static func parse(_ line: Substring.UTF8View.SubSequence) -> (start: UInt64, end: UInt64, offset: UInt64, path: String)? {
+    private static func parse(_ line: Substring.UTF8View.SubSequence) -> (start: UInt64, end: UInt64, offset: UInt64, executable: Bool, path: String)? {
         var fields: [Substring.UTF8View.SubSequence] = []
         var rest = line[...]
         for _ in 0..<5 {
@@ -89,7 +95,7 @@ public struct ImageMap: Sendable, Equatable {
         else { return nil }
         var path = String(decoding: pathBytes, as: UTF8.self)
         if path.hasSuffix(" (deleted)") { path.removeLast(" (deleted)".count) }
-        return (start, end, offset, path)
+        return (start, end, offset, fields[1].contains(UInt8(ascii: "x")), path)
     }
 
     private static func hex(_ digits: Substring.UTF8View.SubSequence) -> UInt64? {
@@ -106,31 +112,5 @@ public struct ImageMap: Sendable, Equatable {
             value = value << 4 | UInt64(digit)
         }
         return value
-    }
-}
-
-/// Whole-file reads for /proc files, whose stat size is 0, and small ELF reads.
-enum ProcFile {
-    /// Reads `path` to the end.
-    static func read(_ path: String) throws(StallWatchError) -> String {
-        let bytes = try readBytes(path)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    static func readBytes(_ path: String) throws(StallWatchError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Syscall.error("open", errno: errno, path: path) }
-        defer { close(fd) }
-        var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Syscall.error("read", errno: errno, path: path)
-            }
-            if count == 0 { return result }
-            result.append(contentsOf: chunk[0..<count])
-        }
     }
 }

@@ -104,7 +104,8 @@ public final class Symbolicator: @unchecked Sendable {
         var result: [ImageInfo] = []
         for frame in frames {
             guard let path = frame.image, seen.insert(path).inserted else { continue }
-            guard let image = currentImageMap()?.image(path: path) else {
+            let byAddress = UInt64(hexAddress: frame.address).flatMap { currentImageMap()?.image(containing: $0) }
+            guard let image = byAddress?.path == path ? byAddress : currentImageMap()?.image(path: path) else {
                 result.append(ImageInfo(path: path, buildId: buildID(ofImageAt: path), base: "0x0", size: nil))
                 continue
             }

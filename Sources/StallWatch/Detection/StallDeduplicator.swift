@@ -1,0 +1,69 @@
+// Dedup and backoff: repeats of a stall signature are counted, not rewritten; new files are capped per hour.
+
+/// Decides for each finished stall whether it gets a report file of its own.
+///
+/// - A stall whose signature matches one reported within `window` is folded into that report: its
+///   `occurrences` goes up and `lastSeen` moves, and no new file appears.
+/// - At most `maxPerHour` new report files are written per rolling hour; stalls beyond the cap are counted and
+///   the count is noted in the next report that is written.
+/// - Annealing: a signature seen before is sampled less often (the interval doubles per repeat, up to 8×), so
+///   a stall that keeps recurring costs less each time.
+struct StallDeduplicator {
+    struct Entry {
+        var reportID: String
+        var occurrences: Int
+        var lastSeenNanos: UInt64
+    }
+
+    enum Decision: Equatable {
+        case writeNew
+        case fold(reportID: String, occurrences: Int)
+        case suppress
+    }
+
+    let windowNanos: UInt64
+    let maxPerHour: Int
+    private var entries: [String: Entry] = [:]
+    private var written: [UInt64] = []
+    /// Stalls not written because of the hourly cap since the last written report.
+    private(set) var suppressed = 0
+
+    init(windowNanos: UInt64, maxPerHour: Int) {
+        self.windowNanos = windowNanos
+        self.maxPerHour = maxPerHour
+    }
+
+    /// What to do with a finished stall of `signature` at `now`; records the outcome.
+    mutating func decide(signature: String, reportID: String, now: UInt64) -> Decision {
+        if signature != "unknown", var entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos {
+            entry.occurrences += 1
+            entry.lastSeenNanos = now
+            entries[signature] = entry
+            return .fold(reportID: entry.reportID, occurrences: entry.occurrences)
+        }
+        let hour: UInt64 = 3_600_000_000_000
+        written.removeAll { now &- $0 > hour }
+        guard written.count < maxPerHour else {
+            suppressed += 1
+            return .suppress
+        }
+        written.append(now)
+        if signature != "unknown" {
+            entries[signature] = Entry(reportID: reportID, occurrences: 1, lastSeenNanos: now)
+        }
+        if entries.count > 4096 { entries = entries.filter { now &- $0.value.lastSeenNanos <= windowNanos } }
+        return .writeNew
+    }
+
+    /// Takes the count of suppressed stalls (to note in the report being written).
+    mutating func takeSuppressed() -> Int {
+        defer { suppressed = 0 }
+        return suppressed
+    }
+
+    /// The sampling interval multiplier for a stall whose first sample has `signature`: 1, 2, 4 or 8.
+    func samplingScale(signature: String, now: UInt64) -> UInt64 {
+        guard let entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos else { return 1 }
+        return 1 << UInt64(min(3, entry.occurrences))
+    }
+}

@@ -1,0 +1,191 @@
+// Deciding a stall's cause from the evidence gathered while it lasted. Pure: no I/O.
+
+/// Classifies a stall as cpu, lock, io, sleep, deadlock or unknown from the loop thread's samples, its CPU time
+/// and the other threads' waits.
+public enum CauseClassifier {
+    /// One look at the loop thread during the stall.
+    public struct Observation: Sendable, Equatable {
+        public var state: String
+        public var syscall: Int?
+        public var wchan: String?
+        /// Symbols of the sample's frames, innermost first (may be empty).
+        public var symbols: [String]
+        /// The owner of the lock the loop waited on at this sample, if it could be read.
+        public var lockOwner: Int32?
+
+        public init(state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil) {
+            self.state = state
+            self.syscall = syscall
+            self.wchan = wchan
+            self.symbols = symbols
+            self.lockOwner = lockOwner
+        }
+    }
+
+    public struct Evidence: Sendable {
+        public var loopThreadID: Int32
+        public var observations: [Observation]
+        public var wallNanos: UInt64
+        /// CPU time the loop thread used during the stall.
+        public var loopCPUNanos: UInt64?
+        /// Every thread at the first sample.
+        public var threads: [StallReport.ThreadSnapshot]
+
+        public init(
+            loopThreadID: Int32, observations: [Observation], wallNanos: UInt64, loopCPUNanos: UInt64?,
+            threads: [StallReport.ThreadSnapshot]
+        ) {
+            self.loopThreadID = loopThreadID
+            self.observations = observations
+            self.wallNanos = wallNanos
+            self.loopCPUNanos = loopCPUNanos
+            self.threads = threads
+        }
+    }
+
+    /// What one observation says the loop was doing.
+    enum Activity: Hashable {
+        case cpu, lock, io, sleep, idle, other
+    }
+
+    static func activity(of o: Observation) -> Activity {
+        if o.state == "D" { return .io }
+        guard let syscall = o.syscall else { return o.state == "R" ? .cpu : .other }
+        switch SyscallTable.kind(syscall) {
+        case .lock: return .lock
+        case .io: return .io
+        case .sleep: return .sleep
+        case .idleWait: return .idle
+        case .other: return o.state == "R" ? .cpu : .other
+        }
+    }
+
+    public static func classify(_ e: Evidence) -> StallReport.Cause {
+        var evidence: [String] = []
+        let total = e.observations.count
+        var counts: [Activity: Int] = [:]
+        for o in e.observations { counts[activity(of: o), default: 0] += 1 }
+        let cpuShare = e.loopCPUNanos.map { e.wallNanos > 0 ? Double($0) / Double(e.wallNanos) : 0 }
+        if let cpuShare, let cpu = e.loopCPUNanos {
+            evidence.append(
+                "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms (\(Int((cpuShare * 100).rounded()))%)")
+        }
+        guard total > 0 else {
+            if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
+            return .init(kind: .unknown, evidence: evidence + ["no sample of the loop thread's state"])
+        }
+        // The dominant activity, by samples; the CPU share breaks ties and rescues sparse samples.
+        var ranked = counts.sorted { ($0.value, rank($0.key)) > ($1.value, rank($1.key)) }
+        if let cpuShare, cpuShare >= 0.6, ranked.first?.key != .cpu {
+            ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
+        }
+        let (top, topCount) = (ranked[0].key, ranked[0].value)
+        func share(_ n: Int) -> String { "\(n) of \(total) samples" }
+        let syscallNames = e.observations.compactMap { $0.syscall.map(SyscallTable.name) }
+        let commonSyscall = mostCommon(syscallNames)
+
+        switch top {
+        case .cpu:
+            evidence.append("\(share(counts[.cpu] ?? 0)): running on a CPU, not in a system call")
+            return .init(kind: .cpu, evidence: evidence)
+        case .sleep:
+            evidence.append("\(share(topCount)): in \(commonSyscall ?? "nanosleep")")
+            return .init(kind: .sleep, evidence: evidence)
+        case .io:
+            let dState = e.observations.filter { $0.state == "D" }.count
+            evidence.append("\(share(topCount)): in I/O" + (commonSyscall.map { " (\($0))" } ?? ""))
+            if dState > 0 { evidence.append("\(share(dState)): in uninterruptible disk sleep (state D)") }
+            return .init(kind: .io, evidence: evidence)
+        case .lock:
+            return lockCause(e, lockSamples: topCount, total: total, evidence: evidence)
+        case .idle:
+            evidence.append("\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callout (a nested wait)")
+            return .init(kind: .unknown, evidence: evidence)
+        case .other:
+            evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
+            return .init(kind: .unknown, evidence: evidence)
+        }
+    }
+
+    private static func lockCause(_ e: Evidence, lockSamples: Int, total: Int, evidence: [String]) -> StallReport.Cause {
+        var evidence = evidence
+        let wchan = mostCommon(e.observations.compactMap(\.wchan))
+        evidence.append("\(lockSamples) of \(total) samples: waiting in futex" + (wchan.map { " (wchan \($0))" } ?? ""))
+        guard let owner = mostCommon(e.observations.compactMap(\.lockOwner)) else {
+            // No readable owner: a synchronous hand-off to another thread (a dispatch sync, a condition) or a lock
+            // of unknown layout.
+            if let waiter = threadWaitingOnLoop(e) {
+                evidence.append("thread \(waiter.threadId) (\(waiter.name)) waits for a lock the loop thread holds")
+                return .init(
+                    kind: .deadlock, evidence: evidence, blockingThreadId: waiter.threadId,
+                    deadlockedThreadIds: [e.loopThreadID, waiter.threadId])
+            }
+            evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
+            return .init(kind: .lock, evidence: evidence)
+        }
+        if owner == e.loopThreadID {
+            evidence.append("the loop thread waits for a lock it already holds (a non-reentrant lock re-entered)")
+            return .init(kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: [owner])
+        }
+        let ownerThread = e.threads.first { $0.threadId == owner }
+        let ownerName = ownerThread.map { " (\($0.name))" } ?? ""
+        evidence.append("the lock is held by thread \(owner)\(ownerName)")
+        // Follow the chain of waits from the owner: back to the loop thread is a deadlock.
+        var chain = [e.loopThreadID, owner]
+        var current = ownerThread
+        while let thread = current, let next = thread.waitingForThreadId, chain.count <= 16 {
+            if next == e.loopThreadID {
+                evidence.append(
+                    chain.dropFirst().map { "thread \($0)" }.joined(separator: " → ")
+                        + " waits for a lock the loop thread holds")
+                return .init(kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: chain)
+            }
+            guard !chain.contains(next) else { break }
+            chain.append(next)
+            current = e.threads.first { $0.threadId == next }
+        }
+        if let ownerThread {
+            let doing = ownerThread.syscall.map { "in \($0)" } ?? "running"
+            evidence.append("thread \(owner) is \(ownerThread.stateDescription), \(doing)")
+        }
+        return .init(kind: .lock, evidence: evidence, blockingThreadId: owner)
+    }
+
+    /// A thread that waits for a lock owned by the loop thread (the other half of a deadlock).
+    private static func threadWaitingOnLoop(_ e: Evidence) -> StallReport.ThreadSnapshot? {
+        e.threads.first { $0.threadId != e.loopThreadID && $0.waitingForThreadId == e.loopThreadID }
+    }
+
+    private static func rank(_ a: Activity) -> Int {
+        switch a {
+        case .lock: return 5
+        case .io: return 4
+        case .sleep: return 3
+        case .cpu: return 2
+        case .idle: return 1
+        case .other: return 0
+        }
+    }
+
+    static func mostCommon<T: Hashable>(_ values: [T]) -> T? {
+        var counts: [T: Int] = [:]
+        var order: [T] = []
+        for v in values {
+            if counts[v] == nil { order.append(v) }
+            counts[v, default: 0] += 1
+        }
+        return order.max { counts[$0]! < counts[$1]! }
+    }
+}
+
+extension StallReport.ThreadSnapshot {
+    var stateDescription: String {
+        switch state {
+        case "R": return "running"
+        case "S": return "sleeping"
+        case "D": return "in disk sleep"
+        case "T", "t": return "stopped"
+        default: return "in state \(state)"
+        }
+    }
+}

@@ -1,0 +1,29 @@
+// Who holds the lock a thread waits for: read from the futex word and glibc's pthread_mutex_t.
+import CStallWatch
+
+/// Finds the owner of the lock behind a futex address, where the lock's layout makes it readable.
+public enum LockOwner {
+    /// How the owner was found.
+    public enum Source: String, Sendable {
+        /// A priority-inheritance futex word holds the owner's tid in its low 30 bits.
+        case piFutexWord = "PI futex word"
+        /// glibc's `pthread_mutex_t.__data.__owner` (4 bytes at +8 from the futex word on x86_64).
+        case glibcMutexOwner = "glibc mutex __owner"
+    }
+
+    /// The thread of `threads` that owns the lock whose futex word is at `futexAddress` in process `pid`.
+    ///
+    /// Either layout is only trusted when the value read is one of the process's thread ids: a condition
+    /// variable or semaphore at that address yields nil rather than a wrong owner.
+    public static func owner(pid: Int32, futexAddress: UInt64, threads: Set<Int32>) -> (threadID: Int32, source: Source)? {
+        guard futexAddress != 0, futexAddress % 4 == 0 else { return nil }
+        var words: (UInt32, UInt32, UInt32) = (0, 0, 0)
+        let n = withUnsafeMutableBytes(of: &words) { sw_read_memory(pid, futexAddress, $0.baseAddress, 12) }
+        guard n == 12 else { return nil }
+        let piOwner = Int32(bitPattern: words.0 & 0x3fff_ffff)
+        if piOwner > 0, threads.contains(piOwner) { return (piOwner, .piFutexWord) }
+        let mutexOwner = Int32(bitPattern: words.2)
+        if mutexOwner > 0, threads.contains(mutexOwner), words.0 != 0 { return (mutexOwner, .glibcMutexOwner) }
+        return nil
+    }
+}

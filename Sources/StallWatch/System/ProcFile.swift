@@ -1,0 +1,49 @@
+// Whole reads of small /proc and /sys files.
+import CStallWatch
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whole-file reads for /proc files, whose stat size is 0, and small ELF reads.
+enum ProcFile {
+    /// Reads `path` to the end.
+    static func read(_ path: String) throws(StallWatchError) -> String {
+        let bytes = try readBytes(path)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func readBytes(_ path: String) throws(StallWatchError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Syscall.error("open", errno: errno, path: path) }
+        defer { close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Syscall.error("read", errno: errno, path: path)
+            }
+            if count == 0 { return result }
+            result.append(contentsOf: chunk[0..<count])
+        }
+    }
+}
+
+extension ProcFile {
+    /// The file's text without trailing newlines; nil if it cannot be read (the thread or process is gone).
+    static func text(_ path: String) -> String? {
+        guard var text = try? read(path) else { return nil }
+        while text.hasSuffix("\n") { text.removeLast() }
+        return text
+    }
+
+    /// The value of a `Key:\tvalue` line of a status file.
+    static func statusField(_ status: String, _ key: String) -> String? {
+        for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
+            return line.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces)
+        }
+        return nil
+    }
+}
+

@@ -1,0 +1,143 @@
+// StallGroup: reports grouped by signature, cause or top frame, with the statistics `reports summary` shows.
+import Foundation
+import StallWatch
+
+/// A set of reports that are "the same stall", and what they cost together.
+public struct StallGroup: Codable, Sendable, Equatable {
+    /// What the reports were grouped by.
+    public enum Key: String, Codable, Sendable, CaseIterable {
+        case signature
+        case cause
+        case frame
+    }
+
+    /// The signature, cause kind or top function shared by the group.
+    public var key: String
+    public var count: Int
+    /// Sum of the durations, milliseconds (lower bounds for ongoing and unrecovered reports).
+    public var totalMs: Double
+    /// Nearest-rank percentiles of the durations.
+    public var p50Ms: Double
+    public var p95Ms: Double
+    public var maxMs: Double
+    public var firstSeen: Date
+    public var lastSeen: Date
+    /// The top frame of the group's most recent report (``ReportSummary/topFrame``).
+    public var topFrame: String?
+    /// How many of the reports were hangs, and how many never ended.
+    public var hangs: Int
+    public var unrecovered: Int
+    /// The most recent report: `reports show` it to see one instance.
+    public var latestId: String
+    public var latestPath: String
+}
+
+/// Accumulates reports one at a time into ``StallGroup``s; keeps durations, not reports.
+public struct StallGrouper: Sendable {
+    public let key: StallGroup.Key
+    private var partial: [String: Partial] = [:]
+
+    private struct Partial: Sendable {
+        var durations: [Double] = []
+        var firstSeen: Date
+        var lastSeen: Date
+        var latest: (id: String, path: String, topFrame: String?)
+        var hangs = 0
+        var unrecovered = 0
+    }
+
+    public init(by key: StallGroup.Key) {
+        self.key = key
+    }
+
+    /// The group a report belongs to under ``key``.
+    public func groupKey(of report: StallReport) -> String {
+        switch key {
+        case .signature: report.signature
+        case .cause: ReportSummary.causeKind(of: report)
+        case .frame: ReportSummary.topFunction(of: report) ?? "(no stack)"
+        }
+    }
+
+    public mutating func add(_ report: StallReport, path: String) {
+        let name = groupKey(of: report)
+        var group =
+            partial[name]
+            ?? Partial(
+                firstSeen: report.startedAt, lastSeen: report.startedAt,
+                latest: (report.id, path, ReportSummary.topFrame(of: report)))
+        group.durations.append(report.durationMs)
+        group.firstSeen = min(group.firstSeen, report.startedAt)
+        if report.startedAt >= group.lastSeen {
+            group.lastSeen = report.startedAt
+            group.latest = (report.id, path, ReportSummary.topFrame(of: report))
+        }
+        if report.severity == .hang { group.hangs += 1 }
+        if report.status == .unrecovered { group.unrecovered += 1 }
+        partial[name] = group
+    }
+
+    /// The groups, the most total time first (then the most reports, then the key).
+    public func groups() -> [StallGroup] {
+        partial.map { name, group in
+            let sorted = group.durations.sorted()
+            return StallGroup(
+                key: name, count: sorted.count, totalMs: sorted.reduce(0, +),
+                p50Ms: Self.percentile(sorted, 0.50), p95Ms: Self.percentile(sorted, 0.95), maxMs: sorted.last ?? 0,
+                firstSeen: group.firstSeen, lastSeen: group.lastSeen, topFrame: group.latest.topFrame,
+                hangs: group.hangs, unrecovered: group.unrecovered, latestId: group.latest.id,
+                latestPath: group.latest.path)
+        }.sorted { ($0.totalMs, $0.count, $1.key) > ($1.totalMs, $1.count, $0.key) }
+    }
+
+    /// Nearest-rank percentile of ascending `values` (`q` in 0…1); 0 when empty.
+    public static func percentile(_ values: [Double], _ q: Double) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let rank = Int((q * Double(values.count)).rounded(.up))
+        return values[min(max(rank, 1), values.count) - 1]
+    }
+}
+
+/// The text and JSON of `reports summary`.
+public struct StallGroupView: Sendable {
+    public var format: ReportTextFormat
+    public var useColor: Bool
+
+    public init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
+        self.format = format
+        self.useColor = useColor
+    }
+
+    public func lines(_ groups: [StallGroup], by key: StallGroup.Key) -> [String] {
+        let header = [key.rawValue.uppercased(), "COUNT", "TOTAL", "P50", "P95", "MAX", "FIRST SEEN", "LAST SEEN", "TOP FRAME"]
+        let rows = groups.map { group in
+            [
+                group.key, String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : ""),
+                ReportTextFormat.duration(group.totalMs), ReportTextFormat.duration(group.p50Ms),
+                ReportTextFormat.duration(group.p95Ms), ReportTextFormat.duration(group.maxMs),
+                format.localTime(group.firstSeen), format.localTime(group.lastSeen),
+                ReportListView.shortened(group.topFrame ?? "-", to: 100),
+            ]
+        }
+        let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
+        return ReportTextFormat.table([header] + rows) { row, column, cell in
+            if row == 0 { return console.styled(cell, "1") }
+            if column == 1, groups[row - 1].hangs > 0 { return console.styled(cell, "31") }
+            return cell
+        }
+    }
+
+    /// The document of `reports summary --json`.
+    public struct Document: Codable, Sendable, Equatable {
+        public var by: StallGroup.Key
+        /// Reports that passed the filters and were grouped.
+        public var reports: Int
+        /// Files skipped as unreadable or not reports.
+        public var skipped: Int
+        public var groups: [StallGroup]
+    }
+
+    public static func json(_ document: Document) throws -> String {
+        String(decoding: try StallReport.makeEncoder().encode(document), as: UTF8.self)
+    }
+}

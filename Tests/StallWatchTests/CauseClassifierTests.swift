@@ -1,0 +1,125 @@
+// The cause classifier on hand-made evidence, and lock owners read from real glibc mutexes.
+import Dispatch
+import Foundation
+import Testing
+@testable import StallWatch
+
+@Suite struct CauseClassifierTests {
+    typealias O = CauseClassifier.Observation
+    let ms: UInt64 = 1_000_000
+
+    func evidence(_ o: [O], cpuMs: UInt64?, threads: [StallReport.ThreadSnapshot] = []) -> CauseClassifier.Evidence {
+        .init(loopThreadID: 100, observations: o, wallNanos: 1000 * ms, loopCPUNanos: cpuMs.map { $0 * ms }, threads: threads)
+    }
+
+    @Test func runningWithCPUTimeGrowingIsCPU() {
+        let cause = CauseClassifier.classify(evidence(Array(repeating: O(state: "R", syscall: nil, wchan: nil), count: 10), cpuMs: 980))
+        #expect(cause.kind == .cpu)
+        #expect(cause.evidence.contains { $0.contains("980 ms of CPU in 1000 ms (98%)") })
+    }
+
+    @Test func nanosleepIsSleep() {
+        let cause = CauseClassifier.classify(evidence(Array(repeating: O(state: "S", syscall: 230, wchan: "hrtimer_nanosleep"), count: 10), cpuMs: 0))
+        #expect(cause.kind == .sleep)
+        #expect(cause.evidence.contains { $0.contains("clock_nanosleep") })
+    }
+
+    @Test func fsyncOrDiskSleepIsIO() {
+        var o = Array(repeating: O(state: "D", syscall: 74, wchan: "jbd2_log_wait_commit"), count: 6)
+        o += Array(repeating: O(state: "R", syscall: 1, wchan: nil), count: 4)
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 300))
+        #expect(cause.kind == .io)
+        #expect(cause.evidence.contains { $0.contains("state D") })
+    }
+
+    @Test func futexWithAReadableOwnerIsLockNamingTheOwner() {
+        let o = Array(repeating: O(state: "S", syscall: 202, wchan: "futex_wait_queue", lockOwner: 200), count: 10)
+        let threads = [StallReport.ThreadSnapshot(threadId: 200, name: "db-writer", state: "S", syscall: "nanosleep")]
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 1, threads: threads))
+        #expect(cause.kind == .lock)
+        #expect(cause.blockingThreadId == 200)
+        #expect(cause.evidence.contains { $0.contains("held by thread 200 (db-writer)") })
+    }
+
+    @Test func ownerWaitingBackOnTheLoopIsADeadlockNamingBothThreads() {
+        let o = Array(repeating: O(state: "S", syscall: 202, wchan: "futex_wait_queue", lockOwner: 200), count: 10)
+        let threads = [
+            StallReport.ThreadSnapshot(threadId: 100, name: "main", state: "S", syscall: "futex", waitingForThreadId: 200),
+            StallReport.ThreadSnapshot(threadId: 200, name: "worker", state: "S", syscall: "futex", waitingForThreadId: 100),
+        ]
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 0, threads: threads))
+        #expect(cause.kind == .deadlock)
+        #expect(cause.deadlockedThreadIds == [100, 200])
+        #expect(cause.blockingThreadId == 200)
+    }
+
+    @Test func aLockHeldByTheLoopItselfIsASelfDeadlock() {
+        let o = Array(repeating: O(state: "S", syscall: 202, wchan: nil, lockOwner: 100), count: 4)
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 0))
+        #expect(cause.kind == .deadlock)
+        #expect(cause.deadlockedThreadIds == [100])
+        #expect(cause.evidence.contains { $0.contains("re-entered") })
+    }
+
+    @Test func longerWaitChainsBackToTheLoopAreDeadlocksToo() {
+        let o = Array(repeating: O(state: "S", syscall: 202, wchan: nil, lockOwner: 200), count: 3)
+        let threads = [
+            StallReport.ThreadSnapshot(threadId: 200, name: "a", state: "S", waitingForThreadId: 300),
+            StallReport.ThreadSnapshot(threadId: 300, name: "b", state: "S", waitingForThreadId: 100),
+        ]
+        #expect(CauseClassifier.classify(evidence(o, cpuMs: 0, threads: threads)).deadlockedThreadIds == [100, 200, 300])
+    }
+
+    @Test func noObservationsAndLittleCPUIsUnknown() {
+        #expect(CauseClassifier.classify(evidence([], cpuMs: 10)).kind == .unknown)
+        #expect(CauseClassifier.classify(evidence([], cpuMs: 900)).kind == .cpu)
+    }
+
+    @Test func highCPUShareWinsOverSparseUnclassifiedSamples() {
+        let o = [O(state: "S", syscall: 9, wchan: nil), O(state: "R", syscall: nil, wchan: nil)]
+        #expect(CauseClassifier.classify(evidence(o, cpuMs: 900)).kind == .cpu)
+    }
+}
+
+@Suite struct LockOwnerTests {
+    @Test(.timeLimit(.minutes(1)))
+    func ownerOfAHeldGlibcMutexIsReadFromItsOwnerField() throws {
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        defer { mutex.deallocate() }
+        let address = UInt64(UInt(bitPattern: mutex))
+        let locked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let unlocked = DispatchSemaphore(value: 0)
+        let holder = HolderTID()
+        let raw = UInt(bitPattern: mutex)
+        let thread = Thread {
+            let mutex = UnsafeMutablePointer<pthread_mutex_t>(bitPattern: raw)!
+            holder.set(StallWatchTestSupport.currentThreadID())
+            pthread_mutex_lock(mutex)
+            locked.signal()
+            release.wait()
+            pthread_mutex_unlock(mutex)
+            unlocked.signal()
+        }
+        thread.start()
+        locked.wait()
+        let threads = Set(ThreadProbe.threadIDs(pid: getpid()))
+        let owner = LockOwner.owner(pid: getpid(), futexAddress: address, threads: threads)
+        release.signal()
+        #expect(owner?.threadID == holder.value)
+        #expect(owner?.source == .glibcMutexOwner)
+        // Unlocked: no owner.
+        unlocked.wait()
+        #expect(LockOwner.owner(pid: getpid(), futexAddress: address, threads: threads) == nil)
+        // An unmapped address: nil, not a crash.
+        #expect(LockOwner.owner(pid: getpid(), futexAddress: 0x10, threads: threads) == nil)
+    }
+}
+
+final class HolderTID: @unchecked Sendable {
+    private let lock = NSLock()
+    private var tid: Int32 = 0
+    func set(_ v: Int32) { lock.lock(); tid = v; lock.unlock() }
+    var value: Int32 { lock.lock(); defer { lock.unlock() }; return tid }
+}
