@@ -58,6 +58,9 @@ struct ServeCommand {
         let loop = EventLoop(name: "chat")
         // Before any other thread starts, so every thread inherits the blocked mask (see addSignalSource).
         let signalSources = [SIGTERM, SIGINT].map { loop.addSignalSource(signal: $0) { loop.stop() } }
+        // A process started from a thread that blocks signals (a test runner's worker, a Dispatch thread)
+        // inherits that mask; the loop thread must take the sampling signal or every capture times out.
+        _ = try? SignalSampler.shared().registerCurrentThread()
 
         var template = Array((NSTemporaryDirectory() + "stallwatch-chat.XXXXXX").utf8CString)
         guard let dataDirectory = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) })
