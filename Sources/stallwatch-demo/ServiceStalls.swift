@@ -36,7 +36,8 @@ enum ServiceStalls {
     /// Synchronous journal writes, each followed by fsync, until the time is up.
     @inline(never)
     static func writeJournalSynchronously(fd: Int32, durationMs: Int) {
-        let block = [UInt8](repeating: 0x6a, count: 256 << 10)
+        // Small writes: the time goes to fsync (in the kernel, waiting for the disk), as with a journal.
+        let block = [UInt8](repeating: 0x6a, count: 16 << 10)
         let end = deadline(durationMs)
         var written = 0
         repeat {
