@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "StallWatch", targets: ["StallWatch"]),
         .library(name: "StallWatchInspector", targets: ["StallWatchInspector"]),
+        .library(name: "StallWatchRemedies", targets: ["StallWatchRemedies"]),
         .executable(name: "stallwatch", targets: ["stallwatch"]),
         .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
     ],
@@ -34,14 +35,18 @@ let package = Package(
         .target(name: "StallWatch", dependencies: ["CStallWatch"]),
         // Reading, summarising and rendering reports for the CLI.
         .target(name: "StallWatchInspector", dependencies: ["StallWatch"]),
+        // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,
+        // chunked and idle execution, off-loop work with on-loop delivery.
+        .target(name: "StallWatchRemedies", dependencies: ["StallWatch"]),
         .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
-        .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch"]),
+        .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(
             name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
             resources: [.copy("Fixtures")]),
+        .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job: a service loop stalls in each classic way, StallWatch catches every stall, and the
-# reports are listed and one is shown. Sets up a fresh machine first.
+# reports are listed and one is shown. Then the chat-sessions service: under load, unremedied, it stalls in five
+# classic ways and StallWatch reports each; remedied (--fixed), under the same load, it never stalls.
+# Sets up a fresh machine first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,7 @@ reports=$(mktemp -d "${TMPDIR:-/tmp}/stallwatch-demo-reports.XXXXXX")
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -f "${service_reports:-/nonexistent}".*.log "${fixed_reports:-/nonexistent}".*.log
 }
 trap cleanup EXIT INT TERM
 
@@ -43,3 +46,72 @@ if [ "$count" -ne 4 ]; then
 fi
 echo
 echo "demo: 4 stalls injected, 4 reports written to $reports"
+
+# The chat-sessions service: the first stdout line of `serve` is {"event":"listening","port":N,...}.
+service_reports=$(mktemp -d "${TMPDIR:-/tmp}/stallwatch-service-reports.XXXXXX")
+fixed_reports=$(mktemp -d "${TMPDIR:-/tmp}/stallwatch-service-fixed-reports.XXXXXX")
+kinds=(io sort lock deadlock reentrant)
+
+# start_service LOG REPORT_DIR [--fixed]: starts serve in the background; sets service_pid and port.
+start_service() {
+    local log=$1 dir=$2
+    shift 2
+    "$bin/stallwatch-demo" serve --port 0 --sessions 2000 --threshold-ms 250 --report-dir "$dir" "$@" >"$log" &
+    service_pid=$!
+    pids+=("$service_pid")
+    for _ in $(seq 200); do
+        if grep -q '"event":"listening"' "$log"; then break; fi
+        if ! kill -0 "$service_pid" 2>/dev/null; then echo "demo: serve exited early" >&2; exit 1; fi
+        sleep 0.1
+    done
+    port=$(head -n 1 "$log" | sed -nE 's/.*"port":([0-9]+).*/\1/p')
+    if [ -z "$port" ]; then echo "demo: serve did not report its port" >&2; exit 1; fi
+}
+
+# drive_load LOG: 6 s of load at 40 requests/s on 4 connections, each stall kind injected once, then /quit.
+drive_load() {
+    "$bin/stallwatch-demo" load --port "$port" --seconds 6 --rate 40 --connections 4 --sessions 2000 \
+        --stall "${kinds[@]}" --stall-ms 600 --quit | tee "$1"
+    wait "$service_pid"
+}
+
+echo
+echo "== the chat service, unremedied: journal fsync, DB lock and full re-sort on the loop for every message"
+echo "   load: 6 s at 40 requests/s; injected: ${kinds[*]} (600 ms each); threshold 250 ms"
+start_service "$service_reports.serve.log" "$service_reports"
+drive_load "$service_reports.load.log"
+unfixed_count=$(find "$service_reports" -name 'stall-*.json' | wc -l)
+
+echo
+echo "== stallwatch reports summary $service_reports"
+"$bin/stallwatch" reports summary "$service_reports"
+echo
+echo "== stallwatch reports list $service_reports"
+"$bin/stallwatch" reports list "$service_reports"
+deadlock=$(grep -l 'lockSessionsThenIndex' "$service_reports"/stall-*.json | head -n 1 || true)
+if [ -n "$deadlock" ]; then
+    echo
+    echo "== stallwatch reports show (the deadlock: two locks taken in opposite orders)"
+    "$bin/stallwatch" reports show "$deadlock"
+fi
+
+echo
+echo "== the chat service, remedied (--fixed): group-committed journal off the loop, DB hand-off through a"
+echo "   ThreadSafeArray, coalesced background re-sort; the stall endpoints run their remedied versions"
+start_service "$fixed_reports.serve.log" "$fixed_reports" --fixed
+drive_load "$fixed_reports.load.log"
+fixed_count=$(find "$fixed_reports" -name 'stall-*.json' | wc -l)
+
+p99() { sed -nE 's/.*"p99Ms":([0-9.]+).*/\1/p' "$1"; }
+echo
+echo "demo: unremedied service: $unfixed_count stall reports, p99 latency $(p99 "$service_reports.load.log") ms"
+echo "demo: remedied service:   $fixed_count stall reports, p99 latency $(p99 "$fixed_reports.load.log") ms"
+if [ "$unfixed_count" -lt "${#kinds[@]}" ]; then
+    echo "demo: expected at least ${#kinds[@]} reports from the unremedied service, found $unfixed_count" >&2
+    exit 1
+fi
+if [ "$fixed_count" -ne 0 ]; then
+    echo "demo: the remedied service stalled $fixed_count times" >&2
+    exit 1
+fi
+echo "demo: the same load and the same injected work: ${#kinds[@]}+ stalls without the remedies, none with them"

@@ -1,4 +1,4 @@
-// stallwatch-demo: a service loop with StallWatch embedded that stalls on demand.
+// stallwatch-demo: a service loop with StallWatch embedded that stalls on demand, and a chat service with its load.
 import Foundation
 import StallWatch
 
@@ -123,6 +123,8 @@ guard let command = arguments.first else { fail("missing command\n\(usage)") }
 arguments.removeFirst()
 switch command {
 case "stall": StallCommand(arguments: arguments).run()
-case "-h", "--help", "help": print(usage)
+case "serve": ServeCommand(arguments: arguments).run()
+case "load": LoadCommand(arguments: arguments).run()
+case "-h", "--help", "help": print(usage + "\n\n" + serveUsage + "\n\n" + loadUsage)
 default: fail("unknown command \(command)\n\(usage)")
 }

@@ -1,0 +1,147 @@
+// `stallwatch-demo serve`: the chat-sessions service on a StallWatch loop with the watchdog embedded.
+import Foundation
+import StallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let serveUsage = """
+    usage: stallwatch-demo serve [--port N] [--fixed] [--sessions N] [--threshold-ms N] [--report-dir DIR]
+
+    Serves the chat-sessions demo on 127.0.0.1 (port 0, the default, picks a free one) from a StallWatch loop on
+    the main thread with the watchdog embedded. The first stdout line is {"event":"listening","port":N,...};
+    then one JSON line per stall event. Without --fixed each message does its heavy work on the loop; with
+    --fixed the same work goes through StallWatchRemedies. --sessions (default 20000) sizes the session list.
+      GET  /health                        readiness
+      GET  /sessions?q=TEXT&limit=N       the sorted, filtered session list (JSON)
+      POST /sessions/ID/messages          post a message (the body)
+      POST /sessions/ID/pin               toggle a session's pin
+      POST /stall/KIND?ms=N               inject a stall: io, sort, lock, deadlock, reentrant (default 600 ms)
+      GET  /stats                         counters
+      POST /quit                          stop (as do SIGTERM and SIGINT)
+    """
+
+struct ServeCommand {
+    var port = 0
+    var fixed = false
+    var sessions = 20_000
+    var configuration: StallWatchConfiguration
+
+    init(arguments: [String]) {
+        do {
+            configuration = try StallWatchConfiguration.load()
+        } catch {
+            fail(error.message)
+        }
+        var args = CommandArguments(arguments, usage: serveUsage)
+        while let arg = args.next() {
+            switch arg {
+            case "--port": port = args.number(arg, 0...65535)
+            case "--fixed": fixed = true
+            case "--sessions": sessions = args.number(arg, 1...2_000_000)
+            case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
+            case "--report-dir": configuration.reportDirectory = args.value(arg)
+            case "-h", "--help":
+                print(serveUsage)
+                exit(0)
+            default: fail("unknown argument \(arg)\n\(serveUsage)")
+            }
+        }
+        if configuration.hangThresholdMs < configuration.thresholdMs {
+            configuration.hangThresholdMs = configuration.thresholdMs
+        }
+    }
+
+    func run() -> Never {
+        signal(SIGPIPE, SIG_IGN)
+        let loop = EventLoop(name: "chat")
+        // Before any other thread starts, so every thread inherits the blocked mask (see addSignalSource).
+        let signalSources = [SIGTERM, SIGINT].map { loop.addSignalSource(signal: $0) { loop.stop() } }
+        // A process started from a thread that blocks signals (a test runner's worker, a Dispatch thread)
+        // inherits that mask; the loop thread must take the sampling signal or every capture times out.
+        _ = try? SignalSampler.shared().registerCurrentThread()
+
+        var template = Array((NSTemporaryDirectory() + "stallwatch-chat.XXXXXX").utf8CString)
+        guard let dataDirectory = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) })
+            .map({ String(cString: $0) })
+        else { fail("mkdtemp: \(String(cString: strerror(errno)))", code: 1) }
+
+        let service: ChatService
+        let server: HTTPServer
+        do {
+            service = try ChatService(loop: loop, fixed: fixed, sessions: sessions, dataDirectory: dataDirectory)
+            server = try HTTPServer(loop: loop, port: port) { request, responder in
+                service.handle(request, responder)
+            }
+        } catch {
+            fail("\(error)", code: 1)
+        }
+        service.onQuit = { loop.stop() }
+        let watchdog = Watchdog(loop: loop, configuration: configuration) { EventPrinter.print($0) }
+        do {
+            try watchdog.start()
+        } catch {
+            fail(error.message, code: 1)
+        }
+        printLine([
+            "event": "listening", "port": server.port, "pid": Int(getpid()), "mode": service.mode,
+            "sessions": sessions, "thresholdMs": configuration.thresholdMs, "reportDirectory": watchdog.reportDirectory,
+        ])
+        loop.run()
+
+        server.stop()
+        for source in signalSources { source.cancel() }
+        watchdog.stop()
+        service.stop()
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+        printLine([
+            "event": "stopped", "mode": service.mode, "requests": service.requests, "messages": service.messages,
+        ])
+        exit(0)
+    }
+}
+
+/// Writes one JSON object as a line on stdout, unbuffered.
+func printLine(_ object: [String: Any]) {
+    if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}
+
+/// Command-line flags and their values, failing with the usage on a bad one.
+struct CommandArguments {
+    private var rest: ArraySlice<String>
+    private let usage: String
+
+    init(_ arguments: [String], usage: String) {
+        rest = arguments[...]
+        self.usage = usage
+    }
+
+    mutating func next() -> String? { rest.popFirst() }
+
+    mutating func value(_ flag: String) -> String {
+        guard let v = rest.popFirst() else { fail("\(flag) needs a value\n\(usage)") }
+        return v
+    }
+
+    mutating func number(_ flag: String, _ range: ClosedRange<Int>) -> Int {
+        let text = value(flag)
+        guard let n = Int(text), range.contains(n) else {
+            fail("\(flag) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return n
+    }
+
+    /// The values that follow `flag` up to the next flag.
+    mutating func values(_ flag: String) -> [String] {
+        var values: [String] = []
+        while let v = rest.first, !v.hasPrefix("--") {
+            values.append(v)
+            rest.removeFirst()
+        }
+        if values.isEmpty { fail("\(flag) needs a value\n\(usage)") }
+        return values
+    }
+}
