@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +111,9 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
             long alive = syscall(SYS_tgkill, j->pid, j->tid, 0);
             return alive == 0 || errno == EPERM ? -ETIMEDOUT : -ESRCH;
         }
+        // Yield while polling: on a loaded machine the tracee may be waiting for this CPU to reach its stop.
         if (now - start > SPIN_NS) nanosleep(&(struct timespec){0, POLL_SLEEP_NS}, NULL);
+        else sched_yield();
     }
 }
 
