@@ -4,7 +4,7 @@ import CStallWatch
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs the capture benchmarks and prints one table (about 10–20 s on a 2-core machine).
@@ -41,12 +41,14 @@ private final class ChainThread: @unchecked Sendable {
         chain.initialize(to: sw_test_chain())
         chain.pointee.depth = Int32(depth)
         let context = Unmanaged.passRetained(Context(owner: self, sampler: sampler)).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            let context = Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue()
-            context.owner.sampled = context.sampler.registerCurrentThread()
-            sw_test_chain_run(context.owner.chain)
-            return nil
-        }, context)
+        pthread_create(
+            &thread, nil,
+            { raw in
+                let context = Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue()
+                context.owner.sampled = context.sampler.registerCurrentThread()
+                sw_test_chain_run(context.owner.chain)
+                return nil
+            }, context)
         while sw_test_chain_state(chain) != 1 { sched_yield() }
     }
 
@@ -77,7 +79,8 @@ private func benchmarkSignalCapture() throws {
         captures.append(try sampler.capture(target.sampled, timeout: .seconds(2)).get())
     }
     let stackBytes = captures.map { UInt64($0.stack.count) }.sorted()[count / 2]
-    row("in-process pause, signal sent → copy done (64-frame spinner)", captures.map(\.pauseNanoseconds),
+    row(
+        "in-process pause, signal sent → copy done (64-frame spinner)", captures.map(\.pauseNanoseconds),
         "stack copy \(stackBytes) B; bar ≤ 30 µs median")
     row("in-process handler work (registers + stack copy)", captures.map(\.handlerNanoseconds), "bar ≤ 5 µs")
 
@@ -131,7 +134,8 @@ private func benchmarkPtraceCapture() throws {
             unwinds.append(stack.unwindNanoseconds)
             frames = stack.addresses.count
         }
-        row("ptrace target pause, interrupt → detach (\(label) child)", pauses, "bar ≤ 150 µs median, ≤ 1 ms p99")
+        row(
+            "ptrace target pause, interrupt → detach (\(label) child)", pauses, "bar ≤ 150 µs median, ≤ 1 ms p99")
         row("ptrace capture call, sidecar side (\(label) child)", totals, "includes maps read, tracer thread")
         row("unwind of the ptrace copy, warm (\(label) child)", unwinds, "\(frames) frames")
     }

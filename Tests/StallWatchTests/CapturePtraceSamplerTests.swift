@@ -5,7 +5,7 @@ import Testing
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension CaptureTests {
@@ -36,7 +36,8 @@ extension CaptureTests {
                 #expect(capture.notes.isEmpty, "\(capture.notes)")
 
                 let stack = unwinder.unwind(capture, maxFrames: 64)
-                #expect(stack.addresses.count >= 4, "round \(round): \(stack.addresses.count) frames, \(stack.error ?? "")")
+                #expect(
+                    stack.addresses.count >= 4, "round \(round): \(stack.addresses.count) frames, \(stack.error ?? "")")
                 let images = stack.addresses.map { mappedPath(pid: child.pid, address: $0) ?? "?" }
                 // Innermost in libc's sleep syscall wrapper, outermost in sleep's own code or libc's start-up.
                 #expect(images.first?.contains("libc.so") == true, "\(images)")
@@ -56,18 +57,52 @@ extension CaptureTests {
             let child = try ChildProcess("/bin/sh", ["-c", "while :; do :; done"])
             defer { child.terminate() }
             let utime: () -> Int = {
-                Int(readProcFile("/proc/\(child.pid)/stat")?.split(separator: ")").last?
-                    .split(separator: " ")[11] ?? "") ?? -1
+                Int(
+                    readProcFile("/proc/\(child.pid)/stat")?.split(separator: ")").last?
+                        .split(separator: " ")[11] ?? "") ?? -1
             }
             // Past exec and the dynamic loader: the shell has spent CPU time in its loop.
             try #require(pollUntil { utime() >= 2 })
             let unwinder = try StackUnwinder(processID: child.pid)
-            let capture = try PtraceSampler(processID: child.pid).capture(threadID: child.pid, maxStackBytes: 64 << 10).get()
+            let capture = try PtraceSampler(processID: child.pid).capture(threadID: child.pid, maxStackBytes: 64 << 10)
+                .get()
             let stack = unwinder.unwind(capture, maxFrames: 64)
-            #expect(stack.addresses.count >= 2, "\(stack.error ?? "") \(stack.addresses.map { mappedPath(pid: child.pid, address: $0) ?? "?" })")
+            #expect(
+                stack.addresses.count >= 2,
+                "\(stack.error ?? "") \(stack.addresses.map { mappedPath(pid: child.pid, address: $0) ?? "?" })")
             #expect(child.statusField("TracerPid") == "0")
             let before = utime()
             #expect(pollUntil { utime() > before }, "the child stopped accumulating CPU time")
+        }
+
+        @Test func aThreadThatCannotStopTimesOutAndIsLeftUntraced() throws {
+            // Blocked in vfork (state D) for 1.5 s: PTRACE_INTERRUPT cannot take effect before that.
+            let pid = sw_test_spawn_vfork_blocked(1500)
+            try #require(pid > 0)
+            defer {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                waitpid(pid, &status, 0)
+            }
+            try #require(pollUntil { CaptureSupport.threadState(processID: pid, threadID: pid) == "D" })
+
+            let result = PtraceSampler(processID: pid, timeout: .milliseconds(100)).capture(
+                threadID: pid, maxStackBytes: 4096)
+            guard case .failure(let error) = result else {
+                Issue.record("captured a thread blocked in vfork")
+                return
+            }
+            #expect(error.code == .captureTimedOut)
+            #expect(error.message.contains("did not stop within 100 ms; thread state D (disk sleep)"), "\(error)")
+            // The helper tracer thread exited, so the kernel detached and dropped the pending interrupt: once
+            // the vfork ends the process runs on into pause() instead of entering a ptrace stop.
+            let paused = pollUntil {
+                (readProcFile("/proc/\(pid)/syscall") ?? "").hasPrefix("34 ")  // pause
+            }
+            #expect(paused)
+            let status = readProcFile("/proc/\(pid)/status") ?? ""
+            #expect(status.contains("TracerPid:\t0\n"), "\(status)")
+            #expect(!status.contains("State:\tt") && !status.contains("State:\tT"), "\(status)")
         }
 
         @Test func aNonexistentProcessIsNoSuchProcess() {

@@ -7,12 +7,13 @@ import Testing
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension CaptureTests {
-    /// Slow (a few seconds): 10,000 captures, each unwound, while the target holds and releases malloc's and the
-    /// loader's locks and maps and unmaps a library.
+    /// Slow: 10,000 captures, every fourth unwound, while the target takes and releases malloc's and the
+    /// loader's locks and maps and unmaps a library. About 3 s on an idle 2-core machine; 30–40 s at load
+    /// average 10, where the target often waits milliseconds for a CPU before it can take the signal.
     @Suite struct StressTests {
         /// A library from Debian 12's base system that this process has not loaded, so dlclose really unmaps it.
         static let unloadedLibrary: String? = ["libz.so.1", "libbz2.so.1.0", "libexpat.so.1", "libpcre2-8.so.0"]
@@ -62,14 +63,17 @@ extension CaptureTests {
             var emptyUnwinds = 0, unwindErrors = 0
             var pauses: [UInt64] = []
             pauses.reserveCapacity(10_000)
+            let started = ContinuousClock.now
             for index in 0..<10_000 {
                 switch sampler.capture(sampled, timeout: .seconds(2)) {
                 case .success(let capture):
                     pauses.append(capture.pauseNanoseconds)
                     if capture.stack.isEmpty { failures.append("capture \(index): empty stack \(capture.notes)") }
-                    let stack = unwinder.unwind(capture, maxFrames: 128)
-                    if stack.addresses.isEmpty { emptyUnwinds += 1 }
-                    if stack.error != nil { unwindErrors += 1 }
+                    if index % 4 == 0 {  // unwinding every copy would double the run time for little more coverage
+                        let stack = unwinder.unwind(capture, maxFrames: 128)
+                        if stack.addresses.isEmpty { emptyUnwinds += 1 }
+                        if stack.error != nil { unwindErrors += 1 }
+                    }
                 case .failure(let error):
                     failures.append("capture \(index): \(error)")
                 }
@@ -82,9 +86,10 @@ extension CaptureTests {
             pauses.sort()
             // Context for whoever reads the log; bars live in scripts/bench.sh, not in tests.
             print(
-                "stress: \(pauses.count) captures, pause median \(percentile(pauses, 0.5) / 1000) us, p99 "
+                "stress: \(pauses.count) captures in \(ContinuousClock.now - started), pause median "
+                    + "\(percentile(pauses, 0.5) / 1000) us, p99 "
                     + "\(percentile(pauses, 0.99) / 1000) us; \(churn.loads.load(ordering: .relaxed)) dlopen/dlclose; "
-                    + "\(unwindErrors) unwinds stopped early")
+                    + "\(unwindErrors) of 2,500 unwinds stopped early")
         }
     }
 }
