@@ -61,6 +61,7 @@ extension CaptureTests {
             let unwinder = try StackUnwinder(processID: getpid())
             var failures: [String] = []
             var emptyUnwinds = 0, unwindErrors = 0
+            var stopReasons: [String: Int] = [:]
             var pauses: [UInt64] = []
             pauses.reserveCapacity(10_000)
             let started = ContinuousClock.now
@@ -72,7 +73,11 @@ extension CaptureTests {
                     if index % 4 == 0 {  // unwinding every copy would double the run time for little more coverage
                         let stack = unwinder.unwind(capture, maxFrames: 128)
                         if stack.addresses.isEmpty { emptyUnwinds += 1 }
-                        if stack.error != nil { unwindErrors += 1 }
+                        if let error = stack.error {
+                            unwindErrors += 1
+                            let reason = error.replacing(/after \d+ frames/, with: "after N frames")
+                            stopReasons[reason, default: 0] += 1
+                        }
                     }
                 case .failure(let error):
                     failures.append("capture \(index): \(error)")
@@ -89,7 +94,8 @@ extension CaptureTests {
                 "stress: \(pauses.count) captures in \(ContinuousClock.now - started), pause median "
                     + "\(percentile(pauses, 0.5) / 1000) us, p99 "
                     + "\(percentile(pauses, 0.99) / 1000) us; \(churn.loads.load(ordering: .relaxed)) dlopen/dlclose; "
-                    + "\(unwindErrors) of 2,500 unwinds stopped early")
+                    + "\(unwindErrors) of 2,500 unwinds stopped early: "
+                    + "\(stopReasons.sorted { $0.value > $1.value }.prefix(3))")
         }
     }
 }
