@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -27,6 +28,8 @@ enum { ST_FREE, ST_CLAIMED, ST_REQUESTED, ST_COPYING, ST_DONE, ST_CANCELLED };
 // Spinning first costs the requester a little CPU but keeps the handler from paying for a futex wake
 // (LIMITS.md: waking a sleeper from the handler adds 1.6-13 us to the pause; most captures finish here).
 #define SPIN_NS 50000ull
+// After this much pure spinning, yield between polls: on a busy machine the target may need our CPU.
+#define PURE_SPIN_NS 5000ull
 
 typedef struct slot {
     _Atomic uint32_t word;
@@ -258,7 +261,8 @@ static int finish(slot *s, uint64_t deadline) {
             continue;  // the handler claimed it (or the waiter bit moved): re-examine
         }
         if (now < spin_until && now < deadline) {
-            __builtin_ia32_pause();
+            if (now - s->record.sent_ns < PURE_SPIN_NS) __builtin_ia32_pause();
+            else sched_yield();
             continue;
         }
         // A handler in COPYING cannot block, so waiting for it without a deadline is bounded.

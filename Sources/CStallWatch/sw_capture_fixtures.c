@@ -3,10 +3,13 @@
 #include "sw_capture_fixtures.h"
 #include "sw_unwind.h"
 
+#include <errno.h>
 #include <link.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -91,4 +94,19 @@ static int park_in_callback(struct dl_phdr_info *info, size_t size, void *data) 
 void sw_test_gate_hold_loader_lock(sw_test_gate *g) { dl_iterate_phdr(park_in_callback, g); }
 void sw_test_gate_wait_entered(sw_test_gate *g) { while (sem_wait(&g->entered) != 0) {} }
 void sw_test_gate_open(sw_test_gate *g) { sem_post(&g->release); }
+
+pid_t sw_test_spawn_vfork_blocked(unsigned milliseconds) {
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid > 0) return pid;
+    // The forked child: only async-signal-safe calls from here on (the parent may be multithreaded).
+    pid_t sleeper = vfork();
+    if (sleeper == 0) {
+        struct timespec ts = {milliseconds / 1000, (long)(milliseconds % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        _exit(0);
+    }
+    if (sleeper > 0) waitpid(sleeper, NULL, 0);
+    for (;;) pause();
+}
 #endif

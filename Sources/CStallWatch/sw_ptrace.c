@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,11 +107,14 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
         if (ptrace(PTRACE_GETREGS, j->tid, NULL, regs) == 0) return 0;
         if (errno != ESRCH) return -errno;
         uint64_t now = now_ns();
-        if (now >= deadline) {
-            long alive = syscall(SYS_tgkill, j->pid, j->tid, 0);
-            return alive == 0 || errno == EPERM ? -ETIMEDOUT : -ESRCH;
-        }
-        if (now - start > SPIN_NS) nanosleep(&(struct timespec){0, POLL_SLEEP_NS}, NULL);
+        int spinning = now - start <= SPIN_NS;
+        // GETREGS says ESRCH for a running tracee and for a dead one alike: tell them apart.
+        if ((!spinning || now >= deadline) && syscall(SYS_tgkill, j->pid, j->tid, 0) != 0 && errno == ESRCH)
+            return -ESRCH;
+        if (now >= deadline) return -ETIMEDOUT;
+        // Yield while polling: on a loaded machine the tracee may be waiting for this CPU to reach its stop.
+        if (spinning) sched_yield();
+        else nanosleep(&(struct timespec){0, POLL_SLEEP_NS}, NULL);
     }
 }
 

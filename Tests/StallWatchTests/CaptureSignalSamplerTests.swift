@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension CaptureTests {
@@ -30,8 +30,9 @@ extension CaptureTests {
             #expect(stack.error == nil, "\(stack.error ?? "")")
             #expect(stack.addresses.count >= target.depth + 2)
             #expect(Array(stack.addresses.dropFirst(2)) == Array(truth.dropFirst(1)))
-            #expect(stack.addresses.count > 1 && stack.addresses[1] != truth[0])  // different call sites…
-            #expect(stack.addresses.count > 1 && stack.addresses[1].distance(to: truth[0]).magnitude < 512)  // …one function
+            // [1] and truth[0] are different call sites in one function.
+            #expect(stack.addresses.count > 1 && stack.addresses[1] != truth[0])
+            #expect(stack.addresses.count > 1 && stack.addresses[1].distance(to: truth[0]).magnitude < 512)
         }
 
         @Test func aWarmUnwinderReusesItsCaches() throws {
@@ -45,8 +46,11 @@ extension CaptureTests {
                 let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
                 let stack = unwinder.unwind(capture, maxFrames: 128)
                 #expect(stack.error == nil)
-                if let first { #expect(Array(stack.addresses.dropFirst()) == Array(first.dropFirst())) }
-                else { first = stack.addresses }
+                if let first {
+                    #expect(Array(stack.addresses.dropFirst()) == Array(first.dropFirst()))
+                } else {
+                    first = stack.addresses
+                }
                 times.append(stack.unwindNanoseconds)
             }
             // No timing bar here (scripts/bench.sh measures); only that warm unwinds are not slower than the first.
@@ -77,7 +81,9 @@ extension CaptureTests {
                 thread.join()
             }
             ready.wait()
-            let blockedState = pollUntil { CaptureSupport.threadState(processID: getpid(), threadID: sampled.threadID) == "S" }
+            let blockedState = pollUntil {
+                CaptureSupport.threadState(processID: getpid(), threadID: sampled.threadID) == "S"
+            }
             try #require(blockedState)
 
             let result = sampler.capture(sampled, timeout: .milliseconds(100))
@@ -143,7 +149,8 @@ extension CaptureTests {
                 return CaptureTestThread {
                     for _ in 0..<rounds {
                         switch sampler.capture(target.sampled, timeout: .seconds(5)) {
-                        case .success(let capture) where capture.threadID == target.sampled.threadID
+                        case .success(let capture)
+                        where capture.threadID == target.sampled.threadID
                             && !capture.stack.isEmpty:
                             break
                         default:
@@ -158,7 +165,8 @@ extension CaptureTests {
 
             let unwinder = try StackUnwinder(processID: getpid())
             for target in targets {
-                let stack = unwinder.unwind(try sampler.capture(target.sampled, timeout: .seconds(2)).get(), maxFrames: 64)
+                let stack = unwinder.unwind(
+                    try sampler.capture(target.sampled, timeout: .seconds(2)).get(), maxFrames: 64)
                 #expect(Array(stack.addresses.dropFirst(2)) == Array(target.truth.dropFirst(1)))
             }
         }

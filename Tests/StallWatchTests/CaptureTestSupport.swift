@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The parent of every capture suite: serialized because the suites share one signal handler and compare
@@ -20,11 +20,13 @@ final class CaptureTestThread: @unchecked Sendable {
 
     init(_ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
-        let result = pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
+        let result = pthread_create(
+            &thread, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, box)
         precondition(result == 0, "pthread_create failed: \(result)")
     }
 
@@ -66,7 +68,9 @@ final class SpinningChain: @unchecked Sendable {
 
     /// The target's own backtrace taken at the bottom: [0] inside the bottom function, then its callers.
     var truth: [UInt64] {
-        withUnsafeBytes(of: &chain.pointee.truth) { Array($0.bindMemory(to: UInt64.self).prefix(chain.pointee.truth_count)) }
+        withUnsafeBytes(of: &chain.pointee.truth) {
+            Array($0.bindMemory(to: UInt64.self).prefix(chain.pointee.truth_count))
+        }
     }
 
     func stop() {

@@ -80,8 +80,9 @@ size_t sw_capture_stack_bytes(void);
 /// handler caught mid-copy is waited for (the copy cannot block) and its result returned.
 /// `stack_low`/`stack_high` bound the thread's stack; the handler copies from SP up to
 /// min(stack_high, SP + slot size) only if SP lies inside them.
-/// Returns SW_CAPTURE_OK or one of the negative values above. Safe to call from many threads at once;
-/// must not target the calling thread. Not async-signal-safe (blocks).
+/// Returns SW_CAPTURE_OK or one of the negative values above. Safe to call from many threads at once,
+/// also for the same target; the calling thread may target itself (the handler runs before tgkill
+/// returns, unless the signal is blocked). Not async-signal-safe (blocks).
 int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64_t timeout_ns,
                       sw_capture_record *record, uint8_t *stack_out, size_t stack_capacity);
 

@@ -50,6 +50,12 @@ void sw_test_gate_wait_entered(sw_test_gate *gate);
 /// Lets the parked thread leave `dl_iterate_phdr`. Async-signal-safe (sem_post).
 void sw_test_gate_open(sw_test_gate *gate);
 
+/// Forks a child process whose main thread blocks in vfork() for `milliseconds` (a killable,
+/// uninterruptible wait: /proc shows state D, and ptrace cannot stop it) while its vfork child sleeps, then
+/// waits in pause() until killed. The caller kills and reaps it. Returns the pid or -errno.
+/// Not async-signal-safe.
+pid_t sw_test_spawn_vfork_blocked(unsigned milliseconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 // CaptureSupport: small helpers shared by the capture stage (durations, a thread's /proc state).
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Helpers for the samplers; namespaced so they cannot collide with other stages' extensions.

@@ -2,7 +2,7 @@
 import CStallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Captures a thread of another process with ptrace: `PTRACE_SEIZE` + `PTRACE_INTERRUPT` on that one thread,

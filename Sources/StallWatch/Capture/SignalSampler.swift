@@ -2,7 +2,7 @@
 import CStallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Captures threads of this process by sending them a real-time signal whose handler copies the registers and
@@ -64,15 +64,17 @@ public final class SignalSampler: @unchecked Sendable {
         let reason: String
         switch -result {
         case EBUSY:
-            reason = "signal \(requested) already has a handler (or is ignored) in this process; StallWatch will "
+            reason =
+                "signal \(requested) already has a handler (or is ignored) in this process; StallWatch will "
                 + "not replace it — set STALLWATCH_SAMPLE_SIGNAL to a free one"
         case EINVAL: reason = "signal \(requested) is not a usable real-time signal"
         case ENOSPC: reason = "every real-time signal from SIGRTMIN+1 to SIGRTMAX-1 is already handled"
         default: reason = "sigaction: \(String(cString: strerror(-result)))"
         }
         return .failure(
-            StallWatchError(.signalUnavailable, "cannot install the sampling handler for \(which): \(reason)",
-                            context: ["signal": String(requested)]))
+            StallWatchError(
+                .signalUnavailable, "cannot install the sampling handler for \(which): \(reason)",
+                context: ["signal": String(requested)]))
     }
 
     /// Parses "SIGRTMIN+3", "RTMIN+3", "SIGRTMAX-1", "SIGRTMIN" or "37"; nil if not a real-time signal.
@@ -83,10 +85,15 @@ public final class SignalSampler: @unchecked Sendable {
         var value: Int32?
         for (name, base) in [("RTMIN", low), ("RTMAX", high)] where rest.hasPrefix(name) {
             rest = rest.dropFirst(name.count)
-            if rest.isEmpty { value = base }
-            else if rest.first == "+", let n = Int32(rest.dropFirst()) { value = base + n }
-            else if rest.first == "-", let n = Int32(rest.dropFirst()) { value = base - n }
-            else { return nil }
+            if rest.isEmpty {
+                value = base
+            } else if rest.first == "+", let n = Int32(rest.dropFirst()) {
+                value = base + n
+            } else if rest.first == "-", let n = Int32(rest.dropFirst()) {
+                value = base - n
+            } else {
+                return nil
+            }
         }
         if value == nil { value = Int32(rest) }
         guard let value, value >= low, value <= high else { return nil }
