@@ -2,10 +2,18 @@
 import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
+let known = ["all", "loop", "capture"]
+guard known.contains(which) else {
+    FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
+    exit(2)
+}
 if which == "all" || which == "loop" {
     Table.header("Loop and watchdog")
     LoopBenchmarks.transitionCost()
     LoopBenchmarks.throughput()
     LoopBenchmarks.idleWakeups()
     LoopBenchmarks.detectionLatency()
+}
+if which == "all" || which == "capture" {
+    runCaptureBenchmarks()
 }
