@@ -41,7 +41,7 @@ let package = Package(
         .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
-        .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch"]),
+        .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "StallWatchInspector", "CStallWatch"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(
             name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],

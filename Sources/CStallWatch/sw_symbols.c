@@ -14,6 +14,8 @@
 struct sw_symbols {
     Dwfl *dwfl;
     pid_t pid;
+    // The one module of a session opened on a file (sw_symbols_open_file); NULL for a process session.
+    Dwfl_Module *file_module;
 };
 
 // Separate debug info is looked up only under /usr/lib/debug/.build-id/, where Debian's -dbgsym packages put it.
@@ -181,7 +183,61 @@ void sw_symbols_destroy(sw_symbols *symbols) {
     free(symbols);
 }
 
-int sw_symbols_refresh(sw_symbols *symbols) { return sw_report(symbols); }
+int sw_symbols_refresh(sw_symbols *symbols) { return symbols->file_module != NULL ? -1 : sw_report(symbols); }
+
+static const Dwfl_Callbacks sw_file_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = sw_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+sw_symbols *sw_symbols_open_file(const char *path, int *error) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (error) *error = errno;
+        return NULL;
+    }
+    sw_symbols *symbols = calloc(1, sizeof *symbols);
+    if (symbols == NULL) {
+        close(fd);
+        if (error) *error = ENOMEM;
+        return NULL;
+    }
+    symbols->dwfl = dwfl_begin(&sw_file_callbacks);
+    if (symbols->dwfl == NULL) {
+        close(fd);
+        free(symbols);
+        if (error) *error = -1;
+        return NULL;
+    }
+    dwfl_report_begin(symbols->dwfl);
+    // libdwfl takes ownership of fd (it closes it on failure too).
+    symbols->file_module = dwfl_report_offline(symbols->dwfl, path, path, fd);
+    if (dwfl_report_end(symbols->dwfl, NULL, NULL) != 0 || symbols->file_module == NULL) {
+        if (error) *error = -1;
+        sw_symbols_destroy(symbols);
+        return NULL;
+    }
+    return symbols;
+}
+
+int sw_symbols_file_address(sw_symbols *symbols, uint64_t offset, uint64_t *address) {
+    if (symbols->file_module == NULL) return -1;
+    GElf_Addr bias = 0;
+    Elf *elf = dwfl_module_getelf(symbols->file_module, &bias);
+    size_t count = 0;
+    if (elf == NULL || elf_getphdrnum(elf, &count) != 0) return -1;
+    // The load base is where file offset 0 is mapped: the first PT_LOAD's vaddr minus its file offset (debug
+    // files keep the program headers of the binary they were split from, so this works for them too).
+    for (size_t i = 0; i < count; i++) {
+        GElf_Phdr header;
+        if (gelf_getphdr(elf, (int)i, &header) == NULL || header.p_type != PT_LOAD) continue;
+        *address = bias + (header.p_vaddr - header.p_offset) + offset;
+        return 0;
+    }
+    return -1;
+}
 
 int sw_symbols_module(sw_symbols *symbols, uint64_t address, sw_module_info *info) {
     Dwfl_Module *module = dwfl_addrmodule(symbols->dwfl, address);

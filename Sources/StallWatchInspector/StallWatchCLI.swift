@@ -65,6 +65,16 @@ public enum StallWatchCLI {
                 + "gzipped pprof profile, to PATH or standard output",
             options: filterOptions.union(["--format", "-o", "--output", "--dir"]), positionals: 1...Int.max,
             run: ReportsCommands.export),
+        Subcommand(
+            ["reports", "html"], synopsis: "FILE|DIR|ID… [-o report.html] [FILTERS]",
+            summary: "write one self-contained HTML page: header or grouped summary, SVG flame graph, timeline",
+            options: filterOptions.union(["-o", "--output", "--dir"]), positionals: 1...Int.max,
+            run: ReportsCommands.html),
+        Subcommand(
+            ["reports", "symbolicate"], synopsis: "FILE|ID [-o OUT] [--dir DIR]",
+            summary: "fill in missing symbols and file:line from this machine's binaries or /usr/lib/debug, matched "
+                + "by build-id; write the report to OUT or standard output",
+            options: ["-o", "--output", "--dir"], positionals: 1...1, run: ReportsCommands.symbolicate),
     ]
 
     /// The options every multi-report command accepts (``ReportFilter``).

@@ -52,6 +52,18 @@ const char *sw_symbols_name(sw_symbols *symbols, uint64_t address, uint64_t *off
 /// gets the line number (0 if unknown). Validity as for `sw_symbols_name`. Not async-signal-safe.
 const char *sw_symbols_source(sw_symbols *symbols, uint64_t address, int *line);
 
+/// Opens a session for one ELF file on disk (an executable, a shared object, or a separate debug file) rather
+/// than a live process, to symbolicate a report offline. Separate DWARF is looked up under
+/// /usr/lib/debug/.build-id/ as for processes. Never call `sw_symbols_refresh` on such a session.
+/// Returns NULL on failure; `*error` (if non-NULL) then holds an errno value or -1 for a libdwfl error.
+/// Not async-signal-safe.
+sw_symbols *sw_symbols_open_file(const char *path, int *error);
+
+/// For a session from `sw_symbols_open_file`: the address to pass to `sw_symbols_name`/`sw_symbols_source` for
+/// a location `offset` bytes past the image's load base (where file offset 0 is mapped), as reports record it.
+/// Returns 0 on success, -1 when the file has no loadable segment. Not async-signal-safe.
+int sw_symbols_file_address(sw_symbols *symbols, uint64_t offset, uint64_t *address);
+
 /// libdwfl's message for its most recent error on this thread (never NULL). Not async-signal-safe.
 const char *sw_symbols_last_error(void);
 

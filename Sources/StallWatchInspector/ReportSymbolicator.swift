@@ -1,0 +1,121 @@
+// ReportSymbolicator: fills in a report's missing symbols and file:line offline, from binaries matched by build-id.
+import CStallWatch
+import Foundation
+import StallWatch
+
+/// Symbolicates a stored report after the fact, on any machine that has the same binaries or their debug files.
+///
+/// For each image with frames that lack a symbol or a file:line, the file to read is chosen by the report's
+/// build-id: the image's own path when the file there has that build-id, else the separate debug file
+/// `<debugDirectory>/xx/yyyy….debug`. A file at the image's path with a different build-id is a different build
+/// and is refused (symbols from it would be wrong, not missing). Values already in the report are kept.
+public struct ReportSymbolicator {
+    /// Where separate debug files are found by build-id (Debian's `-dbgsym` packages install there).
+    public var debugDirectory: String
+
+    /// What symbolication did besides the new report: one line per image left as it was.
+    public struct Outcome: Sendable {
+        public var report: StallReport
+        /// Frames that gained a symbol or a file:line.
+        public var framesFilled: Int
+        /// The files symbols were read from.
+        public var filesUsed: [String]
+        public var warnings: [String]
+    }
+
+    public init(debugDirectory: String = "/usr/lib/debug/.build-id") {
+        self.debugDirectory = debugDirectory
+    }
+
+    /// - Throws: ``CommandError`` (failure) naming the image and both build-ids when a binary at an image's path
+    ///   is a different build and no debug file with the right build-id exists.
+    public func symbolicate(_ report: StallReport) throws(CommandError) -> Outcome {
+        var outcome = Outcome(report: report, framesFilled: 0, filesUsed: [], warnings: [])
+        var wanted: [String] = []
+        for sample in report.samples {
+            for frame in sample.frames where frame.image != nil && frame.offset != nil
+                && (frame.symbol == nil || frame.file == nil) && !wanted.contains(frame.image!)
+            {
+                wanted.append(frame.image!)
+            }
+        }
+        var sessions: [String: OpaquePointer] = [:]
+        defer { for session in sessions.values { sw_symbols_destroy(session) } }
+        for path in wanted {
+            guard let file = try fileToRead(for: path, in: report, warnings: &outcome.warnings) else { continue }
+            var code: Int32 = 0
+            guard let session = sw_symbols_open_file(file, &code) else {
+                let reason = code > 0 ? String(cString: strerror(code)) : String(cString: sw_symbols_last_error())
+                outcome.warnings.append("\(path): cannot read \(file) (\(reason)); left as is")
+                continue
+            }
+            sessions[path] = session
+            outcome.filesUsed.append(file)
+        }
+        for (sampleIndex, sample) in report.samples.enumerated() {
+            for (frameIndex, frame) in sample.frames.enumerated() {
+                guard let path = frame.image, let session = sessions[path], let offsetText = frame.offset,
+                    let offset = UInt64(hexAddress: offsetText)
+                else { continue }
+                // Callers' addresses are return addresses: look up the call instruction before them.
+                let back: UInt64 = frameIndex == 0 || offset == 0 ? 0 : 1
+                var address: UInt64 = 0
+                guard sw_symbols_file_address(session, offset - back, &address) == 0 else { continue }
+                var filled = frame
+                if filled.symbol == nil {
+                    var symbolOffset: UInt64 = 0
+                    if let name = sw_symbols_name(session, address, &symbolOffset) {
+                        filled.symbol = Demangler.demangle(String(cString: name))
+                        filled.symbolOffset = Int(truncatingIfNeeded: symbolOffset + back)
+                    }
+                }
+                if filled.file == nil {
+                    var line: Int32 = 0
+                    if let source = sw_symbols_source(session, address, &line) {
+                        filled.file = String(cString: source)
+                        filled.line = line > 0 ? Int(line) : nil
+                    }
+                }
+                if filled != frame {
+                    outcome.framesFilled += 1
+                    outcome.report.samples[sampleIndex].frames[frameIndex] = filled
+                }
+            }
+        }
+        if outcome.framesFilled > 0 {
+            outcome.report.notes.append(
+                "Symbolicated offline by stallwatch reports symbolicate on \(ProcessInfo.processInfo.hostName): "
+                    + "\(outcome.framesFilled) frames filled from \(outcome.filesUsed.joined(separator: ", ")).")
+        }
+        return outcome
+    }
+
+    /// The separate debug file for `buildID`: `<debugDirectory>/ab/cdef….debug`.
+    public func debugFile(forBuildID buildID: String) -> String {
+        "\(debugDirectory)/\(buildID.prefix(2))/\(buildID.dropFirst(2)).debug"
+    }
+
+    private func fileToRead(for path: String, in report: StallReport, warnings: inout [String]) throws(CommandError)
+        -> String?
+    {
+        let expected =
+            report.images.first { $0.path == path }?.buildId
+            ?? (path == report.process.executable ? report.process.buildId : nil)
+        guard let expected, expected.count >= 4 else {
+            warnings.append("\(path): the report has no build-id for it, so no file can be checked; left as is")
+            return nil
+        }
+        let local = FileManager.default.fileExists(atPath: path) ? BuildID.ofFile(atPath: path) : nil
+        if local == expected { return path }
+        let debug = debugFile(forBuildID: expected)
+        if FileManager.default.fileExists(atPath: debug) { return debug }
+        if FileManager.default.fileExists(atPath: path) {
+            throw CommandError(
+                .failure,
+                "refusing \(path): its build-id is \(local ?? "absent") but the report's is \(expected) (a different "
+                    + "build); install the matching binary, or its debug file as \(debug)")
+        }
+        warnings.append("\(path): not on this machine and no debug file \(debug); left as is")
+        return nil
+    }
+}
