@@ -28,6 +28,23 @@ public struct ReportDetailView: Sendable {
             "\(ReportTextFormat.duration(report.durationMs, status: report.status)) (\(ms(report.durationMs)) ms)",
         ])
         header.append(["severity", "\(severity), \(report.status.rawValue)"])
+        if let cause = report.cause {
+            var text = cause.kind.rawValue
+            if let cycle = cause.deadlockedThreadIds, cycle.count > 1 {
+                text += " (threads " + cycle.map(String.init).joined(separator: " ⇄ ") + ")"
+            } else if let blocking = cause.blockingThreadId, blocking != report.loop.threadId {
+                let name = report.threads?.first { $0.threadId == blocking }?.name
+                text += " (blocked by thread \(blocking)" + (name.map { " \($0)" } ?? "") + ")"
+            }
+            header.append(["cause", text])
+        }
+        if let occurrences = report.occurrences, occurrences > 1 {
+            var text = "\(occurrences) stalls with this signature"
+            if let first = report.firstSeen, let last = report.lastSeen {
+                text += ", \(format.localTime(first, milliseconds: false)) to \(format.localTime(last, milliseconds: false))"
+            }
+            header.append(["occurrences", text])
+        }
         header.append(["phase", "\(report.loop.phase), iteration \(report.loop.iteration)"])
         header.append(["loop", "\(report.loop.name) (thread \(report.loop.threadId))"])
         let detection = report.detection
@@ -43,6 +60,10 @@ public struct ReportDetailView: Sendable {
         if let path { header.append(["file", path]) }
         out += ReportTextFormat.table(header).map { "  " + $0 }
 
+        if let cause = report.cause, !cause.evidence.isEmpty {
+            out += ["", heading("Evidence")] + cause.evidence.map { "  - \($0)" }
+        }
+        if let context = report.context { out += ["", heading("Context"), "  " + Self.describe(context)] }
         if !report.notes.isEmpty {
             out += ["", heading("Notes")] + report.notes.map { "  - \($0)" }
         }
@@ -59,18 +80,17 @@ public struct ReportDetailView: Sendable {
         }
         if !report.samples.isEmpty {
             out += ["", heading("Samples")]
+            let withThreadState = report.samples.contains { $0.thread != nil }
             out += ReportTextFormat.table(report.samples.map { sample in
                 [
                     "+\(ms(sample.offsetMs)) ms", sample.pauseMicros.map { "pause \(ms($0)) µs" } ?? "",
+                ] + (withThreadState ? [sample.thread.map(Self.describe) ?? ""] : []) + [
                     sample.error.map { "error: \($0)" }
                         ?? sample.frames.first(where: { !Self.isMachinery($0) }).map { CallTreeView.label($0) } ?? "",
                 ]
             }).map { "  " + $0 }
         }
-        if allThreads {
-            out += ["", heading("Threads")]
-            out.append("  this report has no snapshot of the other threads (schema version \(report.schemaVersion))")
-        }
+        out += threadLines(report, allThreads: allThreads, heading: heading)
         if !report.images.isEmpty {
             out += ["", heading("Images")]
             out += ReportTextFormat.table(report.images.map { image in
@@ -93,6 +113,54 @@ public struct ReportDetailView: Sendable {
             out += ["", heading("Errors")] + capture.errors.map { "  - \($0)" }
         }
         return out
+    }
+
+    /// The other threads at the first sample: with `allThreads` every one with its stack; otherwise the threads
+    /// the cause names, with their stacks, and a count of the rest.
+    private func threadLines(_ report: StallReport, allThreads: Bool, heading: (String) -> String) -> [String] {
+        guard let threads = report.threads, !threads.isEmpty else {
+            return allThreads ? ["", heading("Threads"), "  this report has no snapshot of the other threads"] : []
+        }
+        let named = Set((report.cause?.deadlockedThreadIds ?? []) + [report.cause?.blockingThreadId].compactMap { $0 })
+            .subtracting([report.loop.threadId])
+        let shown = threads.filter { allThreads || named.contains($0.threadId) }
+        guard !shown.isEmpty || allThreads else {
+            return ["", heading("Threads"), "  \(threads.count) thread(s) at the first sample; --all-threads shows them"]
+        }
+        var out = ["", heading(allThreads ? "Threads (\(threads.count))" : "Threads named by the cause")]
+        for thread in shown {
+            var line = "  thread \(thread.threadId) \(thread.name): state \(thread.state)"
+            if let syscall = thread.syscall { line += ", in \(syscall)" }
+            if let wchan = thread.wchan { line += " (\(wchan))" }
+            if let owner = thread.waitingForThreadId { line += ", waits for thread \(owner)" }
+            out.append(line)
+            if let error = thread.error, thread.frames.isEmpty { out.append("    \(error)") }
+            for (number, frame) in thread.frames.enumerated() { out.append("    #\(number) \(Self.describe(frame))") }
+        }
+        if !allThreads, threads.count > shown.count {
+            out.append("  (\(threads.count - shown.count) more thread(s); --all-threads shows them)")
+        }
+        return out
+    }
+
+    static func describe(_ t: StallReport.ThreadState) -> String {
+        var text = "state \(t.state)"
+        if let syscall = t.syscall { text += " in \(syscall)" }
+        text += ", cpu \(ReportTextFormat.number(t.cpuTimeMs)) ms"
+        return text
+    }
+
+    static func describe(_ c: StallReport.SystemContext) -> String {
+        var parts: [String] = []
+        if let p = c.processCpuPercent { parts.append("process CPU \(ReportTextFormat.number(p))%") }
+        if let p = c.loopCpuPercent { parts.append("loop thread CPU \(ReportTextFormat.number(p))%") }
+        if let load = c.loadAverage, load.count == 3 {
+            parts.append("load " + load.map { ReportTextFormat.number($0) }.joined(separator: " "))
+            if let cpus = c.cpuCount { parts[parts.count - 1] += " on \(cpus) CPUs" }
+        }
+        if let t = c.cgroupThrottledMs, t > 0 { parts.append("cgroup throttled \(ReportTextFormat.number(t)) ms") }
+        if let s = c.stealPercent, s > 0 { parts.append("steal \(ReportTextFormat.number(s))%") }
+        return parts.joined(separator: "; ")
     }
 
     /// The stack the most samples share (the report's signature is computed from it), numbered innermost first.

@@ -40,10 +40,9 @@ public struct ReportSummary: Codable, Sendable, Equatable {
 
     /// The kind of the report's cause (`cpu`, `lock`, `io`, …), `unknown` when the report has none.
     ///
-    /// Reports of schema version 1 carry no cause yet; this is the one place that will read `cause.kind`
-    /// once the report model has it, so `--cause`, `summary --by cause` and the list follow automatically.
+    /// The one place that reads `cause.kind`, so `--cause`, `summary --by cause` and the list agree.
     public static func causeKind(of report: StallReport) -> String {
-        "unknown"
+        report.cause?.kind.rawValue ?? "unknown"
     }
 
     /// Symbols that say nothing about the stall: signal trampolines, StallWatch's own C capture code (`sw_…`),

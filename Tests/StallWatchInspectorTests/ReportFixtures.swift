@@ -8,6 +8,10 @@ enum ReportFixtures {
         ("stall-ended", endedStall), ("hang-unrecovered", unrecoveredHang), ("stall-ongoing", ongoingStall),
     ]
 
+    /// Fixtures/diagnosed/<name>.json: reports with the diagnosis fields (cause, threads, context, repeats), kept
+    /// apart so the list and summary goldens above stay small.
+    static let diagnosed: [(name: String, report: StallReport)] = [("lock-diagnosed", diagnosedLock)]
+
     /// Fixtures/ as the test bundle holds it.
     static var directory: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
     static var reportsDirectory: URL { directory.appendingPathComponent("reports") }
@@ -122,4 +126,68 @@ enum ReportFixtures {
         ],
         images: Array(images.prefix(2)), signature: "77aa88bb99cc00dd",
         capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
+
+    /// A lock stall with the diagnosis of issue 3: cause, thread states, the other threads, context, repeats.
+    static let diagnosedLock: StallReport = {
+        let lockFrames = [
+            StackFrame(
+                address: "0x7f3a1229a129", image: libc, offset: "0x9a129", symbol: "__GI___lll_lock_wait", symbolOffset: 41),
+            StackFrame(
+                address: "0x7f3a122a0482", image: libc, offset: "0xa0482", symbol: "__pthread_mutex_lock@GLIBC_2.2.5",
+                symbolOffset: 274),
+            StackFrame(
+                address: "0x55d0a0007100", image: demo, offset: "0x7100", symbol: "ChatDemo.Database.withLock() -> ()",
+                symbolOffset: 32, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 12),
+            StackFrame(
+                address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
+                symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
+        ]
+        let waiting = StallReport.ThreadState(
+            state: "S", wchan: "futex_wait_queue", syscall: "futex", syscallNumber: 202, cpuTimeMs: 0.1,
+            voluntarySwitches: 41, involuntarySwitches: 3, runQueueWaitMs: 0)
+        var report = StallReport(
+            id: "20261201T100000.000Z-4242-9", status: .ended, severity: .stall,
+            startedAt: date("2026-12-01T10:00:00.000Z"), endedAt: date("2026-12-01T10:00:00.760Z"), durationMs: 760,
+            detection: .init(
+                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+                detectedAt: date("2026-12-01T10:00:00.250Z"), latencyMs: 0.2),
+            process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
+            loop: .init(name: "main", threadId: 4242, phase: "beforeSources", iteration: 777),
+            samples: [
+                .init(offsetMs: 250, frames: lockFrames, pauseMicros: 31, thread: waiting),
+                .init(offsetMs: 300, frames: lockFrames, pauseMicros: 29, thread: waiting),
+            ],
+            images: Array(images.prefix(2)), signature: "4c4f434b53544c4c",
+            capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 2, pauseMicrosMedian: 30, pauseMicrosMax: 31))
+        report.cause = .init(
+            kind: .lock,
+            evidence: [
+                "2 of 2 samples: waiting in futex (wchan futex_wait_queue)",
+                "the lock is held by thread 4250 (db-writer)", "thread 4250 is sleeping, in fsync",
+            ],
+            blockingThreadId: 4250)
+        report.pointStack = .init(frames: lockFrames, count: 2)
+        report.threads = [
+            .init(
+                threadId: 4242, name: "chat-demo", state: "S", wchan: "futex_wait_queue", syscall: "futex",
+                waitAddress: "0x55d0a0100040", waitingForThreadId: 4250, frames: lockFrames),
+            .init(
+                threadId: 4250, name: "db-writer", state: "D", wchan: "jbd2_log_wait_commit", syscall: "fsync",
+                frames: [
+                    StackFrame(address: "0x7f3a12290a10", image: libc, offset: "0x90a10", symbol: "fsync", symbolOffset: 16),
+                    StackFrame(
+                        address: "0x55d0a0007300", image: demo, offset: "0x7300", symbol: "ChatDemo.Database.flush() -> ()",
+                        symbolOffset: 64, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 40),
+                ]),
+            .init(threadId: 4251, name: "dispatch-worker", state: "S", syscall: "futex",
+                  error: "the thread blocks the sampling signal; its stack was not captured"),
+        ]
+        report.context = .init(
+            processCpuPercent: 12.5, loopCpuPercent: 0.1, loadAverage: [0.5, 0.4, 0.3], cpuCount: 2, stealPercent: 0)
+        report.occurrences = 3
+        report.firstSeen = date("2026-12-01T10:00:00.000Z")
+        report.lastSeen = date("2026-12-01T10:04:00.000Z")
+        return report
+    }()
 }

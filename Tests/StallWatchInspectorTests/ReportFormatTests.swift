@@ -26,6 +26,17 @@ import Testing
         #expect(try StallReport.makeDecoder().decode(StallReport.self, from: fixture) == report)
     }
 
+    @Test(arguments: ReportFixtures.diagnosed)
+    func diagnosedFixturesRoundTripBothWays(name: String, report: StallReport) throws {
+        let url = ReportFixtures.directory.appendingPathComponent("diagnosed/\(name).json")
+        if Self.updating {
+            try report.encodedJSON().write(to: ReportFixtures.sourceDirectory.appendingPathComponent("diagnosed/\(name).json"))
+        }
+        let fixture = try Data(contentsOf: url)
+        #expect(try report.encodedJSON() == fixture)
+        #expect(try StallReport.makeDecoder().decode(StallReport.self, from: fixture) == report)
+    }
+
     @Test func datesAreUTCWithMillisecondsAndRoundTripExactly() throws {
         let date = try #require(ReportDate.date(from: "2026-11-30T22:15:00.123Z"))
         #expect(ReportDate.string(from: date) == "2026-11-30T22:15:00.123Z")
@@ -61,7 +72,7 @@ import Testing
         process.arguments = [
             "python3", root.appendingPathComponent("scripts/validate-reports.py").path,
             "--schema", root.appendingPathComponent("Config/stall-report.schema.json").path,
-            ReportFixtures.reportsDirectory.path,
+            ReportFixtures.reportsDirectory.path, ReportFixtures.directory.appendingPathComponent("diagnosed").path,
         ]
         let errors = Pipe()
         process.standardError = errors

@@ -57,6 +57,27 @@ final class CapturedConsole: @unchecked Sendable {
         try expectGolden(output.standardOutput, "show-\(name).txt")
     }
 
+    @Test(arguments: ReportFixtures.diagnosed.map(\.name))
+    func showPrintsCauseEvidenceContextAndTheBlockingThread(name: String) throws {
+        let path = ReportFixtures.directory.appendingPathComponent("diagnosed/\(name).json").path
+        let (code, output) = CapturedConsole.run(["reports", "show", path])
+        #expect(code == .ok)
+        try expectGolden(output.standardOutput.replacingOccurrences(of: path, with: "<fixtures>/\(name).json"), "show-\(name).txt")
+        let (allCode, all) = CapturedConsole.run(["reports", "show", path, "--all-threads"])
+        #expect(allCode == .ok)
+        #expect(all.standardOutput.contains("Threads (3)"))
+        #expect(all.standardOutput.contains("the thread blocks the sampling signal"))
+    }
+
+    @Test func listShowsTheCauseAndFiltersByIt() throws {
+        let directory = ReportFixtures.directory.appendingPathComponent("diagnosed").path
+        let (code, output) = CapturedConsole.run(["reports", "list", directory, "--cause", "lock"])
+        #expect(code == .ok)
+        #expect(output.standardOutput.contains("lock"))
+        let (none, _) = CapturedConsole.run(["reports", "list", directory, "--cause", "io"])
+        #expect(none == .notFound)
+    }
+
     @Test func showFindsAReportByUniqueIdPrefixInADirectory() {
         let (code, output) = CapturedConsole.run(["reports", "show", "20261201T08", "--dir", reports])
         #expect(code == .ok)
