@@ -4,6 +4,8 @@
 #include "sw_sys.h"
 #include "sw_loop_state.h"
 #include "sw_capture.h"
+#include "sw_capture_fixtures.h"
+#include "sw_ptrace.h"
 #include "sw_unwind.h"
 #include "sw_symbols.h"
 #endif

@@ -1,4 +1,98 @@
-// Placeholder: filled in by the capture work.
+// In-process stack capture: a real-time signal handler copies a thread's registers and live stack.
+//
+// One handler per process serves any number of concurrent requesters through a fixed table of request
+// slots keyed by target thread id; each slot owns a preallocated stack buffer. The handler allocates
+// nothing, takes no lock and only touches its own slot, so it cannot block on the loader lock or malloc.
 #ifndef SW_CAPTURE_H
 #define SW_CAPTURE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// General registers per capture, in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP).
+#define SW_CAPTURE_REGISTER_COUNT 17
+/// Concurrent requests the handler can serve (one slot each).
+#define SW_CAPTURE_SLOT_COUNT 32
+/// Stack bytes copied per capture unless `sw_capture_install` is told otherwise.
+#define SW_CAPTURE_DEFAULT_STACK_BYTES 65536
+
+/// Flags in `sw_capture_record.flags`.
+enum {
+    /// The interrupted SP was outside the registered [stack_low, stack_high): no stack was copied
+    /// (the thread ran on an alternate signal stack, a coroutine stack, or the bounds were wrong).
+    SW_CAPTURE_SP_OUTSIDE_STACK = 1 << 0,
+    /// The live stack was larger than the slot buffer: the copy holds only its innermost part.
+    SW_CAPTURE_TRUNCATED = 1 << 1,
+};
+
+/// Results of `sw_capture_thread` (0 or a negative errno-style value).
+enum {
+    SW_CAPTURE_OK = 0,
+    /// `sw_capture_install` has not succeeded yet.
+    SW_CAPTURE_NOT_INSTALLED = -1000,
+    /// Every request slot is in use.
+    SW_CAPTURE_NO_SLOT = -1001,
+    /// The handler did not run before the deadline; the request was cancelled.
+    SW_CAPTURE_TIMED_OUT = -1002,
+    /// A slot's stack buffer could not be allocated (mmap failed).
+    SW_CAPTURE_NO_MEMORY = -1003,
+    // Any other negative value is -errno from tgkill (for example -ESRCH: no such thread).
+};
+
+/// What one capture produced (the stack bytes go to a caller buffer).
+typedef struct sw_capture_record {
+    pid_t thread_id;
+    int flags;
+    uint64_t registers[SW_CAPTURE_REGISTER_COUNT];
+    uint64_t stack_pointer;
+    /// Bytes of stack copied, starting at `stack_pointer`.
+    size_t stack_size;
+    /// CLOCK_MONOTONIC: just before tgkill, handler entry, handler done.
+    uint64_t sent_ns;
+    uint64_t handler_start_ns;
+    uint64_t handler_end_ns;
+} sw_capture_record;
+
+/// Installs the process-wide capture handler for `signo`, or for the first real-time signal between
+/// SIGRTMIN+1 and SIGRTMAX-1 whose disposition is SIG_DFL when `signo` is 0. Never replaces a
+/// disposition someone else installed. `stack_bytes` sizes every slot's buffer (0: the default); it is
+/// fixed by the first successful call. Idempotent: later calls return the installed signal if `signo`
+/// is 0 or equal to it.
+/// Returns the signal number (> 0), or -EBUSY (`signo` has someone else's disposition, or a different
+/// signal is already installed), -EINVAL (`signo` is not a usable real-time signal), -ENOSPC (no free
+/// real-time signal), or -errno from sigaction. Not async-signal-safe (takes a mutex).
+int sw_capture_install(int signo, size_t stack_bytes);
+
+/// The installed signal, or 0. Async-signal-safe.
+int sw_capture_signal(void);
+
+/// The per-slot stack buffer size in bytes (0 before installation). Async-signal-safe.
+size_t sw_capture_stack_bytes(void);
+
+/// Copies the registers and stack of thread `tid` of this process: claims a slot, sends the signal with
+/// tgkill, waits (a brief spin, then a futex wait the handler wakes only if someone sleeps) at most
+/// `timeout_ns`, copies the result into `record` and up to `stack_capacity` bytes into `stack_out`, and
+/// frees the slot. On timeout the request is cancelled atomically, so a late handler writes nothing; a
+/// handler caught mid-copy is waited for (the copy cannot block) and its result returned.
+/// `stack_low`/`stack_high` bound the thread's stack; the handler copies from SP up to
+/// min(stack_high, SP + slot size) only if SP lies inside them.
+/// Returns SW_CAPTURE_OK or one of the negative values above. Safe to call from many threads at once;
+/// must not target the calling thread. Not async-signal-safe (blocks).
+int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64_t timeout_ns,
+                      sw_capture_record *record, uint8_t *stack_out, size_t stack_capacity);
+
+/// The calling thread's stack bounds from pthread_getattr_np: [*low, *high). Returns 0 or an errno.
+/// Not async-signal-safe (may allocate and read /proc/self/maps for the main thread).
+int sw_capture_current_stack(uint64_t *low, uint64_t *high);
+
+/// Slots currently claimed by a requester (for tests and diagnostics). Async-signal-safe.
+int sw_capture_slots_in_use(void);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

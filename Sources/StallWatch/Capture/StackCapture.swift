@@ -1,21 +1,36 @@
-// Placeholder API of the capture stage (filled in by the capture work).
+// StackCapture: a copy of one thread's registers and live stack, the input of the unwinder.
 
-/// A copy of a thread's registers and live stack, taken in a signal handler or through ptrace.
+/// A copy of a thread's registers and live stack, taken in a signal handler (``SignalSampler``) or through
+/// ptrace (``PtraceSampler``).
+///
+/// The copy is self-contained: ``StackUnwinder`` turns it into return addresses later, off the sampled thread,
+/// while the thread runs on.
 public struct StackCapture: Sendable {
+    /// Number of entries in ``registers``.
+    public static let registerCount = 17
+
     public var threadID: Int32
-    /// General registers in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP), 17 values.
+    /// General registers in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP), 17 values:
+    /// RAX, RDX, RCX, RBX, RSI, RDI, RBP, RSP, R8 … R15, RIP.
     public var registers: [UInt64]
     /// The stack pointer at capture; `stack[0]` is the byte at this address.
     public var stackPointer: UInt64
     public var stack: [UInt8]
-    /// Signal sent (or ptrace interrupt requested) → registers and stack copied, nanoseconds.
+    /// Signal sent (or ptrace interrupt requested) → registers and stack copied (for ptrace: → detached),
+    /// nanoseconds. This is how long the sampled thread was kept from its own work.
     public var pauseNanoseconds: UInt64
     /// Time spent inside the handler copying, nanoseconds (0 for ptrace).
     public var handlerNanoseconds: UInt64
+    /// Bounds of the thread's stack (0/0 if unknown). The unwinder refuses reads inside them that the copy
+    /// does not cover, because the live stack has changed since.
+    public var stackLow: UInt64
+    public var stackHigh: UInt64
+    /// Partial failures of this capture, one sentence each (stack truncated, SP outside the stack, …).
+    public var notes: [String]
 
     public init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,
-        handlerNanoseconds: UInt64
+        handlerNanoseconds: UInt64, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, notes: [String] = []
     ) {
         self.threadID = threadID
         self.registers = registers
@@ -23,5 +38,11 @@ public struct StackCapture: Sendable {
         self.stack = stack
         self.pauseNanoseconds = pauseNanoseconds
         self.handlerNanoseconds = handlerNanoseconds
+        self.stackLow = stackLow
+        self.stackHigh = stackHigh
+        self.notes = notes
     }
+
+    /// The instruction pointer at capture (`registers[16]`), or 0 if the registers are missing.
+    public var instructionPointer: UInt64 { registers.count == Self.registerCount ? registers[16] : 0 }
 }

@@ -17,6 +17,13 @@ public struct StallWatchError: Error, Sendable, Equatable, CustomStringConvertib
         public static let signalUnavailable = Code(raw: "signalUnavailable")
         /// A stack could not be captured from a thread.
         public static let captureFailed = Code(raw: "captureFailed")
+        /// A capture's deadline passed before the thread could be sampled (signal blocked, uninterruptible
+        /// sleep, not scheduled); `context["threadState"]` holds its /proc state letter when known.
+        public static let captureTimedOut = Code(raw: "captureTimedOut")
+        /// The process or thread does not exist (any more); `errno` is ESRCH.
+        public static let noSuchProcess = Code(raw: "noSuchProcess")
+        /// The system refused access (ptrace: different user, missing CAP_SYS_PTRACE, Yama, already traced).
+        public static let permissionDenied = Code(raw: "permissionDenied")
         /// A report file could not be read, parsed or written.
         public static let report = Code(raw: "report")
         /// The operation is not valid in the object's current state (for example, running a loop twice).

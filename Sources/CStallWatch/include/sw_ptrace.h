@@ -1,0 +1,60 @@
+// Out-of-process stack capture for the sidecar: stop one thread with PTRACE_SEIZE + PTRACE_INTERRUPT,
+// copy its registers and stack, detach at once.
+#ifndef SW_PTRACE_H
+#define SW_PTRACE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Register count, in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP).
+#define SW_PTRACE_REGISTER_COUNT 17
+
+/// Which ptrace call (or step) failed, in `sw_ptrace_record.failed_step`.
+typedef enum sw_ptrace_step {
+    SW_PTRACE_STEP_NONE = 0,
+    SW_PTRACE_STEP_SEIZE,      ///< PTRACE_SEIZE (ESRCH: no such thread; EPERM: not permitted / already traced)
+    SW_PTRACE_STEP_INTERRUPT,  ///< PTRACE_INTERRUPT
+    SW_PTRACE_STEP_STOP,       ///< waiting for the stop (ETIMEDOUT: it did not stop; ESRCH: it exited)
+    SW_PTRACE_STEP_GETREGS,    ///< PTRACE_GETREGS
+    SW_PTRACE_STEP_READ_STACK, ///< process_vm_readv of the stack (the registers are still valid)
+    SW_PTRACE_STEP_DETACH,     ///< PTRACE_DETACH
+    SW_PTRACE_STEP_THREAD,     ///< creating the helper thread that acts as tracer
+} sw_ptrace_step;
+
+/// What one ptrace capture produced (the stack bytes go to a caller buffer).
+typedef struct sw_ptrace_record {
+    uint64_t registers[SW_PTRACE_REGISTER_COUNT];
+    uint64_t stack_pointer;
+    /// The mapping that holds SP (from /proc/PID/maps), or 0/0 if none was found.
+    uint64_t stack_low, stack_high;
+    /// Bytes of stack copied, starting at `stack_pointer`.
+    size_t stack_size;
+    /// PTRACE_INTERRUPT requested → PTRACE_DETACH returned, nanoseconds (the target's pause).
+    uint64_t pause_ns;
+    /// Signal the thread was about to receive when it stopped (re-delivered on detach), or 0.
+    int pending_signal;
+    /// Nonzero if the stack copy was cut at the buffer size.
+    int truncated;
+    /// On failure: the step that failed and its errno.
+    sw_ptrace_step failed_step;
+    int failed_errno;
+} sw_ptrace_record;
+
+/// Captures thread `tid` of process `pid`. All ptrace work runs on a short-lived helper thread that is
+/// the tracer, because a tracee that has not stopped cannot be detached: if the stop does not come
+/// within `timeout_ns`, the helper exits and the kernel detaches the tracee and drops the pending
+/// interrupt. Every other path detaches explicitly. The stop is detected by polling PTRACE_GETREGS, not
+/// waitpid, so a parent process reaping its children (the tracee may be ours) cannot steal it.
+/// Returns 0, or -errno with `record->failed_step` set. Registers may be valid with a failed stack read
+/// (`failed_step == SW_PTRACE_STEP_READ_STACK`). Not async-signal-safe (creates a thread, allocates).
+int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
+                      sw_ptrace_record *record);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

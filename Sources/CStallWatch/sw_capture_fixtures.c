@@ -1,0 +1,94 @@
+// Fixtures for capture tests and benchmarks (see sw_capture_fixtures.h).
+#ifdef __linux__
+#include "sw_capture_fixtures.h"
+#include "sw_unwind.h"
+
+#include <link.h>
+#include <semaphore.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+// After each call: keeps the compiler from turning the call into a tail call (which would drop a frame).
+#define NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
+
+int sw_test_chain_state(const sw_test_chain *c) { return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE); }
+void sw_test_chain_release(sw_test_chain *c) { __atomic_store_n(&c->state, 2, __ATOMIC_RELEASE); }
+
+static NOINLINE int chain_spin(sw_test_chain *c) {
+    int spins = 0;
+    // The load is inline (no call) so that the captured PC is always in this function.
+    while (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != 2) {
+        __builtin_ia32_pause();
+        spins++;
+    }
+    return spins & 1;
+}
+
+static NOINLINE int chain_bottom(sw_test_chain *c) {
+    c->truth_count = sw_test_local_backtrace(c->truth, SW_TEST_CHAIN_MAX_TRUTH, 0);
+    __atomic_store_n(&c->state, 1, __ATOMIC_RELEASE);
+    int r = chain_spin(c);
+    NO_TAIL_CALL();
+    return r + 1;
+}
+
+static NOINLINE int chain_b(sw_test_chain *c, int n);
+static NOINLINE int chain_c(sw_test_chain *c, int n);
+
+static NOINLINE int chain_a(sw_test_chain *c, int n) {
+    int r = n <= 0 ? chain_bottom(c) : chain_b(c, n - 1);
+    NO_TAIL_CALL();
+    return r + 1;
+}
+
+static NOINLINE int chain_b(sw_test_chain *c, int n) {
+    int r = n <= 0 ? chain_bottom(c) : chain_c(c, n - 1);
+    NO_TAIL_CALL();
+    return r + 2;
+}
+
+static NOINLINE int chain_c(sw_test_chain *c, int n) {
+    int r = n <= 0 ? chain_bottom(c) : chain_a(c, n - 1);
+    NO_TAIL_CALL();
+    return r + 3;
+}
+
+void sw_test_chain_run(sw_test_chain *c) {
+    c->thread_id = (pid_t)syscall(SYS_gettid);
+    volatile int sink = chain_a(c, c->depth > 0 ? c->depth - 1 : 0);
+    (void)sink;
+}
+
+struct sw_test_gate {
+    sem_t entered, release;
+};
+
+sw_test_gate *sw_test_gate_create(void) {
+    sw_test_gate *g = malloc(sizeof *g);
+    if (g) {
+        sem_init(&g->entered, 0, 0);
+        sem_init(&g->release, 0, 0);
+    }
+    return g;
+}
+
+void sw_test_gate_destroy(sw_test_gate *g) {
+    if (!g) return;
+    sem_destroy(&g->entered);
+    sem_destroy(&g->release);
+    free(g);
+}
+
+static int park_in_callback(struct dl_phdr_info *info, size_t size, void *data) {
+    sw_test_gate *g = data;
+    sem_post(&g->entered);
+    while (sem_wait(&g->release) != 0) {}
+    return 1;  // stop iterating
+}
+
+void sw_test_gate_hold_loader_lock(sw_test_gate *g) { dl_iterate_phdr(park_in_callback, g); }
+void sw_test_gate_wait_entered(sw_test_gate *g) { while (sem_wait(&g->entered) != 0) {} }
+void sw_test_gate_open(sw_test_gate *g) { sem_post(&g->release); }
+#endif

@@ -1,0 +1,204 @@
+// Sidecar capture through ptrace (see sw_ptrace.h): seize, interrupt, registers, one stack read, detach.
+#ifdef __linux__
+#include "sw_ptrace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <time.h>
+#include <unistd.h>
+
+// Busy-poll this long for the stop before sleeping between polls: most stops arrive within ~10-50 us.
+#define SPIN_NS 300000ull
+#define POLL_SLEEP_NS 20000L
+
+typedef struct range {
+    uint64_t low, high;
+} range;
+
+typedef struct job {
+    pid_t pid, tid;
+    uint64_t timeout_ns;
+    uint8_t *stack_out;
+    size_t stack_capacity;
+    sw_ptrace_record *record;
+    range *maps;
+    size_t map_count;
+    int result;
+} job;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// Reads the address ranges of /proc/PID/maps into a malloc'd array. Returns the count, or 0.
+static size_t read_maps(pid_t pid, range **out) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    size_t size = 0, capacity = 1 << 16;
+    char *text = malloc(capacity + 1);
+    for (ssize_t n; text; size += (size_t)n) {
+        if (size == capacity) {
+            char *bigger = realloc(text, (capacity *= 2) + 1);
+            if (!bigger) break;
+            text = bigger;
+        }
+        do n = read(fd, text + size, capacity - size);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0) break;
+    }
+    close(fd);
+    if (!text) return 0;
+    text[size] = 0;
+    size_t count = 0, lines = 1;
+    for (size_t i = 0; i < size; i++) lines += text[i] == '\n';
+    range *ranges = malloc(lines * sizeof *ranges);
+    for (char *line = text; ranges && line && *line;) {
+        char *end;
+        uint64_t low = strtoull(line, &end, 16);
+        if (*end == '-') ranges[count++] = (range){low, strtoull(end + 1, NULL, 16)};
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    free(text);
+    *out = ranges;
+    return ranges ? count : 0;
+}
+
+static const range *find_range(const range *ranges, size_t count, uint64_t address) {
+    for (size_t i = 0; i < count; i++)
+        if (address >= ranges[i].low && address < ranges[i].high) return &ranges[i];
+    return NULL;
+}
+
+static void copy_registers(const struct user_regs_struct *g, uint64_t *r) {
+    // UNW_X86_64_RAX … UNW_X86_64_RIP (DWARF order)
+    const uint64_t ordered[SW_PTRACE_REGISTER_COUNT] = {
+        g->rax, g->rdx, g->rcx, g->rbx, g->rsi, g->rdi, g->rbp, g->rsp, g->r8,
+        g->r9,  g->r10, g->r11, g->r12, g->r13, g->r14, g->r15, g->rip,
+    };
+    memcpy(r, ordered, sizeof ordered);
+}
+
+static int fail(job *j, sw_ptrace_step step, int err) {
+    j->record->failed_step = step;
+    j->record->failed_errno = err;
+    return j->result = -err;
+}
+
+// Polls PTRACE_GETREGS, which fails with ESRCH until the tracee is in a ptrace-stop. Returns 0 when
+// stopped, else -errno (ETIMEDOUT: still running at the deadline; ESRCH: the thread is gone).
+static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
+    uint64_t deadline = start + j->timeout_ns;
+    for (;;) {
+        if (ptrace(PTRACE_GETREGS, j->tid, NULL, regs) == 0) return 0;
+        if (errno != ESRCH) return -errno;
+        uint64_t now = now_ns();
+        if (now >= deadline) {
+            long alive = syscall(SYS_tgkill, j->pid, j->tid, 0);
+            return alive == 0 || errno == EPERM ? -ETIMEDOUT : -ESRCH;
+        }
+        // Yield while polling: on a loaded machine the tracee may be waiting for this CPU to reach its stop.
+        if (now - start > SPIN_NS) nanosleep(&(struct timespec){0, POLL_SLEEP_NS}, NULL);
+        else sched_yield();
+    }
+}
+
+// The signal a signal-delivery-stop would have delivered (to be passed on at detach), or 0 for our
+// interrupt's PTRACE_EVENT_STOP or a group-stop.
+static int pending_signal(pid_t tid) {
+    siginfo_t si;
+    if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) != 0) return 0;  // EINVAL: group-stop
+    if ((si.si_code >> 8) == PTRACE_EVENT_STOP) return 0;
+    return si.si_signo;
+}
+
+static void read_stack(job *j) {
+    sw_ptrace_record *r = j->record;
+    const range *mapping = find_range(j->maps, j->map_count, r->stack_pointer);
+    range *fresh = NULL;
+    if (!mapping) {  // a mapping newer than our snapshot (a thread created since): look again, stopped
+        size_t n = read_maps(j->pid, &fresh);
+        mapping = find_range(fresh, n, r->stack_pointer);
+    }
+    if (mapping) {
+        r->stack_low = mapping->low;
+        r->stack_high = mapping->high;
+        size_t length = (size_t)(mapping->high - r->stack_pointer);
+        if (length > j->stack_capacity) {
+            length = j->stack_capacity;
+            r->truncated = 1;
+        }
+        struct iovec local = {j->stack_out, length};
+        struct iovec remote = {(void *)(uintptr_t)r->stack_pointer, length};
+        ssize_t got = process_vm_readv(j->pid, &local, 1, &remote, 1, 0);
+        if (got < 0) fail(j, SW_PTRACE_STEP_READ_STACK, errno);
+        else r->stack_size = (size_t)got;
+    } else {
+        fail(j, SW_PTRACE_STEP_READ_STACK, EFAULT);
+    }
+    free(fresh);
+}
+
+// The tracer. Returning without PTRACE_DETACH is safe only before the stop: this thread's exit makes
+// the kernel detach the tracee and clear the pending interrupt.
+static void *tracer_main(void *arg) {
+    job *j = arg;
+    sw_ptrace_record *r = j->record;
+    if (ptrace(PTRACE_SEIZE, j->tid, NULL, (void *)0) != 0) {  // no options: no extra stops to handle
+        fail(j, SW_PTRACE_STEP_SEIZE, errno);
+        return NULL;
+    }
+    uint64_t start = now_ns();
+    if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) != 0) {
+        fail(j, SW_PTRACE_STEP_INTERRUPT, errno);
+        return NULL;  // not stopped, so not detachable: thread exit detaches
+    }
+    struct user_regs_struct regs;
+    int stopped = await_stop(j, start, &regs);
+    if (stopped != 0) {
+        fail(j, stopped == -ETIMEDOUT || stopped == -ESRCH ? SW_PTRACE_STEP_STOP : SW_PTRACE_STEP_GETREGS,
+             -stopped);
+        return NULL;  // not stopped (or gone): thread exit detaches
+    }
+    copy_registers(&regs, r->registers);
+    r->stack_pointer = regs.rsp;
+    r->pending_signal = pending_signal(j->tid);
+    read_stack(j);
+    if (ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(intptr_t)r->pending_signal) != 0)
+        fail(j, SW_PTRACE_STEP_DETACH, errno);  // thread exit still detaches
+    r->pause_ns = now_ns() - start;
+    return NULL;
+}
+
+int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
+                      sw_ptrace_record *record) {
+    memset(record, 0, sizeof *record);
+    job j = {.pid = pid, .tid = tid, .timeout_ns = timeout_ns, .stack_out = stack_out,
+             .stack_capacity = stack_capacity, .record = record};
+    // Read the maps before stopping anyone: it is the slowest step and must not lengthen the pause.
+    j.map_count = read_maps(pid, &j.maps);
+    pthread_t thread;
+    int err = pthread_create(&thread, NULL, tracer_main, &j);
+    if (err != 0) {
+        free(j.maps);
+        return fail(&j, SW_PTRACE_STEP_THREAD, err);
+    }
+    pthread_join(thread, NULL);
+    free(j.maps);
+    return j.result;
+}
+#endif

@@ -1,0 +1,111 @@
+// PtraceSampler: out-of-process capture of one thread's registers and stack for the sidecar.
+import CStallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Captures a thread of another process with ptrace: `PTRACE_SEIZE` + `PTRACE_INTERRUPT` on that one thread,
+/// `PTRACE_GETREGS`, one `process_vm_readv` of its stack (bounded by the mapping that holds SP), and
+/// `PTRACE_DETACH` at once. Never `PTRACE_ATTACH`, `SIGSTOP` or `SIGQUIT`: if the sidecar dies mid-capture the
+/// kernel detaches and the target runs on.
+///
+/// The ptrace work runs on a short-lived helper thread that is the tracer, so even a thread that never stops
+/// (uninterruptible sleep) is released at the deadline: the helper exits and the kernel detaches. Signals that
+/// arrive during the stop are passed on at detach.
+public final class PtraceSampler: Sendable {
+    public let processID: Int32
+    /// How long to wait for the thread to stop after `PTRACE_INTERRUPT`.
+    public let timeout: Duration
+
+    /// - Parameters:
+    ///   - processID: The process to sample (not this one: a process cannot trace its own threads).
+    ///   - timeout: How long to wait for a thread to stop.
+    public init(processID: Int32, timeout: Duration = .milliseconds(250)) {
+        self.processID = processID
+        self.timeout = timeout
+    }
+
+    /// Stops thread `threadID` of the process briefly and copies its registers and stack.
+    ///
+    /// - Parameters:
+    ///   - threadID: The thread (the main thread's id is the process id).
+    ///   - maxStackBytes: The most stack to copy, from SP up.
+    /// - Returns: The capture, with `pauseNanoseconds` = interrupt requested → detached and the stack mapping's
+    ///   bounds in `stackLow`/`stackHigh`; a failed stack read is a note, not an error. Errors:
+    ///   `.noSuchProcess` (ESRCH), `.permissionDenied` (EPERM, with the usual reasons), `.captureTimedOut`
+    ///   (the thread did not stop; names its state), `.systemCall` otherwise.
+    public func capture(threadID: Int32, maxStackBytes: Int) -> Result<StackCapture, StallWatchError> {
+        var record = sw_ptrace_record()
+        let capacity = max(0, maxStackBytes)
+        let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
+        defer { scratch.deallocate() }
+        let status = sw_ptrace_capture(
+            processID, threadID, CaptureSupport.nanoseconds(timeout), scratch.baseAddress, capacity, &record)
+        var notes: [String] = []
+        if status != 0 {
+            switch record.failed_step {
+            case SW_PTRACE_STEP_READ_STACK:
+                notes.append("stack not read: \(String(cString: strerror(record.failed_errno))) (registers only)")
+            case SW_PTRACE_STEP_DETACH where record.pause_ns > 0:
+                notes.append(
+                    "PTRACE_DETACH failed (\(String(cString: strerror(record.failed_errno)))); the tracer thread's "
+                        + "exit detached instead")
+            default:
+                return .failure(error(record, threadID: threadID))
+            }
+        }
+        if record.truncated != 0 { notes.append("stack copy truncated to its innermost \(record.stack_size) bytes") }
+        if record.pending_signal != 0 {
+            notes.append("thread stopped for signal \(record.pending_signal), which was re-delivered at detach")
+        }
+        let registers = withUnsafeBytes(of: record.registers) { Array($0.bindMemory(to: UInt64.self)) }
+        return .success(
+            StackCapture(
+                threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
+                stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
+                pauseNanoseconds: record.pause_ns, handlerNanoseconds: 0, stackLow: record.stack_low,
+                stackHigh: record.stack_high, notes: notes))
+    }
+
+    private func error(_ record: sw_ptrace_record, threadID: Int32) -> StallWatchError {
+        let err = record.failed_errno
+        let target = threadID == processID ? "pid \(processID)" : "pid \(processID) thread \(threadID)"
+        let context = ["pid": String(processID), "threadID": String(threadID)]
+        let call: String
+        switch record.failed_step {
+        case SW_PTRACE_STEP_SEIZE: call = "ptrace(PTRACE_SEIZE)"
+        case SW_PTRACE_STEP_INTERRUPT: call = "ptrace(PTRACE_INTERRUPT)"
+        case SW_PTRACE_STEP_GETREGS: call = "ptrace(PTRACE_GETREGS)"
+        case SW_PTRACE_STEP_DETACH: call = "ptrace(PTRACE_DETACH)"
+        case SW_PTRACE_STEP_THREAD: call = "pthread_create"
+        default: call = "waiting for the ptrace stop"
+        }
+        switch err {
+        case ESRCH:
+            return StallWatchError(
+                .noSuchProcess, "\(call): no such process or thread: \(target)",
+                context: context.merging(["call": call]) { $1 }, errno: ESRCH)
+        case EPERM:
+            return StallWatchError(
+                .permissionDenied,
+                "\(call) of \(target) not permitted: tracing needs the same user as the target (and no setuid/"
+                    + "capability gain) or CAP_SYS_PTRACE; Yama (/proc/sys/kernel/yama/ptrace_scope ≥ 1) may allow "
+                    + "only ancestors; containers often drop CAP_SYS_PTRACE or filter ptrace with seccomp; the "
+                    + "target may already be traced (see TracerPid in /proc/\(processID)/status); a process "
+                    + "cannot trace its own threads",
+                context: context.merging(["call": call]) { $1 }, errno: EPERM)
+        case ETIMEDOUT:
+            let state = CaptureSupport.threadState(processID: processID, threadID: threadID)
+            var context = context
+            if let state { context["threadState"] = String(state) }
+            return StallWatchError(
+                .captureTimedOut,
+                "\(target) did not stop within \(CaptureSupport.describe(timeout)); thread state "
+                    + CaptureSupport.describe(state: state) + "; released without a sample",
+                context: context)
+        default:
+            return Syscall.error(call, errno: err)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+// Tests of out-of-process capture (PtraceSampler) against real child processes.
+import CStallWatch
+import Testing
+
+@testable import StallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension CaptureTests {
+    @Suite struct PtraceSamplerTests {
+        /// Starts `/bin/sleep 30` and waits until it sits in its sleep syscall.
+        private func sleepingChild() throws -> ChildProcess {
+            let child = try ChildProcess("/bin/sleep", ["30"])
+            let asleep = pollUntil {
+                // /proc/PID/syscall starts with the syscall number: 230 clock_nanosleep, 35 nanosleep.
+                guard let text = readProcFile("/proc/\(child.pid)/syscall") else { return false }
+                return text.hasPrefix("230 ") || text.hasPrefix("35 ")
+            }
+            try #require(asleep, "child \(child.pid) never reached its sleep syscall")
+            return child
+        }
+
+        @Test func aSleepingChildIsCapturedUnwoundAndLeftRunning() throws {
+            let child = try sleepingChild()
+            defer { child.terminate() }
+            let sampler = PtraceSampler(processID: child.pid)
+            let unwinder = try StackUnwinder(processID: child.pid)
+            for round in 0..<20 {
+                let capture = try sampler.capture(threadID: child.pid, maxStackBytes: 256 << 10).get()
+                #expect(capture.threadID == child.pid)
+                #expect(!capture.stack.isEmpty)
+                #expect(capture.pauseNanoseconds > 0)
+                #expect(capture.stackLow <= capture.stackPointer && capture.stackPointer < capture.stackHigh)
+                #expect(capture.notes.isEmpty, "\(capture.notes)")
+
+                let stack = unwinder.unwind(capture, maxFrames: 64)
+                #expect(stack.addresses.count >= 4, "round \(round): \(stack.addresses.count) frames, \(stack.error ?? "")")
+                let images = stack.addresses.map { mappedPath(pid: child.pid, address: $0) ?? "?" }
+                // Innermost in libc's sleep syscall wrapper, outermost in sleep's own code or libc's start-up.
+                #expect(images.first?.contains("libc.so") == true, "\(images)")
+                #expect(images.contains { $0.hasSuffix("/sleep") }, "\(images)")
+                #expect(images.filter { $0.contains("libc.so") }.count >= 2, "\(images)")  // … and __libc_start_*
+            }
+            // Left running, not traced: SEIZE + INTERRUPT + DETACH leave no stop behind.
+            let state = try #require(child.statusField("State"))
+            #expect(!state.hasPrefix("T") && !state.hasPrefix("t"), "State: \(state)")
+            #expect(child.statusField("TracerPid") == "0")
+            // The interrupted sleep resumes through restart_syscall (219) with the remaining time.
+            let stillSleeping = readProcFile("/proc/\(child.pid)/syscall") ?? ""
+            #expect(["230 ", "35 ", "219 "].contains { stillSleeping.hasPrefix($0) }, "\(stillSleeping)")
+        }
+
+        @Test func aBusyChildIsCapturedAndResumes() throws {
+            let child = try ChildProcess("/bin/sh", ["-c", "while :; do :; done"])
+            defer { child.terminate() }
+            let utime: () -> Int = {
+                Int(readProcFile("/proc/\(child.pid)/stat")?.split(separator: ")").last?
+                    .split(separator: " ")[11] ?? "") ?? -1
+            }
+            // Past exec and the dynamic loader: the shell has spent CPU time in its loop.
+            try #require(pollUntil { utime() >= 2 })
+            let unwinder = try StackUnwinder(processID: child.pid)
+            let capture = try PtraceSampler(processID: child.pid).capture(threadID: child.pid, maxStackBytes: 64 << 10).get()
+            let stack = unwinder.unwind(capture, maxFrames: 64)
+            #expect(stack.addresses.count >= 2, "\(stack.error ?? "") \(stack.addresses.map { mappedPath(pid: child.pid, address: $0) ?? "?" })")
+            #expect(child.statusField("TracerPid") == "0")
+            let before = utime()
+            #expect(pollUntil { utime() > before }, "the child stopped accumulating CPU time")
+        }
+
+        @Test func aNonexistentProcessIsNoSuchProcess() {
+            let result = PtraceSampler(processID: 2_000_000_000).capture(threadID: 2_000_000_000, maxStackBytes: 4096)
+            guard case .failure(let error) = result else {
+                Issue.record("captured a nonexistent process")
+                return
+            }
+            #expect(error.code == .noSuchProcess)
+            #expect(error.errno == ESRCH)
+            #expect(error.message.contains("no such process"))
+        }
+
+        @Test func tracingOurOwnThreadIsPermissionDeniedWithReasons() {
+            nonisolated(unsafe) var tid: Int32 = 0
+            let thread = CaptureTestThread { tid = sw_gettid() }
+            thread.join()
+            // A live thread of ours: this test's own.
+            let result = PtraceSampler(processID: getpid()).capture(threadID: sw_gettid(), maxStackBytes: 4096)
+            guard case .failure(let error) = result else {
+                Issue.record("ptrace of our own thread succeeded")
+                return
+            }
+            #expect(tid != 0)
+            #expect(error.code == .permissionDenied)
+            #expect(error.errno == EPERM)
+            #expect(error.message.contains("CAP_SYS_PTRACE"))
+        }
+    }
+}
