@@ -95,7 +95,7 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
     /// A stall began on thread `threadID` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
     /// threads' state, provisional report.
     public func begin(_ stall: StallDetector.Stall, threadID: Int32, annotations: [String: String] = [:], now: UInt64) {
-        begin(stall, thread: SampledThread(threadID: threadID), annotations: annotations, now: now)
+        begin(stall, thread: SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0), annotations: annotations, now: now)
     }
 
     func begin(_ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64) {

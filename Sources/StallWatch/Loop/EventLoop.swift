@@ -222,7 +222,9 @@ public final class EventLoop: @unchecked Sendable {
         guard claimed else { preconditionFailure("EventLoop '\(name)' is already running") }
         let tid = sw_gettid()
         loopThreadID.store(tid, ordering: .releasing)
-        let thread = SampledThread.current()
+        // Unblocks the sampling signal here: threads inherit masks that block it (libdispatch workers, a parent
+        // that spawned us with signals blocked), and a blocked signal makes every in-process capture time out.
+        let thread = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
         runningThread.withLock { $0 = thread }
         mainQueueFD = mainQueueIntegration == .automatic && tid == getpid() ? sw_main_queue_handle() : -1
         state.runStarted(threadID: tid)
