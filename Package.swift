@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "StallWatch", targets: ["StallWatch"]),
         .library(name: "StallWatchInspector", targets: ["StallWatchInspector"]),
+        .library(name: "StallWatchSidecar", targets: ["StallWatchSidecar"]),
         .executable(name: "stallwatch", targets: ["stallwatch"]),
         .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
     ],
@@ -32,13 +33,16 @@ let package = Package(
         ),
         // What a service embeds: run loop, watchdog, in-process capture, symbolication, reports.
         .target(name: "StallWatch", dependencies: ["CStallWatch"]),
+        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, watch/run/daemon.
+        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatch"]),
         // Reading, summarising and rendering reports for the CLI.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch"]),
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "StallWatchSidecar"]),
         .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
-        .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch"]),
+        .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch", "StallWatchSidecar"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
+        .testTarget(name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"]),
         .testTarget(
             name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
             resources: [.copy("Fixtures")]),
