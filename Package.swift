@@ -42,7 +42,9 @@ let package = Package(
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "CStallWatch", "StallWatchSidecar"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
-        .testTarget(name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"]),
+        .testTarget(
+            name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"],
+            exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
             resources: [.copy("Fixtures")]),

@@ -27,6 +27,9 @@ public struct ProcProgressProbe: Sendable {
     private var phaseStart: UInt64
     private var idle = false
     private var counters: [UInt64]?
+    /// Voluntary switches our own ptrace captures may have caused (the stop, and going back to sleep after it),
+    /// for this look and the one before.
+    private var captureSwitches: (now: UInt64, previous: UInt64) = (0, 0)
 
     public init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -53,7 +56,9 @@ public struct ProcProgressProbe: Sendable {
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         let current = readCounters(dir, status: status)
-        if idle || counters == nil || counters! != current {
+        let allowance = captureSwitches.now + captureSwitches.previous
+        captureSwitches = (0, captureSwitches.now)
+        if idle || counters == nil || !Self.onlyOurSwitches(from: counters!, to: current, allowance: allowance) {
             // Left the idle wait, first look, or the thread switched or made I/O calls: progress.
             sequence += 1
             phaseStart = now
@@ -63,12 +68,18 @@ public struct ProcProgressProbe: Sendable {
         return LoopSnapshot(sequence: sequence, activity: .afterWaiting, phaseStartNanos: phaseStart)
     }
 
-    /// Forgets the counters without counting a change as progress: call after a ptrace capture, whose stop
-    /// is itself a voluntary context switch of the thread.
-    public mutating func rebaseline() {
-        let dir = "/proc/\(processID)/task/\(threadID)"
-        guard !idle, counters != nil, let status = ProcText.read("\(dir)/status") else { return }
-        counters = readCounters(dir, status: status)
+    /// Call after each ptrace capture of the thread: its stop, and its going back to sleep after the detach,
+    /// are voluntary context switches that must not read as progress.
+    public mutating func noteCapture() {
+        captureSwitches.now += 2
+    }
+
+    /// No counter moved except voluntary switches within what our captures explain.
+    static func onlyOurSwitches(from old: [UInt64], to new: [UInt64], allowance: UInt64) -> Bool {
+        guard old.count == new.count, let oldSwitches = old.first, let newSwitches = new.first,
+            newSwitches >= oldSwitches, newSwitches - oldSwitches <= allowance
+        else { return false }
+        return old.dropFirst() == new.dropFirst()
     }
 
     private func inIdleWait(_ dir: String) -> Bool {

@@ -207,7 +207,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
                 switch event {
                 case .began(let stall):
                     recorder.begin(stall, threadID: threadID, now: now)
-                    probe?.rebaseline()
+                    probe?.noteCapture()
                 case .escalated(let stall): recorder.escalate(stall)
                 case .ended(_, let endNanos, _): recorder.end(endNanos: endNanos)
                 case .lateWakeup(let delay):
@@ -217,7 +217,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             }
             let after = sw_monotonic_ns()
             if detector.current != nil, recorder.sampleIfDue(now: after) {
-                probe?.rebaseline()
+                probe?.noteCapture()
             }
             var deadline = after &+ poll
             if case .until(let t) = wait, t > after { deadline = min(deadline, t) }

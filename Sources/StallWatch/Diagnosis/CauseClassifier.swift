@@ -51,6 +51,7 @@ public enum CauseClassifier {
     static func activity(of o: Observation) -> Activity {
         if o.state == "D" { return .io }
         guard let syscall = o.syscall else { return o.state == "R" ? .cpu : .other }
+        if syscall == 219, let restarted = restartedActivity(symbols: o.symbols) { return restarted }
         switch SyscallTable.kind(syscall) {
         case .lock: return .lock
         case .io: return .io
@@ -58,6 +59,18 @@ public enum CauseClassifier {
         case .idleWait: return .idle
         case .other: return o.state == "R" ? .cpu : .other
         }
+    }
+
+    /// restart_syscall (219) is what /proc shows for a sleep, timed futex wait or poll resumed after a stop (a
+    /// sidecar's ptrace interrupt, a debugger, SIGSTOP/SIGCONT); the innermost frame says which call it continues.
+    static func restartedActivity(symbols: [String]) -> Activity? {
+        guard let top = symbols.first?.lowercased() else { return nil }
+        if top.contains("nanosleep") || top.contains("usleep") || top.hasPrefix("sleep") { return .sleep }
+        if top.contains("lll_lock") || top.contains("futex") || top.contains("mutex") || top.contains("cond_") {
+            return .lock
+        }
+        if top.contains("poll") || top.contains("select") { return .idle }
+        return nil
     }
 
     public static func classify(_ e: Evidence) -> StallReport.Cause {
