@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "StallWatch", targets: ["StallWatch"]),
         .library(name: "StallWatchInspector", targets: ["StallWatchInspector"]),
         .library(name: "StallWatchRemedies", targets: ["StallWatchRemedies"]),
+        .library(name: "StallWatchSidecar", targets: ["StallWatchSidecar"]),
         .executable(name: "stallwatch", targets: ["stallwatch"]),
         .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
     ],
@@ -33,16 +34,22 @@ let package = Package(
         ),
         // What a service embeds: run loop, watchdog, in-process capture, symbolication, reports.
         .target(name: "StallWatch", dependencies: ["CStallWatch"]),
+        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, watch/run/daemon.
+        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatch"]),
         // Reading, summarising and rendering reports for the CLI.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch"]),
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "StallWatchSidecar"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,
         // chunked and idle execution, off-loop work with on-loop delivery.
         .target(name: "StallWatchRemedies", dependencies: ["StallWatch"]),
         .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
-        .executableTarget(name: "stallwatch-bench", dependencies: ["StallWatch", "StallWatchInspector", "CStallWatch"]),
+        .executableTarget(
+            name: "stallwatch-bench", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatch"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
+        .testTarget(
+            name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"],
+            exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
             resources: [.copy("Fixtures")]),

@@ -1,5 +1,6 @@
 // ExitCode: the stallwatch CLI's exit statuses and the one mapping from errors to them.
 import StallWatch
+import StallWatchSidecar
 
 /// How `stallwatch` exits. The numbers are part of the CLI's contract: scripts test them.
 public enum ExitCode: Int32, Sendable, CaseIterable {
@@ -10,6 +11,12 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     case usage = 2
     /// A file or directory the user named could not be read or parsed.
     case failure = 3
+    /// watch/run: the target process or thread does not exist.
+    case noSuchProcess = 4
+    /// watch/run/daemon: not permitted to read or trace the target (ptrace rights).
+    case permissionDenied = 5
+    /// run: the command could not be started (not found, not executable).
+    case commandNotStarted = 127
 
     /// What each code means, as `stallwatch --help` prints it.
     public var meaning: String {
@@ -18,6 +25,9 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .notFound: "no matching report, or no reports at all"
         case .usage: "usage error (unknown command or option, missing or ambiguous argument)"
         case .failure: "I/O or parse error of a file or directory you named"
+        case .noSuchProcess: "no such process (or thread) to watch"
+        case .permissionDenied: "permission denied: cannot trace the target (same user, CAP_SYS_PTRACE, Yama ptrace_scope)"
+        case .commandNotStarted: "run: the command could not be started"
         }
     }
 
@@ -25,6 +35,13 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     public init(for error: any Error) {
         switch error {
         case let error as CommandError: self = error.exitCode
+        case let error as SidecarError:
+            switch error.code {
+            case .noSuchProcess: self = .noSuchProcess
+            case .permissionDenied: self = .permissionDenied
+            case .spawnFailed: self = .commandNotStarted
+            default: self = .failure
+            }
         default: self = .failure
         }
     }
@@ -51,6 +68,7 @@ extension ExitCode {
         switch error {
         case let error as CommandError: "stallwatch: \(error.message)"
         case let error as StallWatchError: "stallwatch: \(error.message)"
+        case let error as SidecarError: "stallwatch: \(error.message)"
         default: "stallwatch: \(error)"
         }
     }

@@ -6,10 +6,13 @@ let usage = """
     usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
+                                 [--no-watchdog] [--no-heartbeat]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
     stalls the loop --repeat times (default 1) for --duration-ms (default 750) inside a function named after the
     kind, idle in between; exits 0 once the last report is final. One JSON line per stall event on stdout.
+    --no-watchdog: no embedded watchdog (a target for `stallwatch watch`); the heartbeat segment is still
+    published, and the demo exits twice the threshold after the last stall. --no-heartbeat: publish none.
     """
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -22,6 +25,7 @@ struct StallCommand {
     var durationMs = 750
     var delayMs = 500
     var repeatCount = 1
+    var watchdogEnabled = true
     var configuration: StallWatchConfiguration
 
     init(arguments: [String]) {
@@ -59,6 +63,8 @@ struct StallCommand {
                 let text = value(arg)
                 guard ["deadline", "classic"].contains(text) else { fail("--strategy \(text): expected deadline or classic") }
                 configuration.strategy = text
+            case "--no-watchdog": watchdogEnabled = false
+            case "--no-heartbeat": configuration.heartbeat = false
             case "-h", "--help":
                 print(usage)
                 exit(0)
@@ -80,8 +86,13 @@ struct StallCommand {
                 loop.perform { loop.stop() }
             }
         }
+        var heartbeat: HeartbeatPublisher?
         do {
-            try watchdog.start()
+            if watchdogEnabled {
+                try watchdog.start()
+            } else if configuration.heartbeat {
+                heartbeat = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
+            }
         } catch {
             fail(error.message, code: 1)
         }
@@ -91,10 +102,16 @@ struct StallCommand {
             let at = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * index
             loop.schedule(after: at) { Stalls.run(kind, durationMs: durationMs) }
         }
+        if !watchdogEnabled {
+            // Nobody inside reports the end: stop once a sidecar has had time to see the last stall end.
+            let last = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * (repeatCount - 1)
+            loop.schedule(after: last + .milliseconds(durationMs) + gap) { loop.stop() }
+        }
         // A safety net: never hang the demo if a report does not come.
         let limit = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * repeatCount + .seconds(30)
         let result = loop.run(for: limit)
         watchdog.stop()
+        heartbeat?.withdraw()
         if result == .timedOut {
             fail("timed out waiting for \(repeatCount) final report(s); \(finished.value) arrived", code: 1)
         }

@@ -8,11 +8,14 @@ import Glibc
 
 let environment = ProcessInfo.processInfo.environment
 let console = Console.standard(environment: environment)
-let status: ExitCode
+let status: Int32
 do {
     status = try StallWatchCLI.run(Array(CommandLine.arguments.dropFirst()), console: console, environment: environment)
+        .rawValue
+} catch let child as ChildExitStatus {
+    status = child.status  // `stallwatch run`: the command's own status
 } catch {
     console.printError(ExitCode.message(for: error))
-    status = ExitCode(for: error)
+    status = ExitCode(for: error).rawValue
 }
-exit(status.rawValue)
+exit(status)

@@ -67,14 +67,15 @@ import StallWatchRemedies
         // A writer keeps barrier blocks queued, the situation in which a nested read on a concurrent queue
         // would wait behind the writer that waits behind it.
         let stop = Atomic<Bool>(false)
+        let writerDone = DispatchSemaphore(value: 0)
         let writer = Thread {
             while !stop.load(ordering: .acquiring) {
                 array.append(-1)
                 array.removeLast()
             }
+            writerDone.signal()
         }
         writer.start()
-        defer { stop.store(true, ordering: .releasing) }
 
         var countsSeen: [Int] = []
         array.forEach { value in
@@ -88,6 +89,10 @@ import StallWatchRemedies
             return value == 500 && array.count > 0
         }
         #expect(found == 500)
+        // The writer's append/removeLast pair is not atomic with respect to other writers: stop it before the
+        // exact counts below.
+        stop.store(true, ordering: .releasing)
+        writerDone.wait()
 
         // The exclusive path: calls back into the array from inside `mutate` run inline, on the state being built.
         let result = array.mutate { contents -> Int in

@@ -131,6 +131,35 @@ static inline uint64_t sw_loop_state_stall_end(const sw_loop_state *s) {
     return __atomic_load_n(&s->stall_end_ns, __ATOMIC_ACQUIRE);
 }
 
+/// The heartbeat segment: a small shared-memory file (`/dev/shm/stallwatch.<pid>` by default) holding one loop's
+/// `sw_loop_state` so a sidecar can watch it. The loop writes `state` exactly as it writes private memory (no
+/// syscall per transition); the header is written once at creation, except `loop_tid`, stored when the loop runs.
+/// Readers must validate every field: the file belongs to another process and may be hostile or truncated.
+#define SW_HEARTBEAT_MAGIC 0x3154414542485753ull /* "SWHBEAT1" little-endian */
+#define SW_HEARTBEAT_VERSION 1u
+
+typedef struct sw_heartbeat {
+    uint64_t magic;             // SW_HEARTBEAT_MAGIC
+    uint32_t version;           // SW_HEARTBEAT_VERSION
+    uint32_t size;              // sizeof(sw_heartbeat); must equal the file size
+    int32_t pid;                // the publishing process
+    int32_t loop_tid;           // the loop thread (0 until the loop runs); atomic
+    uint64_t threshold_ns;      // the stall threshold the publisher uses
+    uint64_t hang_threshold_ns; // its hang threshold
+    uint64_t start_time_ticks;  // field 22 of /proc/<pid>/stat: tells a reused pid apart
+    uint64_t reserved[2];
+    sw_loop_state state;        // offset 64
+    char loop_name[32];         // NUL-terminated, truncated
+} sw_heartbeat;
+
+_Static_assert(sizeof(sw_heartbeat) == 128, "heartbeat layout is part of the file format");
+_Static_assert(__builtin_offsetof(sw_heartbeat, state) == 64, "heartbeat layout is part of the file format");
+
+/// Publishes the loop thread id into a heartbeat segment. Lock-free.
+static inline void sw_heartbeat_set_tid(sw_heartbeat *h, int32_t tid) {
+    __atomic_store_n(&h->loop_tid, tid, __ATOMIC_RELEASE);
+}
+
 #ifdef __cplusplus
 }
 #endif

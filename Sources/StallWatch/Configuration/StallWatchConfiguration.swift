@@ -45,6 +45,10 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var maxThreads = 64
     /// Frames kept per thread in that snapshot.
     public var maxThreadFrames = 32
+    /// Publish the loop's state in a heartbeat segment that `stallwatch watch`/`daemon` can read.
+    public var heartbeat = true
+    /// Where heartbeat segments are created; empty for `/dev/shm`.
+    public var heartbeatDirectory = ""
 
     public init() {}
 
@@ -112,5 +116,7 @@ extension StallWatchConfiguration {
         Key(name: "maxReportsPerHour", kind: .integer(1...100_000, \.maxReportsPerHour)),
         Key(name: "maxThreads", kind: .integer(0...4096, \.maxThreads)),
         Key(name: "maxThreadFrames", kind: .integer(1...1024, \.maxThreadFrames)),
+        Key(name: "heartbeat", kind: .flag(\.heartbeat)),
+        Key(name: "heartbeatDirectory", kind: .text(\.heartbeatDirectory)),
     ]
 }

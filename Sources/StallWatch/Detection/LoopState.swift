@@ -27,8 +27,13 @@ public struct LoopSnapshot: Sendable, Equatable {
 /// The storage is a `sw_loop_state` that may live in ordinary memory or in a heartbeat segment shared with a
 /// sidecar; either way the loop's cost per transition is the same.
 public final class LoopState: @unchecked Sendable {
-    let storage: UnsafeMutablePointer<sw_loop_state>
+    /// Replaced only while the loop is not running and before a watchdog thread starts (``adopt(_:)``), so the
+    /// hot path reads it without a lock or an exclusivity check.
+    @exclusivity(unchecked) private(set) var storage: UnsafeMutablePointer<sw_loop_state>
     private let ownsStorage: Bool
+    private let ownStorage: UnsafeMutablePointer<sw_loop_state>
+    /// Whether the loop is running, and the heartbeat segment that holds `storage` when one is published.
+    private let runGuard = Mutex<(running: Bool, heartbeat: HeartbeatPublisher?)>((false, nil))
     /// Signalled by the loop on an idle → busy edge while the watchdog is parked, and when a followed stall ends.
     let wakeup = DispatchSemaphore(value: 0)
     /// At most one watchdog per loop.
@@ -38,17 +43,63 @@ public final class LoopState: @unchecked Sendable {
     public init() {
         storage = .allocate(capacity: 1)
         storage.initialize(to: sw_loop_state())
+        ownStorage = storage
         ownsStorage = true
     }
 
     /// Uses `storage` (e.g. inside a heartbeat segment); the caller keeps it alive longer than this object.
     init(storage: UnsafeMutablePointer<sw_loop_state>) {
         self.storage = storage
+        ownStorage = storage
         ownsStorage = false
     }
 
     deinit {
-        if ownsStorage { storage.deallocate() }
+        if ownsStorage { ownStorage.deallocate() }
+    }
+
+    // MARK: Heartbeat segment
+
+    /// Moves the published words into `heartbeat`'s segment, so a sidecar reads exactly what a watchdog reads.
+    ///
+    /// Only while the loop is not running and no watchdog thread reads the old storage: the loop thread and
+    /// the watchdog thread then see the new pointer through the lock taken in ``runStarted(threadID:)`` and the
+    /// thread start. The segment stays mapped for as long as this state uses it.
+    ///
+    /// - Throws: `.invalidState` if the loop is running or (unless `watchdogStarting`) a watchdog is attached.
+    func adopt(_ heartbeat: HeartbeatPublisher, watchdogStarting: Bool = false) throws(StallWatchError) {
+        try runGuard.withLock { (guarded: inout (running: Bool, heartbeat: HeartbeatPublisher?)) throws(StallWatchError) in
+            guard !guarded.running else {
+                throw StallWatchError(
+                    .invalidState, "the heartbeat can only be published before the loop runs (or between runs)")
+            }
+            guard watchdogStarting || !watchdogAttached.load(ordering: .acquiring) else {
+                throw StallWatchError(.invalidState, "publish the heartbeat before starting the watchdog")
+            }
+            let target = heartbeat.statePointer
+            target.pointee = storage.pointee
+            storage = target
+            guarded.heartbeat = heartbeat
+        }
+    }
+
+    /// The heartbeat segment holding this state, if one was adopted.
+    var heartbeat: HeartbeatPublisher? { runGuard.withLock { $0.heartbeat } }
+
+    /// The loop begins running on thread `threadID`: freezes `storage` and publishes the thread id.
+    func runStarted(threadID: Int32) {
+        runGuard.withLock {
+            $0.running = true
+            $0.heartbeat?.publishThreadID(threadID)
+        }
+    }
+
+    /// The loop returned from `run`.
+    func runEnded() {
+        runGuard.withLock {
+            $0.running = false
+            $0.heartbeat?.publishThreadID(0)
+        }
     }
 
     /// Publishes a transition. Runs on the loop thread.

@@ -86,17 +86,18 @@ extension StallRecorder {
             id: reportID, status: status, severity: severity, startedAt: wallDate(stall.startNanos),
             endedAt: endNanos.map(wallDate), durationMs: Self.millis(durationNanos),
             detection: .init(
-                source: "in-process", strategy: configuration.strategy, thresholdMs: Double(configuration.thresholdMs),
+                source: target.detectionSource, strategy: configuration.strategy, thresholdMs: Double(configuration.thresholdMs),
                 hangThresholdMs: Double(configuration.hangThresholdMs), detectedAt: wallDate(stall.detectedNanos),
                 latencyMs: Self.millis(stall.latencyNanos)),
-            process: ProcessIdentity.current,
+            process: target.process,
             loop: .init(
-                name: loopName, threadId: thread?.threadID ?? 0, phase: stall.activity.description,
+                name: loopName, threadId: thread?.threadID ?? 0,
+                phase: target.phaseKnown ? stall.activity.description : "unknown",
                 iteration: stall.sequence),
             samples: reportSamples, images: symbols.images(for: sampleFrames.flatMap { $0 } + (pointStack?.frames ?? [])),
             signature: StallSignature.compute(stack: pointStack?.frames),
             capture: .init(
-                method: "signal", sampleIntervalMs: Double(intervalNanos) / 1e6,
+                method: target.sampler?.captureMethod ?? "none", sampleIntervalMs: Double(intervalNanos) / 1e6,
                 samplesTaken: samples.count, samplesFailed: samples.filter { $0.error != nil }.count,
                 pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
                 unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],

@@ -8,7 +8,7 @@ import Foundation
 ///
 /// Capture problems (a handler that did not run, a stack that would not unwind) are recorded in the report,
 /// never thrown: a partial report beats no report.
-final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread only, after hand-off.
+public final class StallRecorder: @unchecked Sendable {  // Used by one watching thread only, after hand-off.
     struct RawSample {
         var offsetNanos: UInt64
         var addresses: [UInt64]
@@ -21,8 +21,8 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
 
     let configuration: StallWatchConfiguration
     let loopName: String
-    let sampler: SignalSampler?
-    let unwinder: StackUnwinder?
+    /// What is watched and how it is sampled (this process by signal, or another one by ptrace).
+    let target: Target
     /// The configured mode, for final reports.
     let symbolicator: Symbolicator
     /// Names only (no DWARF line tables, whose first load can take tens of ms), for the provisional report
@@ -32,7 +32,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     let emit: @Sendable (StallEvent) -> Void
     /// Problems met when the recorder was built (no free signal, …), repeated in every report.
     let setupErrors: [String]
-    let pid = getpid()
+    var pid: Int32 { target.processID }
 
     // The stall being followed.
     var stall: StallDetector.Stall?
@@ -54,32 +54,37 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     var threadSnapshot: [RawThread] = []
     var intervalNanos: UInt64 = 0
     var deduplicator: StallDeduplicator
-    private(set) var nextSampleAt: UInt64?
+    /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
+    public private(set) var nextSampleAt: UInt64?
     private static let counter = Counter()
 
-    init(
+    /// A recorder for a loop of this process, sampled by signal.
+    convenience init(
         configuration: StallWatchConfiguration, loopName: String, emit: @escaping @Sendable (StallEvent) -> Void
+    ) {
+        self.init(configuration: configuration, loopName: loopName, target: .inProcess(), emit: emit)
+    }
+
+    /// A recorder for `target`'s loop.
+    ///
+    /// - Parameters:
+    ///   - configuration: Thresholds, sampling, symbolication and report settings.
+    ///   - loopName: The loop's name in reports.
+    ///   - target: The process, how it is sampled and how its stalls were detected.
+    ///   - emit: Called for every stall event on the calling thread.
+    public init(
+        configuration: StallWatchConfiguration, loopName: String, target: Target,
+        emit: @escaping @Sendable (StallEvent) -> Void
     ) {
         self.configuration = configuration
         self.loopName = loopName
+        self.target = target
         self.emit = emit
-        var errors: [String] = []
-        do {
-            sampler = try SignalSampler.shared()
-        } catch {
-            sampler = nil
-            errors.append("in-process sampling unavailable: \(error.message)")
-        }
-        do {
-            unwinder = try StackUnwinder(processID: getpid())
-        } catch {
-            unwinder = nil
-            errors.append("unwinder unavailable: \(error.message)")
-        }
-        symbolicator = Symbolicator(processID: getpid(), mode: configuration.symbolicationMode)
+        let errors = target.setupErrors
+        symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolicationMode)
         quickSymbolicator =
             configuration.symbolicationMode == .full
-            ? Symbolicator(processID: getpid(), mode: .fast) : symbolicator
+            ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
         let directory =
             configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
         writer = ReportWriter(directory: directory, maxReports: configuration.maxReports)
@@ -88,7 +93,7 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
         setupErrors = errors
     }
 
-    var isFollowing: Bool { stall != nil }
+    public var isFollowing: Bool { stall != nil }
 
     /// Pays the symbolicator's set-up (mappings, libdwfl session, symbol tables of the images) when the watchdog
     /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
@@ -99,6 +104,12 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     }
 
     // MARK: Lifecycle of one stall
+
+    /// A stall began on thread `threadID` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
+    /// threads' state, provisional report.
+    public func begin(_ stall: StallDetector.Stall, threadID: Int32, annotations: [String: String] = [:], now: UInt64) {
+        begin(stall, thread: SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0), annotations: annotations, now: now)
+    }
 
     func begin(_ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64) {
         self.stall = stall
@@ -136,32 +147,32 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
 
     /// Takes a sample if one is due; returns true if it did.
     @discardableResult
-    func sampleIfDue(now: UInt64) -> Bool {
+    public func sampleIfDue(now: UInt64) -> Bool {
         guard let due = nextSampleAt, now >= due else { return false }
         takeSample(now: now)
         return true
     }
 
-    func escalate(_ stall: StallDetector.Stall) {
+    public func escalate(_ stall: StallDetector.Stall) {
         self.stall = stall
         if let report = write(status: .ongoing, endNanos: nil, final: false) { emit(.escalated(report)) }
     }
 
-    func end(endNanos: UInt64) {
+    public func end(endNanos: UInt64) {
         guard stall != nil else { return }
         if let report = finish(status: .ended, endNanos: endNanos, now: endNanos) { emit(.ended(report)) }
         reset()
     }
 
-    /// The watchdog is stopping while the loop is still stuck.
-    func abandon(now: UInt64) {
+    /// The watchdog is stopping while the loop is still stuck (`reason` replaces the default note).
+    public func abandon(now: UInt64, reason: String? = nil) {
         guard stall != nil else { return }
-        notes.append("the watchdog stopped while the loop was still stuck")
+        notes.append(reason ?? "the watchdog stopped while the loop was still stuck")
         if let report = finish(status: .unrecovered, endNanos: nil, now: now) { emit(.ended(report)) }
         reset()
     }
 
-    func addNote(_ note: String) {
+    public func addNote(_ note: String) {
         if stall != nil { notes.append(note) }
     }
 
@@ -186,18 +197,13 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             samples.append(sample)
             return
         }
-        if let sampler, let unwinder {
-            switch sampler.capture(thread, timeout: .milliseconds(configuration.captureTimeoutMs)) {
-            case .success(let capture):
-                sample.pauseNanos = capture.pauseNanoseconds
-                let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
-                sample.addresses = stack.addresses
-                sample.unwindNanos = stack.unwindNanoseconds
-                if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
-            case .failure(let error):
-                sample.error = error.message
-                captureErrors.append("sample \(samples.count): \(error.message)")
-            }
+        if let sampler = target.sampler {
+            let taken = sampler.sample(thread, configuration: configuration)
+            sample.addresses = taken.addresses
+            sample.pauseNanos = taken.pauseNanos
+            sample.unwindNanos = taken.unwindNanos
+            sample.error = taken.error
+            if let failure = taken.failure { captureErrors.append("sample \(samples.count): \(failure)") }
         } else {
             sample.error = "no sampler"
         }
@@ -216,12 +222,11 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
     /// thread first, then by thread id). The watchdog's own thread is left out.
     private func snapshotThreads() -> [RawThread] {
         guard configuration.maxThreads > 0 else { return [] }
-        let me = sw_gettid()
+        let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
         let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
         let ordered = tids.filter { $0 == loopTID } + tids.filter { $0 != loopTID }
         let all = Set(tids)
-        let locator = ThreadStackLocator()
         var result: [RawThread] = []
         for tid in ordered.prefix(configuration.maxThreads) {
             guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
@@ -235,20 +240,10 @@ final class StallRecorder: @unchecked Sendable {  // Used by the watchdog thread
             if tid == loopTID, let first = samples.first {
                 addresses = first.addresses
                 snapshot.error = first.error
-            } else if let sampler, ThreadStackLocator.blocks(tid, signal: sampler.signal) {
-                snapshot.error = "the thread blocks the sampling signal; its stack was not captured"
-            } else if let sampler, let unwinder {
-                let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
-                if let target = locator.thread(tid, sampler: sampler, timeout: timeout) {
-                    switch sampler.capture(target, timeout: timeout) {
-                    case .success(let capture):
-                        addresses = unwinder.unwind(capture, maxFrames: configuration.maxThreadFrames).addresses
-                    case .failure(let error):
-                        snapshot.error = error.message
-                    }
-                } else {
-                    snapshot.error = "stack bounds not found"
-                }
+            } else if let sampler = target.sampler {
+                let taken = sampler.sampleThread(id: tid, configuration: configuration)
+                addresses = taken.addresses
+                snapshot.error = taken.error
             }
             result.append(RawThread(snapshot: snapshot, addresses: addresses))
         }

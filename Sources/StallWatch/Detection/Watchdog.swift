@@ -23,6 +23,8 @@ public final class Watchdog: @unchecked Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let lock = Mutex<NamedThread?>(nil)
     private var recorder: StallRecorder?
+    private var heartbeat: HeartbeatPublisher?
+    private let heartbeatProblem = Mutex<StallWatchError?>(nil)
 
     /// - Parameters:
     ///   - loop: The loop to watch.
@@ -44,6 +46,13 @@ public final class Watchdog: @unchecked Sendable {
 
     public var isRunning: Bool { lock.withLock { $0 != nil } }
 
+    /// The heartbeat segment this watchdog published (`configuration.heartbeat`), if any.
+    public var heartbeatPath: String? { lock.withLock { _ in heartbeat?.path } }
+
+    /// Why the heartbeat was not published (the loop was already running, the directory is missing …).
+    /// Detection in-process is not affected.
+    public var heartbeatError: StallWatchError? { heartbeatProblem.withLock { $0 } }
+
     /// Starts the watchdog thread. Does nothing when `configuration.enabled` is false.
     ///
     /// - Throws: `.invalidState` if the loop already has a watchdog; `.systemCall` if the thread cannot start.
@@ -57,6 +66,7 @@ public final class Watchdog: @unchecked Sendable {
                 throw StallWatchError(.invalidState, "loop '\(loop.name)' already has a watchdog")
             }
             stopRequested.store(false, ordering: .relaxed)
+            publishHeartbeat()
             let recorder = StallRecorder(configuration: configuration, loopName: loop.name, emit: onEvent)
             self.recorder = recorder
             if case .classic = configuration.detectorConfiguration.strategy {
@@ -65,6 +75,8 @@ public final class Watchdog: @unchecked Sendable {
             do throws(StallWatchError) {
                 thread = try NamedThread(name: "stallwatch-watchdog") { [self] in watch(recorder) }
             } catch {
+                heartbeat?.withdraw()
+                heartbeat = nil
                 loop.state.watchdogAttached.store(false, ordering: .releasing)
                 loop.state.signalEveryTransition(false)
                 throw error
@@ -81,6 +93,8 @@ public final class Watchdog: @unchecked Sendable {
             running.join()
             thread = nil
             recorder = nil
+            heartbeat?.withdraw()
+            heartbeat = nil
             loop.state.signalEveryTransition(false)
             sw_loop_state_follow(loop.state.storage, 0)
             // Swallow a wake-up the loop may have posted meanwhile, so the next watchdog starts clean.
@@ -90,6 +104,18 @@ public final class Watchdog: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// Publishes the heartbeat segment before the watchdog thread starts (the loop's words move into it), unless
+    /// it is off or the loop already publishes one. A failure is kept in ``heartbeatError``, never thrown.
+    private func publishHeartbeat() {
+        guard configuration.heartbeat, loop.state.heartbeat == nil else { return }
+        do {
+            heartbeat = try HeartbeatPublisher.publish(loop: loop, configuration: configuration, watchdogStarting: true)
+            heartbeatProblem.withLock { $0 = nil }
+        } catch {
+            heartbeatProblem.withLock { $0 = error }
+        }
+    }
 
     // MARK: The watchdog thread
 

@@ -54,6 +54,7 @@ public enum CauseClassifier {
         guard let syscall = o.syscall ?? o.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) else {
             return o.state == "R" ? .cpu : .other
         }
+        if syscall == 219, let restarted = restartedActivity(symbols: o.symbols) { return restarted }
         switch SyscallTable.kind(syscall) {
         case .lock: return .lock
         case .io: return .io
@@ -61,6 +62,18 @@ public enum CauseClassifier {
         case .idleWait: return .idle
         case .other: return o.state == "R" ? .cpu : .other
         }
+    }
+
+    /// restart_syscall (219) is what /proc shows for a sleep, timed futex wait or poll resumed after a stop (a
+    /// sidecar's ptrace interrupt, a debugger, SIGSTOP/SIGCONT); the innermost frame says which call it continues.
+    static func restartedActivity(symbols: [String]) -> Activity? {
+        guard let top = symbols.first?.lowercased() else { return nil }
+        if top.contains("nanosleep") || top.contains("usleep") || top.hasPrefix("sleep") { return .sleep }
+        if top.contains("lll_lock") || top.contains("futex") || top.contains("mutex") || top.contains("cond_") {
+            return .lock
+        }
+        if top.contains("poll") || top.contains("select") { return .idle }
+        return nil
     }
 
     public static func classify(_ e: Evidence) -> StallReport.Cause {

@@ -227,7 +227,9 @@ public final class EventLoop: @unchecked Sendable {
         let thread = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
         runningThread.withLock { $0 = thread }
         mainQueueFD = mainQueueIntegration == .automatic && tid == getpid() ? sw_main_queue_handle() : -1
+        state.runStarted(threadID: tid)
         defer {
+            state.runEnded()
             runningThread.withLock { $0 = nil }
             stopRequested.store(false, ordering: .relaxed)
             loopThreadID.store(0, ordering: .releasing)

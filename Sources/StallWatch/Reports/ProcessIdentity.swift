@@ -1,9 +1,9 @@
 // Who this process is, as reports describe it.
 import Foundation
 
-enum ProcessIdentity {
+public enum ProcessIdentity {
     /// pid, executable path, its build-id and the host name; computed once.
-    static let current: StallReport.ProcessDescription = {
+    public static let current: StallReport.ProcessDescription = {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? "?"
         var names = utsname()
         uname(&names)
@@ -14,4 +14,12 @@ enum ProcessIdentity {
             pid: getpid(), executable: executable, buildId: BuildID.ofFile(atPath: executable),
             host: host)
     }()
+
+    /// Another process's identity, from `/proc/<pid>/exe` (nil executable path when it cannot be read).
+    public static func of(pid: Int32) -> StallReport.ProcessDescription {
+        if pid == getpid() { return current }
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? "?"
+        return StallReport.ProcessDescription(
+            pid: pid, executable: executable, buildId: BuildID.ofFile(atPath: executable), host: current.host)
+    }
 }

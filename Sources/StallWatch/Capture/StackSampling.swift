@@ -1,0 +1,96 @@
+// StackSampling: how a StallRecorder gets one stack sample of the stuck thread (signal in-process, ptrace outside).
+import CStallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One sample's outcome: the return addresses (innermost first) and what it cost the target.
+public struct StackSample: Sendable {
+    public var addresses: [UInt64] = []
+    /// How long the sampled thread was held (signal handler or ptrace stop), nanoseconds.
+    public var pauseNanos: UInt64?
+    /// Unwinding the copied stack, nanoseconds.
+    public var unwindNanos: UInt64?
+    /// Why this sample has no (or too few) frames; lands in the report's sample.
+    public var error: String?
+    /// A capture failure worth listing in the report's `capture.errors`.
+    public var failure: String?
+
+    public init(
+        addresses: [UInt64] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
+        failure: String? = nil
+    ) {
+        self.addresses = addresses
+        self.pauseNanos = pauseNanos
+        self.unwindNanos = unwindNanos
+        self.error = error
+        self.failure = failure
+    }
+}
+
+/// Takes a stack sample of one thread of the watched process. Called on the recorder's thread only.
+public protocol StackSampling: AnyObject, Sendable {
+    /// `signal` (in-process) or `ptrace` (sidecar): the report's `capture.method`.
+    var captureMethod: String { get }
+    /// Captures and unwinds `thread`'s stack now; problems are recorded in the result, never thrown.
+    func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample
+
+    /// A stack of another thread of the target, for the all-threads snapshot of a stall's first sample (at most
+    /// `configuration.maxThreadFrames` frames). The thread never registered itself, so the sampler finds what
+    /// it needs (stack bounds) on its own, and gives up quickly.
+    func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample
+}
+
+extension StackSampling {
+    /// By default, the thread is sampled like the loop thread with unknown stack bounds.
+    public func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        var limited = configuration
+        limited.maxFrames = configuration.maxThreadFrames
+        return sample(SampledThread(threadID: id, stackLow: 0, stackHigh: 0), configuration: limited)
+    }
+}
+
+/// In-process sampling: a real-time signal to the loop thread copies its stack; the copy is unwound here.
+final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used by one watchdog thread.
+    let captureMethod = "signal"
+    private let sampler: SignalSampler
+    private let unwinder: StackUnwinder
+
+    init(sampler: SignalSampler, unwinder: StackUnwinder) {
+        self.sampler = sampler
+        self.unwinder = unwinder
+    }
+
+    func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+        switch sampler.capture(thread, timeout: .milliseconds(configuration.captureTimeoutMs)) {
+        case .success(let capture):
+            let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
+            var result = StackSample(
+                addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+            if let error = stack.error, stack.addresses.count < 2 { result.error = error }
+            return result
+        case .failure(let error):
+            return StackSample(error: error.message, failure: error.message)
+        }
+    }
+
+    /// Skips a thread that blocks the sampling signal (it could never answer: libdispatch workers block them
+    /// all), finds the stack bounds of the others (``ThreadStackLocator``) and waits at most 20 ms.
+    func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        if ThreadStackLocator.blocks(id, signal: sampler.signal) {
+            return StackSample(error: "the thread blocks the sampling signal; its stack was not captured")
+        }
+        let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
+        guard let target = ThreadStackLocator().thread(id, sampler: sampler, timeout: timeout) else {
+            return StackSample(error: "stack bounds not found")
+        }
+        switch sampler.capture(target, timeout: timeout) {
+        case .success(let capture):
+            let stack = unwinder.unwind(capture, maxFrames: configuration.maxThreadFrames)
+            return StackSample(addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds)
+        case .failure(let error):
+            return StackSample(error: error.message)
+        }
+    }
+}

@@ -1,0 +1,165 @@
+// HeartbeatPublisher: the shared-memory file through which a loop's published state reaches a sidecar.
+import CStallWatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Publishes one loop's ``LoopState`` in a small shared-memory file (`<directory>/stallwatch.<pid>`), so that
+/// `stallwatch watch` or `stallwatch daemon` can watch the loop from outside with the same detector.
+///
+/// The loop's words live *in* the mapped file: a transition costs exactly what it costs without the heartbeat
+/// (atomic stores, no syscall). The file is created 0600 under a temporary name with `O_EXCL | O_NOFOLLOW`,
+/// filled, then renamed into place, so a reader never sees a half-written header; it is removed by
+/// ``withdraw()``, by ``Watchdog/stop()`` and at normal process exit (`atexit`). A process killed by a signal
+/// leaves the file behind; readers notice that its pid is gone (or reused) and skip it.
+///
+/// ```swift
+/// let loop = EventLoop()
+/// let heartbeat = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
+/// loop.run()
+/// ```
+public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is immutable; tid via atomics.
+    /// The published file.
+    public let path: String
+    private let segment: UnsafeMutablePointer<sw_heartbeat>
+    private let withdrawn = Atomic<Bool>(false)
+
+    /// The default directory: tmpfs, so the words never reach a disk.
+    public static let defaultDirectory = "/dev/shm"
+    /// File names are `stallwatch.<pid>` (first loop of a process) or `stallwatch.<pid>.<n>`.
+    public static let fileNamePrefix = "stallwatch."
+
+    /// Creates the segment for `loop` and moves the loop's published state into it.
+    ///
+    /// Call it before the loop runs (``Watchdog/start()`` does when `configuration.heartbeat` is on).
+    ///
+    /// - Parameters:
+    ///   - loop: The loop whose state is published.
+    ///   - configuration: `heartbeatDirectory`, the thresholds and the loop's name are written to the header.
+    /// - Returns: The publisher; the loop keeps it (and the mapping) alive for as long as it uses the segment.
+    /// - Throws: `.systemCall` naming the call and path when the file cannot be created; `.invalidState` when
+    ///   the loop is already running or already watched.
+    @discardableResult
+    public static func publish(loop: EventLoop, configuration: StallWatchConfiguration) throws(StallWatchError)
+        -> HeartbeatPublisher
+    {
+        try publish(loop: loop, configuration: configuration, watchdogStarting: false)
+    }
+
+    static func publish(loop: EventLoop, configuration: StallWatchConfiguration, watchdogStarting: Bool)
+        throws(StallWatchError) -> HeartbeatPublisher
+    {
+        let publisher = try HeartbeatPublisher(
+            directory: configuration.heartbeatDirectory.isEmpty ? defaultDirectory : configuration.heartbeatDirectory,
+            loopName: loop.name, thresholdMs: configuration.thresholdMs, hangThresholdMs: configuration.hangThresholdMs)
+        do {
+            try loop.state.adopt(publisher, watchdogStarting: watchdogStarting)
+        } catch {
+            publisher.withdraw()
+            throw error
+        }
+        return publisher
+    }
+
+    private init(directory: String, loopName: String, thresholdMs: Int, hangThresholdMs: Int) throws(StallWatchError) {
+        let pid = getpid()
+        let index = Self.registry.withLock { state -> Int in
+            state.next += 1
+            return state.next
+        }
+        let name = Self.fileNamePrefix + (index == 1 ? "\(pid)" : "\(pid).\(index)")
+        path = directory + "/" + name
+        let temporary = directory + "/.\(name).tmp"
+        var fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 && errno == EEXIST {
+            // Left by a killed process that had our pid: the name is ours now.
+            unlink(temporary)
+            fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        }
+        guard fd >= 0 else { throw Syscall.error("open", errno: errno, path: temporary) }
+        defer { close(fd) }
+        let size = MemoryLayout<sw_heartbeat>.size
+        do throws(StallWatchError) {
+            try Syscall.retrying("fchmod") { fchmod(fd, 0o600) }
+            try Syscall.retrying("ftruncate") { ftruncate(fd, off_t(size)) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        guard let raw = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), raw != MAP_FAILED else {
+            let err = errno
+            unlink(temporary)
+            throw Syscall.error("mmap", errno: err, path: temporary)
+        }
+        segment = raw.bindMemory(to: sw_heartbeat.self, capacity: 1)
+        var header = sw_heartbeat()
+        header.magic = SW_HEARTBEAT_MAGIC
+        header.version = SW_HEARTBEAT_VERSION
+        header.size = UInt32(size)
+        header.pid = pid
+        header.threshold_ns = UInt64(thresholdMs) * 1_000_000
+        header.hang_threshold_ns = UInt64(hangThresholdMs) * 1_000_000
+        header.start_time_ticks = Self.startTimeTicks(pid: pid) ?? 0
+        withUnsafeMutableBytes(of: &header.loop_name) { buffer in
+            for (i, byte) in loopName.utf8.prefix(buffer.count - 1).enumerated() { buffer[i] = byte }
+        }
+        segment.initialize(to: header)
+        guard rename(temporary, path) == 0 else {
+            let err = errno
+            munmap(raw, size)
+            unlink(temporary)
+            throw Syscall.error("rename", errno: err, path: path)
+        }
+        Self.registry.withLock { _ = $0.live.insert(path) }
+        Self.installExitHook()
+    }
+
+    deinit {
+        withdraw()
+        munmap(segment, MemoryLayout<sw_heartbeat>.size)
+    }
+
+    /// Removes the file (the mapping stays valid for the loop). Idempotent; safe from any thread.
+    public func withdraw() {
+        guard !withdrawn.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        Self.registry.withLock { _ = $0.live.remove(path) }
+        unlink(path)
+    }
+
+    var statePointer: UnsafeMutablePointer<sw_loop_state> {
+        UnsafeMutableRawPointer(segment).advanced(by: MemoryLayout<sw_heartbeat>.offset(of: \.state)!)
+            .assumingMemoryBound(to: sw_loop_state.self)
+    }
+
+    func publishThreadID(_ tid: Int32) { sw_heartbeat_set_tid(segment, tid) }
+
+    // MARK: Process-wide
+
+    private static let registry = Mutex<(next: Int, live: Set<String>, hooked: Bool)>((0, [], false))
+
+    private static func installExitHook() {
+        let install = registry.withLock { state -> Bool in
+            defer { state.hooked = true }
+            return !state.hooked
+        }
+        if install { atexit { HeartbeatPublisher.removeAllFiles() } }
+    }
+
+    /// At exit: unlink every segment still published (the mappings go with the process).
+    static func removeAllFiles() {
+        let paths = registry.withLock { state -> Set<String> in
+            defer { state.live.removeAll() }
+            return state.live
+        }
+        for path in paths { unlink(path) }
+    }
+
+    /// Field 22 of `/proc/<pid>/stat` (start time in clock ticks after boot), which tells a reused pid apart.
+    public static func startTimeTicks(pid: Int32) -> UInt64? {
+        guard let stat = ProcFile.text("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+}

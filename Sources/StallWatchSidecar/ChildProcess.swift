@@ -1,0 +1,111 @@
+// ChildProcess: the command `stallwatch run` starts, waits for and passes signals to.
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child started with `posix_spawnp`, with a clean signal mask and default dispositions, so it behaves as if
+/// started by a shell; being our child also lets us ptrace it under Yama's `ptrace_scope = 1`.
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: Int32
+    public let arguments: [String]
+
+    private init(pid: Int32, arguments: [String]) {
+        self.pid = pid
+        self.arguments = arguments
+    }
+
+    /// Starts `arguments[0]` (searched in PATH) with `arguments`.
+    ///
+    /// - Throws: `.spawnFailed` naming the command and the reason (not found, not executable …).
+    public static func spawn(_ arguments: [String]) throws(SidecarError) -> ChildProcess {
+        guard let command = arguments.first, !command.isEmpty else {
+            throw SidecarError(.spawnFailed, "no command to run")
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawnp(&pid, command, nil, &attributes, &argv, environ)
+        guard result == 0 else {
+            throw SidecarError(
+                .spawnFailed, "cannot run \(command): \(String(cString: strerror(result)))",
+                context: ["command": command, "errno": String(result)])
+        }
+        return ChildProcess(pid: pid, arguments: arguments)
+    }
+
+    /// Waits for the child to exit (call on the thread that spawned it).
+    ///
+    /// `__WNOTHREAD` keeps this wait to our own children: the ptrace helper thread's tracing stops of the same
+    /// child are never consumed here, and stop reports are skipped anyway.
+    ///
+    /// - Returns: Its exit status, or 128 + the signal that killed it (as shells report it).
+    public func wait() -> Int32 {
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, __WNOTHREAD)
+            if result == -1 {
+                if errno == EINTR { continue }
+                return 127
+            }
+            let signal = status & 0x7f
+            if signal == 0 { return (status >> 8) & 0xff }       // exited
+            if signal != 0x7f { return 128 + signal }             // killed by a signal
+        }
+    }
+
+    /// Sends `signal` to the child (SIGINT/SIGTERM forwarding).
+    public func send(_ signal: Int32) { kill(pid, signal) }
+}
+
+/// Turns SIGINT, SIGTERM and SIGHUP into a callback on an ordinary thread: the handler only writes the signal
+/// number to a pipe (async-signal-safe), so it works whichever thread the kernel picks.
+public enum TerminationSignals {
+    nonisolated(unsafe) private static var pipeWrite: Int32 = -1
+
+    /// Installs the handlers and starts the thread that calls `handler` for each signal received.
+    public static func install(_ handler: @escaping @Sendable (Int32) -> Void) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        pipeWrite = fds[1]
+        let readFD = fds[0]
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { number in
+                var byte = UInt8(truncatingIfNeeded: number)
+                let saved = errno
+                _ = write(TerminationSignals.pipeWrite, &byte, 1)
+                errno = saved
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(signal, &action, nil)
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, signal)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        }
+        let thread = Thread {
+            var byte: UInt8 = 0
+            while true {
+                let n = read(readFD, &byte, 1)
+                if n == 1 { handler(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
+            }
+        }
+        thread.name = "stallwatch-signals"
+        thread.start()
+    }
+}

@@ -1,0 +1,52 @@
+// PtraceStackSampling: a StallRecorder's samples of another process, by ptrace stop, stack copy and unwind.
+import StallWatch
+
+/// Samples a thread of another process: ``PtraceSampler`` stops it briefly (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`,
+/// never SIGSTOP), copies registers and stack and detaches at once; ``StackUnwinder`` unwinds the copy while the
+/// target runs again. Failures (the target exited mid-capture, permission, a thread that would not stop) become
+/// the sample's error.
+public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
+    public let captureMethod = "ptrace"
+    public let processID: Int32
+    private let sampler: PtraceSampler
+    private let unwinder: StackUnwinder?
+    /// Called after every capture attempt (tests check the target's state here).
+    var afterCapture: (@Sendable (Int32) -> Void)?
+    public private(set) var setupError: String?
+
+    public init(processID: Int32, captureTimeout: Duration) {
+        self.processID = processID
+        sampler = PtraceSampler(processID: processID, timeout: captureTimeout)
+        do {
+            unwinder = try StackUnwinder(processID: processID)
+        } catch {
+            unwinder = nil
+            setupError = "unwinder unavailable: \(error.message)"
+        }
+    }
+
+    public func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+        let result = sampler.capture(threadID: thread.threadID, maxStackBytes: configuration.maxStackBytes)
+        afterCapture?(thread.threadID)
+        switch result {
+        case .success(let capture):
+            guard let unwinder else {
+                return StackSample(pauseNanos: capture.pauseNanoseconds, error: setupError ?? "no unwinder")
+            }
+            let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
+            var sample = StackSample(
+                addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+            if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
+            if !capture.notes.isEmpty { sample.failure = capture.notes.joined(separator: "; ") }
+            return sample
+        case .failure(let error):
+            let message: String
+            switch error.code.description {
+            case "noSuchProcess": message = "the target exited during the capture (\(error.message))"
+            case "permissionDenied": message = error.message
+            default: message = error.message
+            }
+            return StackSample(error: message, failure: message)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// SidecarDaemon: watches every process that publishes a heartbeat in one directory.
+import Foundation
+import StallWatch
+import Synchronization
+
+/// Scans the heartbeat directory periodically; starts a ``TargetWatcher`` (heartbeat mode, its own thread) for
+/// every segment that validates, and drops it when its process exits. Segments that fail validation are
+/// reported once each (per distinct reason) and skipped, never trusted.
+public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread; stop() from any.
+    /// What the daemon reports, on its own or a watcher's thread.
+    public enum Event: Sendable {
+        case skipped(path: String, SidecarError)
+        case target(pid: Int32, SidecarEvent)
+    }
+
+    public let directory: String
+    public let configuration: StallWatchConfiguration
+    public let scanInterval: Duration
+    private let onEvent: @Sendable (Event) -> Void
+    private let stopRequested = Atomic<Bool>(false)
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let watchers = Mutex<[String: (watcher: TargetWatcher, done: DispatchSemaphore)]>([:])
+
+    /// - Parameters:
+    ///   - directory: Where segments are published (`heartbeatDirectory`, default `/dev/shm`).
+    ///   - configuration: Report directory, sampling; each target's thresholds come from its segment.
+    ///   - scanInterval: Time between scans of the directory.
+    public init(
+        directory: String, configuration: StallWatchConfiguration, scanInterval: Duration = .seconds(1),
+        onEvent: @escaping @Sendable (Event) -> Void
+    ) {
+        self.directory = directory
+        self.configuration = configuration
+        self.scanInterval = scanInterval
+        self.onEvent = onEvent
+    }
+
+    /// The pids being watched now.
+    public var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.watcher.options.pid }.sorted() } }
+
+    /// Scans and watches until ``stop()``; then stops every watcher (stalls in progress become `unrecovered`).
+    ///
+    /// - Throws: `.systemCall` when the directory cannot be read at all.
+    public func run() throws(SidecarError) {
+        var info = stat()
+        guard stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw SidecarError(
+                .systemCall, "heartbeat directory \(directory) does not exist or is not a directory",
+                context: ["path": directory])
+        }
+        var reported: [String: String] = [:]
+        while !stopRequested.load(ordering: .acquiring) {
+            let files = HeartbeatReader.segmentFiles(in: directory)
+            let present = Set(files.map(\.path))
+            reported = reported.filter { present.contains($0.key) }
+            for file in files where watchers.withLock({ $0[file.path] == nil }) {
+                var options = TargetWatcher.Options(pid: file.pid, configuration: configuration)
+                options.mode = .heartbeat(path: file.path)
+                do {
+                    let watcher = try TargetWatcher(options: options) { [onEvent] event in
+                        onEvent(.target(pid: file.pid, event))
+                    }
+                    reported[file.path] = nil
+                    start(watcher, path: file.path)
+                } catch {
+                    if reported[file.path] != error.message {
+                        reported[file.path] = error.message
+                        onEvent(.skipped(path: file.path, error))
+                    }
+                }
+            }
+            let (seconds, attoseconds) = scanInterval.components
+            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        }
+        let running = watchers.withLock { $0 }
+        for (_, entry) in running { entry.watcher.stop(reason: "the daemon stopped while the loop was still stuck") }
+        for (_, entry) in running { entry.done.wait() }
+    }
+
+    /// Asks ``run()`` to return. Any thread.
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        wakeup.signal()
+    }
+
+    private func start(_ watcher: TargetWatcher, path: String) {
+        let done = DispatchSemaphore(value: 0)
+        watchers.withLock { $0[path] = (watcher, done) }
+        let thread = Thread { [self] in
+            _ = watcher.run()
+            // Dropped once its process is gone; a restarted process publishes a new segment.
+            watchers.withLock { _ = $0.removeValue(forKey: path) }
+            done.signal()
+        }
+        thread.name = "stallwatch-watch-\(watcher.options.pid)"
+        thread.start()
+    }
+}

@@ -1,0 +1,105 @@
+// SidecarError: the StallWatchSidecar module's one public error type.
+import StallWatch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An error from the sidecar: a stable code, a message a user can act on, and its context.
+public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong; a struct so codes can be added without breaking callers.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let raw: String
+        public var description: String { raw }
+
+        /// The target process or thread does not exist (any more).
+        public static let noSuchProcess = Code(raw: "noSuchProcess")
+        /// The system refused access to the target (/proc files, ptrace).
+        public static let permissionDenied = Code(raw: "permissionDenied")
+        /// A heartbeat segment failed validation; `context["field"]` names the field.
+        public static let invalidHeartbeat = Code(raw: "invalidHeartbeat")
+        /// A command to run could not be started.
+        public static let spawnFailed = Code(raw: "spawnFailed")
+        /// A system call failed; `context["call"]` names it.
+        public static let systemCall = Code(raw: "systemCall")
+    }
+
+    public var code: Code
+    public var message: String
+    public var context: [String: String]
+
+    public init(_ code: Code, _ message: String, context: [String: String] = [:]) {
+        self.code = code
+        self.message = message
+        self.context = context
+    }
+
+    public var description: String { message }
+
+    /// What to check when the target cannot be traced or read.
+    public static let permissionAdvice =
+        "watching another process needs ptrace rights over it: run as the same user as the target (and the target "
+        + "must not have gained privileges, e.g. setuid), or as root / with CAP_SYS_PTRACE; with Yama "
+        + "(/proc/sys/kernel/yama/ptrace_scope) at 1 only a parent may trace — use `stallwatch run -- CMD`, "
+        + "or CAP_SYS_PTRACE; at 2 only CAP_SYS_PTRACE, at 3 nobody; in a container add --cap-add SYS_PTRACE and "
+        + "allow ptrace/process_vm_readv in the seccomp profile"
+
+    static func noSuchProcess(pid: Int32, tid: Int32? = nil) -> SidecarError {
+        let what = tid.map { $0 == pid ? "process \(pid)" : "thread \($0) of process \(pid)" } ?? "process \(pid)"
+        return SidecarError(.noSuchProcess, "no such process: \(what) does not exist (or has exited)",
+            context: ["pid": String(pid)])
+    }
+
+    static func permissionDenied(pid: Int32, doing: String) -> SidecarError {
+        SidecarError(
+            .permissionDenied, "permission denied \(doing) of pid \(pid): " + permissionAdvice,
+            context: ["pid": String(pid), "yamaPtraceScope": ProcText.read("/proc/sys/kernel/yama/ptrace_scope") ?? "absent"])
+    }
+
+    static func from(_ error: StallWatchError, pid: Int32) -> SidecarError {
+        switch error.code.description {
+        case "noSuchProcess": return SidecarError(.noSuchProcess, error.message, context: error.context)
+        case "permissionDenied": return SidecarError(.permissionDenied, error.message, context: error.context)
+        default: return SidecarError(.systemCall, error.message, context: error.context)
+        }
+    }
+}
+
+/// Small whole-file reads of /proc (the sidecar's own: StallWatch's ProcFile is internal).
+enum ProcText {
+    /// The file's text without trailing newlines; nil if unreadable. `errno` tells why.
+    static func read(_ path: String, limit: Int = 1 << 20) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < limit {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        var text = String(decoding: bytes, as: UTF8.self)
+        while text.hasSuffix("\n") { text.removeLast() }
+        return text
+    }
+
+    /// `Key:\tvalue` of a status file.
+    static func field(_ text: String, _ key: String) -> String? {
+        for line in text.split(separator: "\n") where line.hasPrefix(key + ":") {
+            return String(line.dropFirst(key.count + 1)).trimmedSpaces()
+        }
+        return nil
+    }
+}
+
+extension String {
+    func trimmedSpaces() -> String {
+        let blank: Set<Character> = [" ", "\t"]
+        return String(drop(while: { blank.contains($0) }).reversed().drop(while: { blank.contains($0) }).reversed())
+    }
+}

@@ -1,0 +1,250 @@
+// TargetWatcher: watches one loop of another process (heartbeat or /proc evidence) and records its stalls.
+import CStallWatch
+import Dispatch
+import StallWatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a sidecar tells its caller, on the watching thread.
+public enum SidecarEvent: Sendable {
+    /// Watching began: the target, the thread, `heartbeat` or `proc`, and the threshold in use.
+    case watching(pid: Int32, threadID: Int32, source: String, thresholdMs: Int)
+    /// A heartbeat was found but rejected (or lost); watching goes on from /proc.
+    case heartbeatRejected(SidecarError)
+    /// A stall event, as an embedded watchdog would deliver it.
+    case stall(StallEvent)
+    /// The target exited; watching ended.
+    case targetExited(pid: Int32)
+}
+
+/// Watches one loop thread of another process from a sidecar, with the same ``StallDetector`` and the same
+/// report code (``StallRecorder``) as the embedded watchdog, polling at a modest interval.
+///
+/// - With a valid heartbeat segment the detector reads the loop's own published words (`detection.source`
+///   `heartbeat`, phases known).
+/// - Without one it reads progress evidence from /proc (``ProcProgressProbe``; `detection.source` `proc`).
+///
+/// Samples come from ``PtraceStackSampling`` (`capture.method` `ptrace`).
+public final class TargetWatcher: @unchecked Sendable {  // run() on one thread; stop() from any.
+    /// How the sidecar learns about the loop's progress.
+    public enum Mode: Sendable, Equatable {
+        /// Use `stallwatch.<pid>` in the heartbeat directory when it validates, else /proc.
+        case automatic
+        /// Only this heartbeat segment (the daemon).
+        case heartbeat(path: String)
+        /// Only /proc evidence.
+        case proc
+    }
+
+    /// Why ``run()`` returned.
+    public enum Outcome: Sendable, Equatable {
+        case stopped
+        case targetExited
+    }
+
+    public struct Options: Sendable {
+        public var pid: Int32
+        /// The thread to watch; nil: the heartbeat's loop thread, else the main thread (tid = pid).
+        public var threadID: Int32?
+        public var mode: Mode = .automatic
+        /// Threshold, sampling, reports; `thresholdMs` is replaced by the heartbeat's unless `thresholdFixed`.
+        public var configuration: StallWatchConfiguration
+        public var thresholdFixed = false
+        /// Where heartbeat segments are looked for.
+        public var heartbeatDirectory = HeartbeatPublisher.defaultDirectory
+        /// Time between looks; nil: threshold / 5, at least 10 ms.
+        public var pollIntervalMs: Int?
+
+        public init(pid: Int32, configuration: StallWatchConfiguration) {
+            self.pid = pid
+            self.configuration = configuration
+        }
+    }
+
+    public let options: Options
+    public let threadID: Int32
+    /// `heartbeat` or `proc`.
+    public let source: String
+    public let thresholdMs: Int
+    private let heartbeat: HeartbeatReader?
+    private var probe: ProcProgressProbe?
+    private let sampling: PtraceStackSampling
+    private let recorder: StallRecorder
+    private let onEvent: @Sendable (SidecarEvent) -> Void
+    private let startTimeTicks: UInt64?
+    private let stopRequested = Atomic<Bool>(false)
+    private let stopReason = Mutex<String?>(nil)
+    private let wakeup = DispatchSemaphore(value: 0)
+
+    /// Checks the target and chooses the source.
+    ///
+    /// - Throws: `.noSuchProcess` when the pid (or thread) does not exist; `.permissionDenied` when its /proc
+    ///   files cannot be read with ptrace rights (with what to check); `.invalidHeartbeat` in `.heartbeat` mode.
+    public init(options: Options, onEvent: @escaping @Sendable (SidecarEvent) -> Void) throws(SidecarError) {
+        self.onEvent = onEvent
+        let pid = options.pid
+        guard pid > 0, kill(pid, 0) == 0 || errno == EPERM, let started = HeartbeatPublisher.startTimeTicks(pid: pid)
+        else { throw SidecarError.noSuchProcess(pid: pid) }
+        startTimeTicks = started
+        if pid == getpid() {
+            throw SidecarError(.permissionDenied, "a process cannot watch itself with ptrace: embed the Watchdog instead")
+        }
+
+        var reader: HeartbeatReader?
+        switch options.mode {
+        case .proc: break
+        case .heartbeat(let path): reader = try HeartbeatReader(path: path)
+        case .automatic:
+            for file in HeartbeatReader.segmentFiles(in: options.heartbeatDirectory) where file.pid == pid {
+                do {
+                    let candidate = try HeartbeatReader(path: file.path, expectedPID: pid)
+                    let tid = candidate.segment.loopThreadID
+                    if options.threadID == nil || options.threadID == tid || tid == 0 {
+                        reader = candidate
+                        break
+                    }
+                } catch {
+                    onEvent(.heartbeatRejected(error))
+                }
+            }
+        }
+        var configuration = options.configuration
+        configuration.strategy = "deadline"  // a sidecar cannot ask for a signal per transition
+        if let reader, !options.thresholdFixed {
+            configuration.thresholdMs = Int(reader.segment.thresholdNanos / 1_000_000)
+            configuration.hangThresholdMs = max(
+                configuration.thresholdMs, Int(reader.segment.hangThresholdNanos / 1_000_000))
+        }
+        let tid = options.threadID ?? reader.map { $0.segment.loopThreadID == 0 ? pid : $0.segment.loopThreadID } ?? pid
+        var info = stat()
+        guard stat("/proc/\(pid)/task/\(tid)", &info) == 0 else { throw SidecarError.noSuchProcess(pid: pid, tid: tid) }
+        // /proc/<pid>/task/<tid>/syscall needs the same rights as ptrace: a cheap, attach-free permission check.
+        if ProcText.read("/proc/\(pid)/task/\(tid)/syscall") == nil, errno == EACCES || errno == EPERM {
+            throw SidecarError.permissionDenied(pid: pid, doing: "reading /proc/\(pid)/task/\(tid)/syscall")
+        }
+        heartbeat = reader
+        threadID = tid
+        source = reader == nil ? "proc" : "heartbeat"
+        thresholdMs = configuration.thresholdMs
+        if reader == nil { probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns()) }
+        sampling = PtraceStackSampling(
+            processID: pid, captureTimeout: .milliseconds(configuration.captureTimeoutMs))
+        var finalOptions = options
+        finalOptions.configuration = configuration
+        self.options = finalOptions
+        let loopName = reader?.segment.loopName ?? (ProcText.read("/proc/\(pid)/task/\(tid)/comm") ?? "main")
+        recorder = StallRecorder(
+            configuration: configuration, loopName: loopName.isEmpty ? "main" : loopName,
+            target: StallRecorder.Target(
+                processID: pid, detectionSource: reader == nil ? "proc" : "heartbeat", sampler: sampling,
+                process: ProcessIdentity.of(pid: pid), phaseKnown: reader != nil,
+                setupErrors: sampling.setupError.map { [$0] } ?? []),
+            emit: { onEvent(.stall($0)) })
+    }
+
+    /// Where reports go.
+    public var reportDirectory: String {
+        options.configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : options.configuration.reportDirectory
+    }
+
+    /// For tests: called with the thread id after every ptrace capture.
+    func onCapture(_ body: @escaping @Sendable (Int32) -> Void) { sampling.afterCapture = body }
+
+    /// Asks ``run()`` to return; a stall being followed is written `unrecovered` with `reason`. Any thread.
+    public func stop(reason: String? = nil) {
+        stopReason.withLock { $0 = $0 ?? reason }
+        stopRequested.store(true, ordering: .releasing)
+        wakeup.signal()
+    }
+
+    /// Watches until ``stop(reason:)`` or until the target exits. Blocks the calling thread.
+    public func run() -> Outcome {
+        onEvent(.watching(pid: options.pid, threadID: threadID, source: source, thresholdMs: thresholdMs))
+        var detector = StallDetector(configuration: options.configuration.detectorConfiguration)
+        let poll = UInt64(max(10, options.pollIntervalMs ?? options.configuration.thresholdMs / 5)) * 1_000_000
+        var heartbeat = self.heartbeat
+        while !stopRequested.load(ordering: .acquiring) {
+            let now = sw_monotonic_ns()
+            guard targetAlive() else {
+                recorder.abandon(now: now, reason: "the target exited while its loop was still stuck")
+                onEvent(.targetExited(pid: options.pid))
+                return .targetExited
+            }
+            var snapshot: LoopSnapshot?
+            var stallEnd: UInt64 = 0
+            if let reader = heartbeat {
+                do {
+                    let state = try reader.read()
+                    snapshot = state.snapshot
+                    stallEnd = state.stallEndNanos
+                    if state.snapshot.isBusy, threadStopped() { snapshot?.activity = [] }
+                } catch {
+                    // Lost or rewritten: carry on from /proc rather than trust it.
+                    onEvent(.heartbeatRejected(error))
+                    recorder.addNote("the heartbeat became invalid during the stall: \(error.message)")
+                    heartbeat = nil
+                    probe = ProcProgressProbe(processID: options.pid, threadID: threadID, now: now)
+                    continue
+                }
+            } else {
+                snapshot = probe?.observe(now: now)
+            }
+            guard let snapshot else {
+                if targetAlive() {
+                    recorder.abandon(now: now, reason: "the watched thread \(threadID) exited")
+                }
+                onEvent(.targetExited(pid: options.pid))
+                return .targetExited
+            }
+            let observation = StallDetector.Observation(
+                snapshot: snapshot, now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
+                stallEndNanos: stallEnd, timedOut: true)
+            let (events, wait) = detector.observe(observation)
+            for event in events {
+                switch event {
+                case .began(let stall):
+                    recorder.begin(stall, threadID: threadID, now: now)
+                    probe?.noteCapture()
+                case .escalated(let stall): recorder.escalate(stall)
+                case .ended(_, let endNanos, _): recorder.end(endNanos: endNanos)
+                case .lateWakeup(let delay):
+                    recorder.addNote("the sidecar woke \(delay / 1_000_000) ms late during the stall")
+                    onEvent(.stall(.lateWakeup(delayMs: Double(delay) / 1e6)))
+                }
+            }
+            let after = sw_monotonic_ns()
+            if detector.current != nil, recorder.sampleIfDue(now: after) {
+                probe?.noteCapture()
+            }
+            var deadline = after &+ poll
+            if case .until(let t) = wait, t > after { deadline = min(deadline, t) }
+            if detector.current != nil, let next = recorder.nextSampleAt { deadline = min(deadline, max(next, after)) }
+            let nowAgain = sw_monotonic_ns()
+            if deadline > nowAgain { _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - nowAgain))) }
+        }
+        let reason = stopReason.withLock { $0 }
+        recorder.abandon(now: sw_monotonic_ns(), reason: reason ?? "the sidecar stopped while the loop was still stuck")
+        return .stopped
+    }
+
+    /// The same process (not a reused pid) exists and is not a zombie.
+    private func targetAlive() -> Bool {
+        guard let started = HeartbeatPublisher.startTimeTicks(pid: options.pid), started == startTimeTicks else {
+            return false
+        }
+        guard let status = ProcText.read("/proc/\(options.pid)/status"), let state = ProcText.field(status, "State")
+        else { return false }
+        return !(state.hasPrefix("Z") || state.hasPrefix("X"))
+    }
+
+    /// Stopped by a signal or a debugger: not the loop's fault.
+    private func threadStopped() -> Bool {
+        guard let status = ProcText.read("/proc/\(options.pid)/task/\(threadID)/status"),
+            let state = ProcText.field(status, "State")
+        else { return false }
+        return state.hasPrefix("T") || state.hasPrefix("t")
+    }
+}

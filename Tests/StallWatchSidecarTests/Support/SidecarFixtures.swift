@@ -1,0 +1,114 @@
+// Spawning targets (the demo, a loopback echo loop) and the stallwatch CLI for sidecar tests; always killed.
+import Foundation
+import StallWatch
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum SidecarFixtures {
+    static let productsDirectory: URL = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: exe).deletingLastPathComponent()
+    }()
+
+    static let fixturesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+    static func executable(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
+
+    static func temporaryDirectory(_ label: String) -> String {
+        let path = NSTemporaryDirectory() + "stallwatch-sidecar-\(label)-\(UUID().uuidString.prefix(8))"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func reports(in directory: String) -> [StallReport] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.sorted().compactMap {
+            try? ReportStore.load(path: directory + "/" + $0)
+        }
+    }
+
+    /// /proc/<pid>/status State letter and TracerPid.
+    static func traceState(pid: Int32) -> (state: String, tracer: String)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        var state = "?", tracer = "?"
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("State:") { state = String(line.dropFirst(6).trimmingCharacters(in: .whitespaces).prefix(1)) }
+            if line.hasPrefix("TracerPid:") { tracer = line.dropFirst(10).trimmingCharacters(in: .whitespaces) }
+        }
+        return (state, tracer)
+    }
+}
+
+/// A spawned process with its output collected; killed (SIGKILL) and reaped on deinit.
+final class Spawned: @unchecked Sendable {
+    let process = Process()
+    private let outPipe = Pipe()
+    private let errPipe = Pipe()
+    private let lock = NSLock()
+    private var outData = Data()
+    private var errData = Data()
+
+    init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        outPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            self?.lock.withLock { self?.outData.append(d) }
+        }
+        errPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            self?.lock.withLock { self?.errData.append(d) }
+        }
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var stdout: String { lock.withLock { String(decoding: outData, as: UTF8.self) } }
+    var stderr: String { lock.withLock { String(decoding: errData, as: UTF8.self) } }
+
+    /// Waits for exit up to `timeout`; returns the termination status (or nil on timeout).
+    @discardableResult
+    func wait(timeout: Duration = .seconds(30)) -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+        if process.isRunning { return nil }
+        usleep(50_000)  // let the readability handlers drain
+        return process.terminationStatus
+    }
+
+    /// Waits until `text` appears in stdout (or stderr).
+    func waitFor(_ text: String, timeout: Duration = .seconds(20)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if stdout.contains(text) || stderr.contains(text) { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            process.waitUntilExit()
+        }
+        outPipe.fileHandleForReading.readabilityHandler = nil
+        errPipe.fileHandleForReading.readabilityHandler = nil
+    }
+}
+
+/// A value behind a lock, shareable with callbacks on other threads.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&value) } }
+}
