@@ -31,7 +31,11 @@ public struct ReportScanner: Sendable {
     /// Calls `body` for every report that passes ``filter``; `warn` gets one line per skipped file (and per
     /// missing path when there are several), without the `stallwatch:` prefix.
     /// - Throws: `StallWatchError` when a named directory cannot be opened.
-    public func scan(warn: (String) -> Void, _ body: (ReportStore.Entry) -> Void) throws -> Outcome {
+    /// - Parameter listing: read only what lists and summaries need (``StallReport/listingDecodeKey``): the first
+    ///   sample's frames, not every sample's, nor threads, call tree or images.
+    public func scan(listing: Bool = false, warn: (String) -> Void, _ body: (ReportStore.Entry) -> Void) throws
+        -> Outcome
+    {
         var outcome = Outcome()
         for path in paths {
             var isDirectory: ObjCBool = false
@@ -57,7 +61,7 @@ public struct ReportScanner: Sendable {
                 }
                 continue
             }
-            try ReportStore(directory: path).forEachReport(onProblem: { problem in
+            try ReportStore(directory: path).forEachReport(listing: listing, onProblem: { problem in
                 outcome.skipped += 1
                 warn("warning: \(problem)")
             }) { entry in

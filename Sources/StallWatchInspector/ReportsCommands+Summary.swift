@@ -10,7 +10,7 @@ extension ReportsCommands {
         let key = try option(invocation.arguments, "--by", default: StallGroup.Key.signature)
         let scanner = try scanner(invocation)
         var grouper = StallGrouper(by: key)
-        let outcome = try scanner.scan(warn: { console.printError("stallwatch: \($0)") }) { entry in
+        let outcome = try scanner.scan(listing: true, warn: { console.printError("stallwatch: \($0)") }) { entry in
             grouper.add(entry.report, path: entry.path)
         }
         let groups = grouper.groups()

@@ -12,7 +12,7 @@ public enum ReportsCommands {
         let order = try option(arguments, "--sort", default: ListOrder.time)
         let scanner = try scanner(invocation)
         var summaries: [ReportSummary] = []
-        let outcome = try scanner.scan(warn: { console.printError("stallwatch: \($0)") }) { entry in
+        let outcome = try scanner.scan(listing: true, warn: { console.printError("stallwatch: \($0)") }) { entry in
             summaries.append(ReportSummary(path: entry.path, report: entry.report))
         }
         summaries = ReportListView.sorted(summaries, by: order)

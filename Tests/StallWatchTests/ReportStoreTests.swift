@@ -65,6 +65,33 @@ import Testing
         guard case .notFound = try store.lookup(id: "1999") else { Issue.record(); return }
     }
 
+    @Test func listingDecodeKeepsTheHeaderAndFirstStackAndSkipsTheHeavyParts() throws {
+        var report = ReportSamples.report(id: "20261130T221500.123Z-1-1")
+        let a = StackFrame(address: "0x10", image: "/bin/a", offset: "0x10", symbol: "a")
+        let b = StackFrame(address: "0x20", image: "/bin/a", offset: "0x20", symbol: "b")
+        report.samples = [
+            .init(offsetMs: 250, frames: [], error: "timed out"), .init(offsetMs: 300, frames: [a, b]),
+            .init(offsetMs: 350, frames: [b, a]),
+        ]
+        report.threads = [.init(threadId: 7, name: "worker", state: "S", frames: [a])]
+        report.callTree = CallTree(samples: report.samples).roots
+        report.cause = .init(kind: .lock, evidence: ["held"], blockingThreadId: 7)
+        let data = try report.encodedJSON()
+
+        // Dates round to milliseconds on disk: compare what is written.
+        let full = try ReportStore.decode(data).get()
+        #expect(try full.encodedJSON() == data)
+
+        let listed = try ReportStore.decode(data, listing: true).get()
+        #expect(listed.samples.count == 3)
+        #expect(listed.samples.map(\.offsetMs) == [250, 300, 350])
+        #expect(listed.samples[1].frames == [a, b])
+        #expect(listed.samples[2].frames.isEmpty)
+        #expect(listed.threads == nil && listed.callTree == nil && listed.images.isEmpty)
+        #expect(listed.cause == report.cause)
+        #expect(listed.id == report.id && listed.durationMs == report.durationMs)
+    }
+
     @Test func aMissingDirectoryIsAnErrorNamingIt() {
         let error = #expect(throws: StallWatchError.self) {
             try ReportStore(directory: "/nonexistent/stallwatch").forEachReport(onProblem: { _ in }) { _ in }

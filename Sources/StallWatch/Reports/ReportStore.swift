@@ -46,17 +46,47 @@ public struct ReportStore: Sendable {
     /// Calls `body` for every readable report (files `*.json` not starting with `.`), in directory order, and
     /// `onProblem` once for every other such file.
     /// - Throws: `StallWatchError(.report)` when the directory itself cannot be opened.
-    public func forEachReport(onProblem: (Problem) -> Void, _ body: (Entry) -> Void) throws(StallWatchError) {
+    public func forEachReport(
+        listing: Bool = false, onProblem: (Problem) -> Void, _ body: (Entry) -> Void
+    ) throws(StallWatchError) {
         let directoryFD = try ReportDirectory.open(directory, forWriting: false)
         defer { close(directoryFD) }
+        var names: [String] = []
         ReportDirectory.forEachEntry(directoryFD) { name in
-            guard name.hasSuffix(".json"), !name.hasPrefix(".") else { return }
-            let path = (directory as NSString).appendingPathComponent(name)
-            switch Self.read(name, in: directoryFD) {
-            case .success(let report): body(Entry(path: path, report: report))
-            case .failure(let reason): onProblem(Problem(path: path, reason: reason.text))
-            }
+            if name.hasSuffix(".json"), !name.hasPrefix(".") { names.append(name) }
         }
+        // Decoding dominates (tens of KB of JSON a report): decode a bounded batch on all CPUs, then hand the
+        // results to the callbacks on this thread, in directory order. Memory stays one batch deep.
+        let batchSize = 64
+        var start = 0
+        while start < names.count {
+            let batch = names[start..<min(start + batchSize, names.count)]
+            let results = Self.decodeConcurrently(Array(batch), in: directoryFD, listing: listing)
+            for (name, result) in zip(batch, results) {
+                let path = (directory as NSString).appendingPathComponent(name)
+                switch result {
+                case .success(let report): body(Entry(path: path, report: report))
+                case .failure(let reason): onProblem(Problem(path: path, reason: reason.text))
+                }
+            }
+            start += batchSize
+        }
+    }
+
+    private static func decodeConcurrently(_ names: [String], in directoryFD: Int32, listing: Bool)
+        -> [Result<StallReport, DecodeFailure>]
+    {
+        let slots = UnsafeMutableBufferPointer<Result<StallReport, DecodeFailure>?>.allocate(capacity: names.count)
+        slots.initialize(repeating: nil)
+        defer {
+            slots.deinitialize()
+            slots.deallocate()
+        }
+        nonisolated(unsafe) let shared = slots
+        DispatchQueue.concurrentPerform(iterations: names.count) { index in
+            shared[index] = read(names[index], in: directoryFD, listing: listing)
+        }
+        return slots.map { $0! }
     }
 
     /// Every readable report, newest `startedAt` first. Loads them all: for large directories prefer
@@ -100,14 +130,17 @@ public struct ReportStore: Sendable {
     }
 
     /// Decodes report JSON, classifying what is wrong when it is not a report this build reads.
-    public static func decode(_ data: Data) -> Result<StallReport, DecodeFailure> {
+    /// - Parameter listing: skip the heavy parts (see ``StallReport/listingDecodeKey``).
+    public static func decode(_ data: Data, listing: Bool = false) -> Result<StallReport, DecodeFailure> {
         let trimmed = data.drop { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
         guard let first = trimmed.first else { return .failure(DecodeFailure("empty file")) }
         guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {
             return .failure(DecodeFailure("not JSON"))
         }
         do {
-            return .success(try StallReport.makeDecoder().decode(VersionedReport.self, from: data).report)
+            let decoder = StallReport.makeDecoder()
+            if listing { decoder.userInfo[StallReport.listingDecodeKey] = true }
+            return .success(try decoder.decode(VersionedReport.self, from: data).report)
         } catch let error as DecodeFailure {
             return .failure(error)
         } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
@@ -166,7 +199,9 @@ public struct ReportStore: Sendable {
     /// Report files are small; anything larger than this is not one of ours.
     private static let maximumFileSize = 64 << 20
 
-    private static func read(_ name: String, in directoryFD: Int32) -> Result<StallReport, DecodeFailure> {
+    private static func read(_ name: String, in directoryFD: Int32, listing: Bool = false)
+        -> Result<StallReport, DecodeFailure>
+    {
         let fd = openat(directoryFD, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             let error = errno
@@ -189,6 +224,6 @@ public struct ReportStore: Sendable {
             filled += count
         }
         data.count = filled
-        return decode(data)
+        return decode(data, listing: listing)
     }
 }

@@ -91,6 +91,71 @@ public struct StallReport: Codable, Sendable, Equatable {
 }
 
 extension StallReport {
+    /// Set this `userInfo` key to `true` on a decoder to read reports for listing: the heavy parts (`threads`,
+    /// `callTree`, `images`, and every sample's frames but those of the first sample that has any) are skipped,
+    /// so a directory of thousands of reports lists quickly. Samples keep their count and offsets.
+    public static let listingDecodeKey = CodingUserInfoKey(rawValue: "StallWatch.listing")!
+
+    enum CodingKeys: String, CodingKey {
+        case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
+        case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
+        case occurrences, firstSeen, lastSeen
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let listing = decoder.userInfo[Self.listingDecodeKey] as? Bool == true
+        schemaVersion = try c.decode(Int.self, forKey: .schemaVersion)
+        id = try c.decode(String.self, forKey: .id)
+        status = try c.decode(Status.self, forKey: .status)
+        severity = try c.decode(Severity.self, forKey: .severity)
+        startedAt = try c.decode(Date.self, forKey: .startedAt)
+        endedAt = try c.decodeIfPresent(Date.self, forKey: .endedAt)
+        durationMs = try c.decode(Double.self, forKey: .durationMs)
+        detection = try c.decode(Detection.self, forKey: .detection)
+        process = try c.decode(ProcessDescription.self, forKey: .process)
+        loop = try c.decode(LoopDescription.self, forKey: .loop)
+        signature = try c.decode(String.self, forKey: .signature)
+        capture = try c.decode(CaptureSummary.self, forKey: .capture)
+        notes = try c.decode([String].self, forKey: .notes)
+        annotations = try c.decode([String: String].self, forKey: .annotations)
+        cause = try c.decodeIfPresent(Cause.self, forKey: .cause)
+        pointStack = try c.decodeIfPresent(PointStack.self, forKey: .pointStack)
+        context = try c.decodeIfPresent(SystemContext.self, forKey: .context)
+        occurrences = try c.decodeIfPresent(Int.self, forKey: .occurrences)
+        firstSeen = try c.decodeIfPresent(Date.self, forKey: .firstSeen)
+        lastSeen = try c.decodeIfPresent(Date.self, forKey: .lastSeen)
+        if listing {
+            var list = try c.nestedUnkeyedContainer(forKey: .samples)
+            var kept: [Sample] = []
+            var haveFrames = false
+            while !list.isAtEnd {
+                if haveFrames {
+                    let head = try list.decode(SampleHead.self)
+                    kept.append(Sample(offsetMs: head.offsetMs, frames: []))
+                } else {
+                    let sample = try list.decode(Sample.self)
+                    haveFrames = !sample.frames.isEmpty
+                    kept.append(sample)
+                }
+            }
+            samples = kept
+            images = []
+        } else {
+            samples = try c.decode([Sample].self, forKey: .samples)
+            images = try c.decode([ImageInfo].self, forKey: .images)
+            callTree = try c.decodeIfPresent([CallTree.Node].self, forKey: .callTree)
+            threads = try c.decodeIfPresent([ThreadSnapshot].self, forKey: .threads)
+        }
+    }
+
+    /// A sample's offset alone: what listing keeps of the samples after the first with frames.
+    private struct SampleHead: Decodable {
+        var offsetMs: Double
+    }
+}
+
+extension StallReport {
     /// How the stall was noticed.
     public struct Detection: Codable, Sendable, Equatable {
         /// `in-process` (embedded watchdog), `heartbeat` (sidecar reading the heartbeat segment) or `proc`
