@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Measures what each StallWatch stage costs (DESIGN §11) and prints the tables side by side.
-# Usage: scripts/bench.sh [all|loop|capture]   (release build; figures drift ±40% run to run on a shared VM)
+# Usage: scripts/bench.sh [all|loop|capture|sidecar|inspect]   (release build; figures drift ±40% run to run on a shared VM)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STALLWATCH_BENCH=1 scripts/bootstrap.sh
-swift build -c release --product stallwatch-bench 2>&1 | grep -E "error|warning|Build complete" || true
+for product in stallwatch-bench stallwatch-demo stallwatch; do
+    swift build -c release --product "$product" 2>&1 | grep -E "error|warning|Build complete" || true
+done
 bin=$(swift build -c release --show-bin-path)
 echo "# StallWatch benchmarks — $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin/stallwatch-bench" "${1:-all}"

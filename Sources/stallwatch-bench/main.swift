@@ -2,7 +2,7 @@
 import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
-let known = ["all", "loop", "capture"]
+let known = ["all", "loop", "capture", "sidecar", "inspect"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -11,9 +11,16 @@ if which == "all" || which == "loop" {
     Table.header("Loop and watchdog")
     LoopBenchmarks.transitionCost()
     LoopBenchmarks.throughput()
+    LoopBenchmarks.fixedRateCPU()
     LoopBenchmarks.idleWakeups()
     LoopBenchmarks.detectionLatency()
 }
 if which == "all" || which == "capture" {
     runCaptureBenchmarks()
+}
+if which == "all" || which == "sidecar" {
+    runSidecarBenchmarks()
+}
+if which == "all" || which == "inspect" {
+    runInspectorBenchmarks()
 }
