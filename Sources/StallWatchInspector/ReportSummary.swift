@@ -66,8 +66,23 @@ public struct ReportSummary: Codable, Sendable, Equatable {
         return name.hasPrefix("0x") || offset?.hasPrefix("0x") == true ? offset.map { "\(name) + \($0)" } ?? name : name
     }
 
+    /// A shared library of the system or of the Swift runtime, whose frames say less about a stall than the
+    /// first frame of the application's own code (`__lll_lock_wait` is where; the caller is why).
+    public static func isSystemImage(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return path.hasPrefix("/lib/") || path.hasPrefix("/lib64/") || path.hasPrefix("/usr/lib/")
+            || path.hasPrefix("/usr/lib64/") || path.contains("/swift/linux/") || name.hasPrefix("ld-linux")
+            || name == "[vdso]"
+    }
+
     private static func topFrameParts(of report: StallReport) -> (String, String?)? {
-        guard let frames = report.samples.first(where: { !$0.frames.isEmpty })?.frames else { return nil }
+        guard let frames = report.pointStack?.frames ?? report.samples.first(where: { !$0.frames.isEmpty })?.frames
+        else { return nil }
+        if let own = frames.first(where: { frame in
+            frame.symbol.map { !isMachinery($0) } ?? false && frame.image.map { !isSystemImage($0) } ?? false
+        }), let symbol = own.symbol {
+            return (symbol, own.symbolOffset.map(String.init))
+        }
         if let named = frames.first(where: { $0.symbol.map { !isMachinery($0) } ?? false }), let symbol = named.symbol {
             return (symbol, named.symbolOffset.map(String.init))
         }
