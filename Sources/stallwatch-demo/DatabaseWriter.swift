@@ -24,7 +24,7 @@ final class DatabaseWriter: @unchecked Sendable {  // rows: guarded by lock
         var held: DispatchSemaphore?
     }
 
-    let lock = DemoMutex()
+    let lock = TimedMutex()
     private var rows = 0
     private let commands = ThreadSafeArray<Command>(label: "demo.db.commands")
     private let wake = DispatchSemaphore(value: 0)

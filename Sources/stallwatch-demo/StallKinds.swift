@@ -45,7 +45,7 @@ enum Stalls {
     /// The loop needs a lock that a background thread holds for the whole duration.
     @inline(never)
     static func stallOnLock(durationMs: Int) {
-        let mutex = DemoMutex()
+        let mutex = TimedMutex()
         let held = DispatchSemaphore(value: 0)
         let holder = Thread {
             setCurrentThreadName("demo-lock-holder")
@@ -89,8 +89,8 @@ enum Stalls {
     /// lock), so the demo survives; until then both threads wait for each other.
     @inline(never)
     static func stallInDeadlock(durationMs: Int) {
-        let accounts = DemoMutex()
-        let ledger = DemoMutex()
+        let accounts = TimedMutex()
+        let ledger = TimedMutex()
         let workerHasLedger = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         accounts.lock()
@@ -116,7 +116,7 @@ enum Stalls {
     /// for short updates.
     @inline(never)
     static func stallOnContendedLock(durationMs: Int) {
-        let database = DemoMutex()
+        let database = TimedMutex()
         let stop = DemoFlag()
         let writing = DispatchSemaphore(value: 0)
         let writer = Thread {
@@ -151,7 +151,7 @@ enum Stalls {
     /// acquisition gives up after `durationMs`.
     @inline(never)
     static func stallOnReentrantLock(durationMs: Int) {
-        let sessions = DemoMutex()
+        let sessions = TimedMutex()
         let names = ["alpha", "beta", "gamma"]
         sessions.lock()
         for name in names {
@@ -171,28 +171,6 @@ enum Stalls {
     @inline(never)
     static func blackHole(_ value: UInt64) {
         if value == 42 { print("") }
-    }
-}
-
-/// A plain pthread mutex (not NSLock), so stacks show the libc lock call.
-final class DemoMutex: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    init() { pthread_mutex_init(mutex, nil) }
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
-
-    /// pthread_mutex_timedlock: false if the lock was not acquired within `timeoutMs`.
-    func lock(timeoutMs: Int) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_REALTIME, &deadline)
-        let nanos = Int(deadline.tv_nsec) + (timeoutMs % 1000) * 1_000_000
-        deadline.tv_sec += timeoutMs / 1000 + nanos / 1_000_000_000
-        deadline.tv_nsec = nanos % 1_000_000_000
-        return pthread_mutex_timedlock(mutex, &deadline) == 0
     }
 }
 
