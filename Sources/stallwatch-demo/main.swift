@@ -6,10 +6,13 @@ let usage = """
     usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
+                                 [--loop stallwatch|foundation|dispatch-main] [--probe-interval-ms N]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
     stalls the loop --repeat times (default 1) for --duration-ms (default 750) inside a function named after the
     kind, idle in between; exits 0 once the last report is final. One JSON line per stall event on stdout.
+    --loop picks the loop: StallWatch's EventLoop (default), Foundation's RunLoop.main, or dispatchMain() alone
+    watched by a main-queue probe pinging every --probe-interval-ms (default 100).
     """
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -22,6 +25,8 @@ struct StallCommand {
     var durationMs = 750
     var delayMs = 500
     var repeatCount = 1
+    var loop = DemoLoop.stallwatch
+    var probeIntervalMs = 100
     var configuration: StallWatchConfiguration
 
     init(arguments: [String]) {
@@ -53,6 +58,13 @@ struct StallCommand {
             case "--duration-ms": durationMs = number(arg, 1...3_600_000)
             case "--delay-ms": delayMs = number(arg, 0...3_600_000)
             case "--repeat": repeatCount = number(arg, 1...10_000)
+            case "--loop":
+                let text = value(arg)
+                guard let l = DemoLoop(rawValue: text) else {
+                    fail("--loop \(text): expected one of \(DemoLoop.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                loop = l
+            case "--probe-interval-ms": probeIntervalMs = number(arg, 1...60_000)
             case "--threshold-ms": configuration.thresholdMs = number(arg, 10...600_000)
             case "--report-dir": configuration.reportDirectory = value(arg)
             case "--strategy":
@@ -71,6 +83,8 @@ struct StallCommand {
     }
 
     func run() -> Never {
+        if loop == .foundation { runOnFoundationRunLoop() }
+        if loop == .dispatchMain { runOnDispatchMain() }
         let loop = EventLoop(name: "demo")
         let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs

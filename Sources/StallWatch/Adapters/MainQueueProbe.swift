@@ -39,7 +39,10 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     private let targetIsMain: Bool
     private let timerQueue: DispatchQueue
     private let annotationStore = LoopAnnotations()
-    private let thread = Mutex<SampledThread?>(nil)
+    /// Threads that have answered pings (with their stack bounds), and the last one.
+    private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?)>(([:], nil))
+    /// Finds the thread draining the main queue now (after `dispatchMain()`, a pool thread).
+    private let owner: MainQueueOwner?
     private let answered = Atomic<UInt64>(0)
     /// Bumped by start and stop: a ping or timer of an older generation does nothing.
     private let generation = Atomic<UInt64>(0)
@@ -52,16 +55,18 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     ///   - name: Appears in reports (`loop.name`).
     ///   - interval: Time between a ping's answer and the next ping (1 ms or more).
     public convenience init(name: String = "main", interval: Duration = .milliseconds(100)) {
-        self.init(name: name, interval: interval, queue: .main)
+        self.init(name: name, interval: interval, queue: .main, isMain: true)
     }
 
     /// Pings `queue` instead of the main queue; the sampled thread is the one that answered the last ping
     /// (right for a queue whose blocks run on one thread; used by tests).
-    init(name: String, interval: Duration, queue: DispatchQueue) {
+    init(name: String, interval: Duration, queue: DispatchQueue, isMain: Bool = false) {
         self.name = name
         self.interval = max(interval, .milliseconds(1))
         self.target = queue
-        self.targetIsMain = queue === DispatchQueue.main
+        // Not `queue === .main`: each access to DispatchQueue.main may return a new wrapper object.
+        self.targetIsMain = isMain
+        self.owner = targetIsMain ? MainQueueOwner() : nil
         self.timerQueue = DispatchQueue(label: "stallwatch.probe.\(name)")
     }
 
@@ -75,10 +80,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
-        if targetIsMain, sw_gettid() == getpid() {
-            let me = SampledThread.current()
-            thread.withLock { $0 = me }
-        }
+        if targetIsMain, sw_gettid() == getpid() { learnCurrentThread() }
         timerQueue.async { [weak self] in self?.sendPing(generation: current) }
     }
 
@@ -91,7 +93,19 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         record(.exit, busyEdge: false, generation: nil)
     }
 
-    public var sampledThread: SampledThread? { thread.withLock { $0 } }
+    /// The thread draining the main queue now when libdispatch's drain lock can be read (see
+    /// `MainQueueOwner`), else the thread that answered the last ping. With `dispatchMain()` the main queue runs
+    /// on pool threads; one that never answered a ping is returned without stack bounds (samples then carry
+    /// registers only).
+    public var sampledThread: SampledThread? {
+        let draining = owner?.currentOwner
+        return threads.withLock { threads in
+            if let draining {
+                return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
+            }
+            return threads.last.flatMap { threads.known[$0] }
+        }
+    }
 
     /// Pings answered since the probe was created.
     public var iterations: UInt64? { answered.load(ordering: .relaxed) }
@@ -115,14 +129,29 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
 
     /// On the pinged queue (the main thread).
     private func answer(generation sent: UInt64) {
-        if !targetIsMain || thread.withLock({ $0 == nil }) {
-            let me = SampledThread.current()
-            thread.withLock { $0 = me }
-        }
+        owner?.confirm(drainingThread: sw_gettid())
+        learnCurrentThread()
         guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
         answered.add(1, ordering: .relaxed)
         timerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(EventLoop.nanos(interval)))) { [weak self] in
             self?.sendPing(generation: sent)
+        }
+    }
+
+    /// Remembers the calling thread (reading stack bounds once per thread: for the main thread glibc parses
+    /// /proc/self/maps).
+    private func learnCurrentThread() {
+        let tid = sw_gettid()
+        let known = threads.withLock { threads in
+            threads.last = tid
+            return threads.known[tid] != nil
+        }
+        guard !known else { return }
+        // libdispatch's pool threads block nearly every signal: unblock the sampler's on this one.
+        let me = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
+        threads.withLock { threads in
+            if threads.known.count >= 256 { threads.known.removeAll() }  // a pool that churns threads
+            threads.known[tid] = me
         }
     }
 
