@@ -22,7 +22,8 @@ import Synchronization
 /// RunLoop.main.run()
 /// ```
 ///
-/// The thread to sample is learned from the first observer callout, on the run loop's thread.
+/// The thread to sample is learned from the first observer callout, on the run loop's thread (which also
+/// unblocks the sampling signal there).
 public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
     public let name: String
     public var state: LoopState { publisher.state }
@@ -159,7 +160,8 @@ final class RunLoopActivityPublisher: @unchecked Sendable {  // The `var`s are t
 
     @inline(never)
     private func learnThread() {
-        let me = SampledThread.current()
+        // A thread started from a libdispatch worker inherits its mask, which blocks the sampling signal.
+        let me = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
         thread.withLock { $0 = me }
         threadKnown.store(true, ordering: .relaxed)
     }

@@ -38,6 +38,11 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     /// True when the pinged queue is the main queue, whose thread never changes.
     private let targetIsMain: Bool
     private let timerQueue: DispatchQueue
+    /// Fires the next ping; re-armed when a ping is answered, with 1 ms leeway (`asyncAfter` allows a tenth of
+    /// the delay, which would stretch the detection bound).
+    private let timer: DispatchSourceTimer
+    /// The generation the timer was last armed for.
+    private let armedGeneration = Atomic<UInt64>(0)
     private let annotationStore = LoopAnnotations()
     /// Threads that have answered pings (with their stack bounds), and the last one.
     private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?)>(([:], nil))
@@ -68,9 +73,19 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         self.targetIsMain = isMain
         self.owner = targetIsMain ? MainQueueOwner() : nil
         self.timerQueue = DispatchQueue(label: "stallwatch.probe.\(name)")
+        self.timer = DispatchSource.makeTimerSource(queue: timerQueue)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            sendPing(generation: armedGeneration.load(ordering: .acquiring))
+        }
+        timer.schedule(deadline: .distantFuture)
+        timer.activate()
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        timer.cancel()
+    }
 
     public var isRunning: Bool { running.load(ordering: .acquiring) }
 
@@ -133,9 +148,8 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         learnCurrentThread()
         guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
         answered.add(1, ordering: .relaxed)
-        timerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(EventLoop.nanos(interval)))) { [weak self] in
-            self?.sendPing(generation: sent)
-        }
+        armedGeneration.store(sent, ordering: .releasing)
+        timer.schedule(deadline: .now() + .nanoseconds(Int(EventLoop.nanos(interval))), leeway: .milliseconds(1))
     }
 
     /// Remembers the calling thread (reading stack bounds once per thread: for the main thread glibc parses
