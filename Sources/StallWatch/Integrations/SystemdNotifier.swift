@@ -73,7 +73,11 @@ public final class SystemdNotifier: @unchecked Sendable {
 
     /// Sends `text` (newline-separated `KEY=value` assignments) as one datagram. Does nothing when disabled.
     ///
-    /// - Throws: `.systemCall` naming `sendto` (for example `ECONNREFUSED` when nobody listens any more).
+    /// Never blocks: a listener whose queue is full (a wedged systemd, a test that stopped reading) makes the
+    /// call fail with `EAGAIN` instead of hanging the caller — or the pinging thread, and so
+    /// ``stopWatchdogPings()``. A dropped ping is retried half a period later anyway.
+    ///
+    /// - Throws: `.systemCall` naming `sendto` (`ECONNREFUSED` when nobody listens any more, `EAGAIN`).
     public func notify(_ text: String) throws(StallWatchError) {
         guard fd >= 0 else { return }
         var address = self.address
@@ -83,7 +87,7 @@ public final class SystemdNotifier: @unchecked Sendable {
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
                 Result { () throws(StallWatchError) -> Int in
-                    try Syscall.retrying("sendto") { sendto(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL), raw, length) }
+                    try Syscall.retrying("sendto") { sendto(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT), raw, length) }
                 }
             }
         }
