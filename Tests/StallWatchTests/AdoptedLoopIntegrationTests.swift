@@ -1,6 +1,7 @@
 // The demo on a Foundation RunLoop and under dispatchMain() (each needs the main thread of its own process).
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 @Suite(.serialized) struct AdoptedLoopIntegrationTests {
@@ -27,9 +28,12 @@ import Testing
         let thresholdMs = 250.0, durationMs = 750.0, intervalMs = 100.0
         let result = try Fixtures.run(
             Fixtures.executable("stallwatch-demo"),
-            ["stall", "--loop", c.loop, "--kind", c.kind, "--duration-ms", "\(Int(durationMs))",
-             "--threshold-ms", "\(Int(thresholdMs))", "--delay-ms", "300", "--probe-interval-ms", "\(Int(intervalMs))",
-             "--report-dir", directory])
+            [
+                "stall", "--loop", c.loop, "--kind", c.kind, "--duration-ms", "\(Int(durationMs))",
+                "--threshold-ms", "\(Int(thresholdMs))", "--delay-ms", "300", "--probe-interval-ms",
+                "\(Int(intervalMs))",
+                "--report-dir", directory,
+            ])
         #expect(result.status == 0, "demo failed: \(result.stderr)")
 
         let reports = try Fixtures.reports(in: directory)
@@ -41,13 +45,16 @@ import Testing
         #expect(report.loop.phase == c.phase)
         // The probe measures from the unanswered ping: up to one interval short.
         let shortBy = c.loop == "dispatch-main" ? intervalMs : 0
-        #expect(report.durationMs >= durationMs * 0.9 - shortBy && report.durationMs <= durationMs + 100,
-                "duration \(report.durationMs)")
+        #expect(
+            report.durationMs >= durationMs * 0.9 - shortBy && report.durationMs <= durationMs + 100,
+            "duration \(report.durationMs)")
         if c.loop == "foundation" {
             #expect(report.loop.threadId == report.process.pid, "RunLoop.main runs on the main thread")
         }
         let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
-        #expect(symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols)) \(report.capture.errors)")
+        #expect(
+            symbols.contains { $0.contains("Stalls.\(c.function)") },
+            "no frame names \(c.function): \(Set(symbols)) \(report.capture.errors)")
         let lines = result.stdout.split(separator: "\n")
         #expect(lines.filter { $0.contains(#""event":"began""#) }.count == 1)
         #expect(lines.filter { $0.contains(#""event":"ended""#) && $0.contains(#""status":"ended""#) }.count == 1)

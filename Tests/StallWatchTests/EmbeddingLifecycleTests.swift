@@ -4,10 +4,11 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite(.serialized) struct EmbeddingLifecycleTests {
@@ -55,7 +56,8 @@ import Glibc
     func asyncRunOfAnAlreadyCancelledTaskReturnsAtOnce() async throws {
         let directory = Fixtures.temporaryDirectory("run-cancelled")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let watchdog = Watchdog(loop: EventLoop(name: "idle", mainQueue: .disabled), configuration: configuration(directory))
+        let watchdog = Watchdog(
+            loop: EventLoop(name: "idle", mainQueue: .disabled), configuration: configuration(directory))
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             try await watchdog.run()
@@ -70,9 +72,11 @@ import Glibc
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let listener = try DatagramListener(address: "@stallwatch-churn-\(getpid())-\(UUID().uuidString.prefix(8))")
         let loop = EventLoop(name: "churn", mainQueue: .disabled)
-        let probe = MainQueueProbe(name: "churn-probe", interval: .milliseconds(1), queue: DispatchQueue(label: "churn"))
+        let probe = MainQueueProbe(
+            name: "churn-probe", interval: .milliseconds(1), queue: DispatchQueue(label: "churn"))
         let metrics = StallMetrics(loops: [loop, probe])
-        let watchdog = Watchdog(loop: loop, configuration: configuration(directory, thresholdMs: 250), onEvent: metrics.observe)
+        let watchdog = Watchdog(
+            loop: loop, configuration: configuration(directory, thresholdMs: 250), onEvent: metrics.observe)
         let probeWatchdog = Watchdog(loop: probe, configuration: configuration(directory, thresholdMs: 250))
         // One warm-up round creates what lives for the process (the sampler, Dispatch's pool threads).
         func round() throws {
@@ -96,7 +100,9 @@ import Glibc
         let fdsBefore = WatchdogTests.fdCount()
         for _ in 0..<1000 { try round() }
         // Dispatch may keep a pool thread or two around for a while.
-        #expect(WatchdogTests.threadCount() <= threadsBefore + 2, "threads \(threadsBefore) → \(WatchdogTests.threadCount())")
+        #expect(
+            WatchdogTests.threadCount() <= threadsBefore + 2,
+            "threads \(threadsBefore) → \(WatchdogTests.threadCount())")
         #expect(WatchdogTests.fdCount() <= fdsBefore + 2, "fds \(fdsBefore) → \(WatchdogTests.fdCount())")
         #expect(listener.receive(timeout: .seconds(5))?.text == "WATCHDOG=1")
     }
@@ -161,7 +167,10 @@ import Glibc
     }
 
     @Test func eventsBecomeLogRecordsWithSwiftLogLevelsAndFlatMetadata() {
-        #expect(StallLogLevel.allCases.map(\.rawValue) == ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+        #expect(
+            StallLogLevel.allCases.map(\.rawValue) == [
+                "trace", "debug", "info", "notice", "warning", "error", "critical",
+            ])
         #expect(StallLogLevel.trace < .critical)
         let sink = CollectingSink()
         let logger = StallEventLogger(sink: sink, reportDirectory: "/var/tmp/stallwatch-0")

@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import StallWatch
 
 @Suite(.serialized) struct LoopAdapterTests {
@@ -91,7 +92,9 @@ import Testing
         #expect(report.annotations["route"] == "/sessions")
         #expect(report.loop.threadId == monitor.sampledThread?.threadID)
         let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
-        #expect(symbols.contains { $0.contains("blockLoopThread") }, "\(symbols) \(report.capture.errors) \(report.samples.map(\.error))")
+        #expect(
+            symbols.contains { $0.contains("blockLoopThread") },
+            "\(symbols) \(report.capture.errors) \(report.samples.map(\.error))")
         #expect((monitor.iterations ?? 0) > 0)
     }
 
@@ -105,7 +108,8 @@ import Testing
         let began = DispatchSemaphore(value: 0)
         let ended = DispatchSemaphore(value: 0)
         let detectedAt = Atomic<UInt64>(0)
-        let watchdog = Watchdog(loop: probe, configuration: configuration(directory, thresholdMs: thresholdMs)) { event in
+        let watchdog = Watchdog(loop: probe, configuration: configuration(directory, thresholdMs: thresholdMs)) {
+            event in
             switch event {
             case .began:
                 detectedAt.store(sw_monotonic_ns(), ordering: .releasing)
@@ -153,15 +157,17 @@ import Testing
         for (report, stuckAt) in zip(reports, stuck) {
             latencies.append(((report.detection.detectedAt.timeIntervalSince1970 - stuckAt) * 1e5).rounded() / 100)
         }
-        print("main-queue probe, threshold \(thresholdMs) ms, interval \(intervalMs) ms: stuck → detected (ms)",
-              latencies, "stuck → began delivered (ms)", delivered.map { ($0 * 100).rounded() / 100 })
+        print(
+            "main-queue probe, threshold \(thresholdMs) ms, interval \(intervalMs) ms: stuck → detected (ms)",
+            latencies, "stuck → began delivered (ms)", delivered.map { ($0 * 100).rounded() / 100 })
         // Within threshold + interval, with room for a loaded machine.
         #expect(latencies.allSatisfy { $0 <= Double(thresholdMs + intervalMs) + 100 }, "\(latencies)")
         #expect(reports.allSatisfy { $0.status == .ended && $0.loop.phase == "beforeSources" })
         // Measured from the unanswered ping: short by at most one interval (plus scheduling).
         let stall = Double(3 * thresholdMs + intervalMs)
-        #expect(reports.allSatisfy { $0.durationMs >= stall - Double(intervalMs) - 30 && $0.durationMs <= stall + 150 },
-                "\(reports.map(\.durationMs))")
+        #expect(
+            reports.allSatisfy { $0.durationMs >= stall - Double(intervalMs) - 30 && $0.durationMs <= stall + 150 },
+            "\(reports.map(\.durationMs))")
         let symbols = reports.flatMap(\.samples).flatMap(\.frames).compactMap(\.symbol)
         #expect(symbols.contains { $0.contains("blockLoopThread") })
     }

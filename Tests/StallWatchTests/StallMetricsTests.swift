@@ -1,10 +1,11 @@
 // The Prometheus text: what it counts, that promtool and the reference parser accept it, and its endpoint.
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct StallMetricsTests {
@@ -76,7 +77,9 @@ import Glibc
         }
         #expect(text.hasSuffix("\n"))
         let idle = StallMetrics(loops: [EventLoop(name: "main", mainQueue: .disabled)]).exposition()
-        print("metrics text: \(idle.utf8.count) bytes for one loop and no stall; \(text.utf8.count) bytes after 3 stalls on 2 loops")
+        print(
+            "metrics text: \(idle.utf8.count) bytes for one loop and no stall; \(text.utf8.count) bytes after 3 stalls on 2 loops"
+        )
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -98,7 +101,9 @@ import Glibc
         release.signal()
         #expect(text.contains(#"stallwatch_loop_phase{loop="live",phase="beforeSources"} 1"#), "\(text)")
         #expect(text.components(separatedBy: "stallwatch_loop_phase{").count - 1 == StallMetrics.phases.count)
-        let iterations = text.split(separator: "\n").first { $0.hasPrefix(#"stallwatch_loop_iterations_total{loop="live"}"#) }
+        let iterations = text.split(separator: "\n").first {
+            $0.hasPrefix(#"stallwatch_loop_iterations_total{loop="live"}"#)
+        }
         #expect((iterations?.split(separator: " ").last).flatMap { UInt64($0) }.map { $0 >= 1 } == true)
     }
 
@@ -108,7 +113,8 @@ import Glibc
     static let promtoolAvailable =
         (try? Fixtures.run("/bin/sh", ["-c", "command -v promtool"], timeout: .seconds(30)).status) == 0
     static let pythonClientAvailable =
-        (try? Fixtures.run("/usr/bin/env", ["python3", "-c", "import prometheus_client"], timeout: .seconds(30)).status) == 0
+        (try? Fixtures.run("/usr/bin/env", ["python3", "-c", "import prometheus_client"], timeout: .seconds(30)).status)
+        == 0
 
     static func writeText(_ text: String) -> String {
         let path = Fixtures.temporaryDirectory("metrics") + "/metrics.txt"
@@ -131,7 +137,8 @@ import Glibc
         .enabled(if: pythonClientAvailable || requireTools, "the PyPI package prometheus-client is not installed"),
         .timeLimit(.minutes(1)))
     func theReferenceParserAcceptsTheTextAndItsHistogramsHoldTheirInvariants() throws {
-        try #require(Self.pythonClientAvailable, "prometheus-client is required (STALLWATCH_REQUIRE_JSONSCHEMA=1) but missing")
+        try #require(
+            Self.pythonClientAvailable, "prometheus-client is required (STALLWATCH_REQUIRE_JSONSCHEMA=1) but missing")
         let (metrics, _) = Self.populated()
         let path = Self.writeText(metrics.exposition())
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
@@ -153,7 +160,9 @@ import Glibc
         sin.sin_port = port.bigEndian
         sin.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &sin) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard rc == 0 else { throw POSIXError(.init(rawValue: errno)!) }
         _ = Array(request.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }

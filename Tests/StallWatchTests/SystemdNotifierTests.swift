@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import StallWatch
 
 @Suite(.serialized) struct SystemdNotifierTests {

@@ -3,7 +3,7 @@ import CStallWatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Finds the thread draining the Dispatch main queue, for sampling the right thread during a main-queue stall.

@@ -4,7 +4,7 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Makes the Dispatch main queue watchable by a ``Watchdog`` in a process that has no run loop of its own:

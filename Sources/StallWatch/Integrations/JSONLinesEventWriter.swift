@@ -2,7 +2,7 @@
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Writes stall events as JSON lines: one object per line, keys sorted, one `write(2)` per line (so lines

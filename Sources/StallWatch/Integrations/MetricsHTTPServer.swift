@@ -3,7 +3,7 @@ import CStallWatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Serves `GET /metrics` with the text a closure renders (usually ``StallMetrics/exposition()``), one
@@ -133,12 +133,17 @@ public final class MetricsHTTPServer: @unchecked Sendable {
             guard n > 0 else { break }
             request += buffer[0..<n]
         }
-        let requestLine = String(decoding: request.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        let requestLine = String(
+            decoding: request.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }, as: UTF8.self)
         let parts = requestLine.split(separator: " ")
         let response: String
-        if parts.count >= 2, parts[0] == "GET" || parts[0] == "HEAD", parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?") {
+        if parts.count >= 2, parts[0] == "GET" || parts[0] == "HEAD",
+            parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?")
+        {
             let body = render()
-            response = Self.response("200 OK", "text/plain; version=0.0.4; charset=utf-8", parts[0] == "HEAD" ? nil : body, length: body.utf8.count)
+            response = Self.response(
+                "200 OK", "text/plain; version=0.0.4; charset=utf-8", parts[0] == "HEAD" ? nil : body,
+                length: body.utf8.count)
         } else if parts.count >= 2, parts[0] == "GET" || parts[0] == "HEAD" {
             let body = "not found: scrape /metrics\n"
             response = Self.response("404 Not Found", "text/plain; charset=utf-8", body, length: body.utf8.count)
@@ -162,7 +167,8 @@ public final class MetricsHTTPServer: @unchecked Sendable {
 
     private static func hasHeadEnd(_ bytes: [UInt8]) -> Bool {
         guard bytes.count >= 4 else { return false }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+        for i in 0...(bytes.count - 4)
+        where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
             return true
         }
         // Tolerate bare-LF clients (`printf 'GET /metrics\n\n' | nc`).

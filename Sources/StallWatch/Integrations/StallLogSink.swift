@@ -54,14 +54,18 @@ public struct StallEventLogger: Sendable {
     }
 
     /// The record an event becomes: level, message, metadata.
-    public static func record(for event: StallEvent) -> (level: StallLogLevel, message: String, metadata: [String: String])? {
+    public static func record(for event: StallEvent) -> (
+        level: StallLogLevel, message: String, metadata: [String: String]
+    )? {
         switch event {
         case .began(let r):
             return (
                 .warning,
                 "loop '\(r.loop.name)' stalled: stuck in \(r.loop.phase) for over \(StallEventFields.number(r.detection.thresholdMs)) ms",
-                ["stall_id": r.id, "loop": r.loop.name, "phase": r.loop.phase,
-                 "threshold_ms": StallEventFields.number(r.detection.thresholdMs)]
+                [
+                    "stall_id": r.id, "loop": r.loop.name, "phase": r.loop.phase,
+                    "threshold_ms": StallEventFields.number(r.detection.thresholdMs),
+                ]
             )
         case .escalated(let r):
             return (

@@ -110,9 +110,11 @@ public final class StallMetrics: Sendable {
         let watched = loops.withLock { $0 }
         var out = PrometheusText()
 
-        out.family("stallwatch_stalls_total", "counter", "Stalls of a watched loop, counted when the final report is written.")
+        out.family(
+            "stallwatch_stalls_total", "counter", "Stalls of a watched loop, counted when the final report is written.")
         for (key, count) in c.stalls.sorted(by: { $0.key < $1.key }) {
-            out.sample("stallwatch_stalls_total", ["loop": key.loop, "cause": key.cause, "severity": key.severity], count)
+            out.sample(
+                "stallwatch_stalls_total", ["loop": key.loop, "cause": key.cause, "severity": key.severity], count)
         }
         out.family("stallwatch_stall_duration_seconds", "histogram", "How long each stall lasted.")
         for (loop, histogram) in c.durations.sorted(by: { $0.key < $1.key }) {
@@ -142,19 +144,24 @@ public final class StallMetrics: Sendable {
     private func appendLoops(_ watched: [any WatchedLoop], to out: inout PrometheusText) {
         let now = sw_monotonic_coarse_ns()  // phase starts are CLOCK_MONOTONIC_COARSE readings
         let snapshots = watched.map { ($0, $0.state.snapshot()) }
-        out.family("stallwatch_loop_iterations_total", "counter", "Loop iterations (pings answered, for a main-queue probe).")
+        out.family(
+            "stallwatch_loop_iterations_total", "counter", "Loop iterations (pings answered, for a main-queue probe).")
         for (loop, _) in snapshots {
-            if let iterations = loop.iterations { out.sample("stallwatch_loop_iterations_total", ["loop": loop.name], iterations) }
+            if let iterations = loop.iterations {
+                out.sample("stallwatch_loop_iterations_total", ["loop": loop.name], iterations)
+            }
         }
         out.family("stallwatch_loop_transitions_total", "counter", "Loop activity transitions published.")
         for (loop, snapshot) in snapshots {
             out.sample("stallwatch_loop_transitions_total", ["loop": loop.name], snapshot.sequence)
         }
-        out.family("stallwatch_loop_phase", "gauge", "The loop's current activity: 1 for the current phase, 0 for the others.")
+        out.family(
+            "stallwatch_loop_phase", "gauge", "The loop's current activity: 1 for the current phase, 0 for the others.")
         for (loop, snapshot) in snapshots {
             let current = snapshot.activity.description
             for phase in Self.phases {
-                out.sample("stallwatch_loop_phase", ["loop": loop.name, "phase": phase], UInt64(phase == current ? 1 : 0))
+                out.sample(
+                    "stallwatch_loop_phase", ["loop": loop.name, "phase": phase], UInt64(phase == current ? 1 : 0))
             }
         }
         out.family(
@@ -167,7 +174,9 @@ public final class StallMetrics: Sendable {
         }
     }
 
-    static let phases = ["notRunning", "entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "exit"]
+    static let phases = [
+        "notRunning", "entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "exit",
+    ]
 }
 
 /// A cumulative-on-output histogram: per-bucket counts, sum and count.
@@ -191,7 +200,9 @@ struct Histogram: Sendable {
     /// Cumulative counts per bound (`le`), then `+Inf` (= count).
     var cumulative: [UInt64] {
         var running: UInt64 = 0
-        return counts.map { running += $0; return running } + [count]
+        return counts.map {
+            running += $0; return running
+        } + [count]
     }
 
     /// Sorted, finite, without duplicates.
@@ -226,7 +237,9 @@ struct PrometheusText {
         line(name + "_count", labels, String(histogram.count))
     }
 
-    private mutating func line(_ name: String, _ labels: [String: String], _ value: String, extra: (String, String)? = nil) {
+    private mutating func line(
+        _ name: String, _ labels: [String: String], _ value: String, extra: (String, String)? = nil
+    ) {
         var pairs = labels.sorted { $0.key < $1.key }.map { "\($0.key)=\"\(Self.escapeLabel($0.value))\"" }
         if let extra { pairs.append("\(extra.0)=\"\(extra.1)\"") }
         text += pairs.isEmpty ? "\(name) \(value)\n" : "\(name){\(pairs.joined(separator: ","))} \(value)\n"

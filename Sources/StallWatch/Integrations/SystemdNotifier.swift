@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Tells systemd about the service over `$NOTIFY_SOCKET` (sd_notify(3)), and keeps systemd's watchdog fed
@@ -87,7 +87,9 @@ public final class SystemdNotifier: @unchecked Sendable {
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
                 Result { () throws(StallWatchError) -> Int in
-                    try Syscall.retrying("sendto") { sendto(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT), raw, length) }
+                    try Syscall.retrying("sendto") {
+                        sendto(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT), raw, length)
+                    }
                 }
             }
         }

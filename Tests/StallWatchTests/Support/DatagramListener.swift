@@ -2,10 +2,11 @@
 import CStallWatch
 import Foundation
 import Synchronization
+
 @testable import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Binds a unix datagram socket (a path, or `@name` for an abstract one) and receives messages with a bound
