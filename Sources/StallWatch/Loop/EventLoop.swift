@@ -228,7 +228,9 @@ public final class EventLoop: @unchecked Sendable {
         guard claimed else { preconditionFailure("EventLoop '\(name)' is already running") }
         let tid = sw_gettid()
         loopThreadID.store(tid, ordering: .releasing)
-        let thread = SampledThread.current()
+        // Unblocks the sampling signal here: a thread inherits its creator's mask, and libdispatch's workers
+        // (and processes spawned from them) block nearly every signal.
+        let thread = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
         runningThread.withLock { $0 = thread }
         mainQueueFD = mainQueueIntegration == .automatic && tid == getpid() ? sw_main_queue_handle() : -1
         defer {
