@@ -3,7 +3,8 @@
 set -euo pipefail
 
 # C libraries the package links (libunwind, libdw, liblzma) and the tools tests and benchmarks use.
-packages=(libunwind-dev libdw-dev liblzma-dev elfutils procps)
+# prometheus: its promtool checks the metrics text the tests produce.
+packages=(libunwind-dev libdw-dev liblzma-dev elfutils procps prometheus)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()
@@ -22,6 +23,11 @@ fi
 if ! python3 -c 'import jsonschema' 2>/dev/null; then
     echo "bootstrap: installing jsonschema (PyPI)"
     python3 -m pip install -q jsonschema
+fi
+# Test tooling only: the reference parser of the Prometheus text format, for the metrics tests.
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+    echo "bootstrap: installing prometheus-client (PyPI)"
+    python3 -m pip install -q prometheus-client
 fi
 
 command -v swift >/dev/null || { echo "bootstrap: swift is not on PATH (expected the Swift 6 toolchain)" >&2; exit 1; }

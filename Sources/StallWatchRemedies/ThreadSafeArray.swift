@@ -175,39 +175,30 @@ public final class ThreadSafeArray<Element: Sendable>: @unchecked Sendable {
 
     /// Removes every element that satisfies `shouldBeRemoved`; returns how many were removed.
     ///
-    /// `shouldBeRemoved` runs with exclusive access, like the body of ``mutate(_:)``: it may call back into the
-    /// array (inline). If it changes the array, the removal starts over on the new contents, so it may then be
-    /// called more than once for an element.
+    /// `shouldBeRemoved` runs on a snapshot with nothing held, so it may call back into the array, reads and
+    /// writes alike. If the array changes meanwhile (from the predicate or another thread), the removal starts
+    /// over on the new contents, so the predicate may be called more than once for an element.
     @discardableResult
     public func removeAll(where shouldBeRemoved: (Element) throws -> Bool) rethrows -> Int {
-        try mutate { array in
-            let startVersion = version
-            let current = array
-            // Evaluate first, with no standard-library method holding the storage, so callbacks are safe.
+        // The predicate is caller code: run it on a snapshot with nothing held, so it may read or write the array
+        // freely; apply the result only if no write happened meanwhile, else evaluate again on the new contents.
+        while true {
+            let (current, startVersion) = read { ($0, version) }
             var doomed: [Bool] = []
             doomed.reserveCapacity(current.count)
             for element in current { doomed.append(try shouldBeRemoved(element)) }
             let removed = doomed.count { $0 }
             if removed == 0 { return 0 }
-            if version == startVersion {
+            let applied = write { array -> Bool in
+                // `write` counts itself as a change: compare with the version just before it.
+                guard version == startVersion &+ 1 else { return false }
                 var kept: [Element] = []
                 kept.reserveCapacity(current.count - removed)
                 for (index, element) in current.enumerated() where !doomed[index] { kept.append(element) }
                 array = kept
-                return removed
+                return true
             }
-            // The predicate wrote to the array: remove in place, re-reading the contents each step.
-            var count = 0
-            var index = 0
-            while index < array.count {
-                if try shouldBeRemoved(array[index]) {
-                    array.remove(at: index)
-                    count += 1
-                } else {
-                    index += 1
-                }
-            }
-            return count
+            if applied { return removed }
         }
     }
 

@@ -7,12 +7,15 @@ let usage = """
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
+                                 [--loop stallwatch|foundation|dispatch-main] [--probe-interval-ms N]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
     stalls the loop --repeat times (default 1) for --duration-ms (default 750) inside a function named after the
     kind, idle in between; exits 0 once the last report is final. One JSON line per stall event on stdout.
     --no-watchdog: no embedded watchdog (a target for `stallwatch watch`); the heartbeat segment is still
     published, and the demo exits twice the threshold after the last stall. --no-heartbeat: publish none.
+    --loop picks the loop: StallWatch's EventLoop (default), Foundation's RunLoop.main, or dispatchMain() alone
+    watched by a main-queue probe pinging every --probe-interval-ms (default 100).
     """
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -26,6 +29,8 @@ struct StallCommand {
     var delayMs = 500
     var repeatCount = 1
     var watchdogEnabled = true
+    var loop = DemoLoop.stallwatch
+    var probeIntervalMs = 100
     var configuration: StallWatchConfiguration
 
     init(arguments: [String]) {
@@ -34,35 +39,18 @@ struct StallCommand {
         } catch {
             fail(error.message)
         }
-        var args = arguments[...]
-        func value(_ flag: String) -> String {
-            guard let v = args.popFirst() else { fail("\(flag) needs a value\n\(usage)") }
-            return v
-        }
-        func number(_ flag: String, _ range: ClosedRange<Int>) -> Int {
-            let text = value(flag)
-            guard let n = Int(text), range.contains(n) else {
-                fail("\(flag) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return n
-        }
-        while let arg = args.popFirst() {
+        var args = CommandArguments(arguments, usage: usage)
+        while let arg = args.next() {
             switch arg {
-            case "--kind":
-                let text = value(arg)
-                guard let k = StallKind(rawValue: text) else {
-                    fail("--kind \(text): expected one of \(StallKind.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                kind = k
-            case "--duration-ms": durationMs = number(arg, 1...3_600_000)
-            case "--delay-ms": delayMs = number(arg, 0...3_600_000)
-            case "--repeat": repeatCount = number(arg, 1...10_000)
-            case "--threshold-ms": configuration.thresholdMs = number(arg, 10...600_000)
-            case "--report-dir": configuration.reportDirectory = value(arg)
-            case "--strategy":
-                let text = value(arg)
-                guard ["deadline", "classic"].contains(text) else { fail("--strategy \(text): expected deadline or classic") }
-                configuration.strategy = text
+            case "--kind": kind = args.choice(arg, StallKind.self)
+            case "--duration-ms": durationMs = args.number(arg, 1...3_600_000)
+            case "--delay-ms": delayMs = args.number(arg, 0...3_600_000)
+            case "--repeat": repeatCount = args.number(arg, 1...10_000)
+            case "--loop": loop = args.choice(arg, DemoLoop.self)
+            case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
+            case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
+            case "--report-dir": configuration.reportDirectory = args.value(arg)
+            case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self).rawValue
             case "--no-watchdog": watchdogEnabled = false
             case "--no-heartbeat": configuration.heartbeat = false
             case "-h", "--help":
@@ -77,6 +65,8 @@ struct StallCommand {
     }
 
     func run() -> Never {
+        if loop == .foundation { runOnFoundationRunLoop() }
+        if loop == .dispatchMain { runOnDispatchMain() }
         let loop = EventLoop(name: "demo")
         let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs
@@ -117,6 +107,10 @@ struct StallCommand {
         }
         exit(0)
     }
+}
+
+enum DetectionStrategy: String, CaseIterable {
+    case deadline, classic
 }
 
 final class EndedCounter: @unchecked Sendable {

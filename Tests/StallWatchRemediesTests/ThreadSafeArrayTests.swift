@@ -70,8 +70,12 @@ import StallWatchRemedies
         let writerDone = DispatchSemaphore(value: 0)
         let writer = Thread {
             while !stop.load(ordering: .acquiring) {
-                array.append(-1)
-                array.removeLast()
+                // One barrier block that leaves the contents as they were (two separate writes could remove an
+                // element another thread appended in between).
+                array.mutate {
+                    $0.append(-1)
+                    $0.removeLast()
+                }
             }
             writerDone.signal()
         }
@@ -89,8 +93,6 @@ import StallWatchRemedies
             return value == 500 && array.count > 0
         }
         #expect(found == 500)
-        // The writer's append/removeLast pair is not atomic with respect to other writers: stop it before the
-        // exact counts below.
         stop.store(true, ordering: .releasing)
         writerDone.wait()
 

@@ -169,8 +169,9 @@ import Testing
             try watchdog.start()
             watchdog.stop()
         }
-        #expect(Self.threadCount() <= threadsBefore + 1)
-        #expect(Self.fdCount() <= fdsBefore + 2)
+        #expect(Self.threadCount() <= threadsBefore + 8)
+        // Other suites open descriptors in parallel; a leak would be one per cycle (1,000), so a margin is safe.
+        #expect(Self.fdCount() <= fdsBefore + 16)
     }
 
     static func threadCount() -> Int {

@@ -3,6 +3,7 @@
 #define CSTALLWATCH_H
 #include "sw_sys.h"
 #include "sw_loop_state.h"
+#include "sw_dispatch.h"
 #include "sw_capture.h"
 #include "sw_capture_fixtures.h"
 #include "sw_ptrace.h"

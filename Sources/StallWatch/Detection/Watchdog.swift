@@ -3,7 +3,7 @@ import CStallWatch
 import Dispatch
 import Synchronization
 
-/// Watches one ``EventLoop`` from its own thread (`stallwatch-watchdog`) and writes a report for every stall.
+/// Watches one loop (an ``EventLoop`` or any ``WatchedLoop``) from its own thread (`stallwatch-watchdog`) and writes a report for every stall.
 ///
 /// The thread sleeps on a `DispatchSemaphore`: parked with no timeout while the loop is idle (the loop signals
 /// it once when it becomes busy again), or with a timeout equal to the time left before the current busy phase
@@ -17,11 +17,14 @@ import Synchronization
 /// loop.run()
 /// ```
 public final class Watchdog: @unchecked Sendable {
-    public let loop: EventLoop
+    /// The watched loop: an ``EventLoop``, ``FoundationRunLoopMonitor`` or ``MainQueueProbe``.
+    public let loop: any WatchedLoop
     public let configuration: StallWatchConfiguration
     private let onEvent: @Sendable (StallEvent) -> Void
     private let stopRequested = Atomic<Bool>(false)
     private let lock = Mutex<NamedThread?>(nil)
+    /// Set from a stall's `began` to its `ended` (or the watchdog's stop), for ``isHealthy``.
+    let stallInProgress = Atomic<Bool>(false)
     private var recorder: StallRecorder?
     private var heartbeat: HeartbeatPublisher?
     private let heartbeatProblem = Mutex<StallWatchError?>(nil)
@@ -31,7 +34,7 @@ public final class Watchdog: @unchecked Sendable {
     ///   - configuration: Thresholds, sampling and report settings.
     ///   - onEvent: Called on the watchdog thread for every stall event (logging, metrics). Keep it short.
     public init(
-        loop: EventLoop, configuration: StallWatchConfiguration = StallWatchConfiguration(),
+        loop: any WatchedLoop, configuration: StallWatchConfiguration = StallWatchConfiguration(),
         onEvent: @escaping @Sendable (StallEvent) -> Void = { _ in }
     ) {
         self.loop = loop
@@ -135,6 +138,7 @@ public final class Watchdog: @unchecked Sendable {
                 switch event {
                 case .began(let stall):
                     sw_loop_state_follow(state.storage, 1)
+                    stallInProgress.store(true, ordering: .releasing)
                     recorder.begin(stall, thread: loop.sampledThread, annotations: loop.annotations, now: now)
                     // The loop may have moved on before it saw the follow flag: look again at once.
                     skipWait = true
@@ -143,6 +147,7 @@ public final class Watchdog: @unchecked Sendable {
                 case .ended(_, let endNanos, _):
                     sw_loop_state_follow(state.storage, 0)
                     recorder.end(endNanos: endNanos)
+                    stallInProgress.store(false, ordering: .releasing)
                 case .lateWakeup(let delay):
                     recorder.addNote("the watchdog woke \(delay / 1_000_000) ms late during the stall")
                     onEvent(.lateWakeup(delayMs: StallRecorder.millis(delay)))
@@ -165,6 +170,7 @@ public final class Watchdog: @unchecked Sendable {
             timedOut = sleep(until: deadline, state: state)
         }
         recorder.abandon(now: sw_monotonic_ns())
+        stallInProgress.store(false, ordering: .releasing)
     }
 
     /// Sleeps until `deadline` (or parks when nil). Returns true if the wait timed out.

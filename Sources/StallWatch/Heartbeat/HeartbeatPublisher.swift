@@ -42,13 +42,13 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     /// - Throws: `.systemCall` naming the call and path when the file cannot be created; `.invalidState` when
     ///   the loop is already running or already watched.
     @discardableResult
-    public static func publish(loop: EventLoop, configuration: StallWatchConfiguration) throws(StallWatchError)
+    public static func publish(loop: any WatchedLoop, configuration: StallWatchConfiguration) throws(StallWatchError)
         -> HeartbeatPublisher
     {
         try publish(loop: loop, configuration: configuration, watchdogStarting: false)
     }
 
-    static func publish(loop: EventLoop, configuration: StallWatchConfiguration, watchdogStarting: Bool)
+    static func publish(loop: any WatchedLoop, configuration: StallWatchConfiguration, watchdogStarting: Bool)
         throws(StallWatchError) -> HeartbeatPublisher
     {
         let publisher = try HeartbeatPublisher(

@@ -47,9 +47,12 @@ public final class EventLoop: @unchecked Sendable {
     private let observerSerial = Atomic<UInt64>(0)
     private let annotationStore = Mutex<[String: String]>([:])
     private let runningThread = Mutex<SampledThread?>(nil)
+    /// Iterations started, stored (not incremented atomically) by the loop thread: a plain relaxed store.
+    private let iterationsPublished = Atomic<UInt64>(0)
 
     // Loop thread only.
     private var sequence: UInt64 = 0
+    private var iterationCount: UInt64 = 0
     /// Code ran on the loop since the last transition, so the next busy phase needs a fresh timestamp.
     private var calledOut = true
     private var timers = TimerQueue()
@@ -81,6 +84,9 @@ public final class EventLoop: @unchecked Sendable {
 
     /// The thread running the loop, with its stack bounds, for samplers; nil when not running.
     public var sampledThread: SampledThread? { runningThread.withLock { $0 } }
+
+    /// Loop iterations started since the loop was created, for metrics. Safe from any thread.
+    public var iterations: UInt64? { iterationsPublished.load(ordering: .relaxed) }
 
     /// True when called on the thread currently running this loop.
     public var inLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == sw_gettid() }
@@ -239,6 +245,8 @@ public final class EventLoop: @unchecked Sendable {
         transition(.entry, busyEdge: true)
         var result = RunResult.stopped
         while !stopRequested.load(ordering: .acquiring) {
+            iterationCount &+= 1
+            iterationsPublished.store(iterationCount, ordering: .relaxed)
             transition(.beforeTimers)
             if fireDueTimers() { calledOut = true }
             transition(.beforeSources)

@@ -1,0 +1,183 @@
+// Watches the Dispatch main queue of a process that runs dispatchMain() (or @MainActor work) with pings.
+import CStallWatch
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Makes the Dispatch main queue watchable by a ``Watchdog`` in a process that has no run loop of its own:
+/// it only calls `dispatchMain()`, or runs `@MainActor` work.
+///
+/// Every ``interval`` the probe submits a tiny block to `DispatchQueue.main` and publishes a busy phase
+/// (`beforeSources`) into ``state`` until the block runs, when it publishes `beforeWaiting` (idle). A main queue
+/// stuck in some block leaves the ping unanswered, so the watchdog sees one busy phase outlast its threshold —
+/// the same detector, sampling (of the process's main thread) and reports as for an ``EventLoop``. At most one
+/// ping is outstanding.
+///
+/// Detection comes within `thresholdMs + interval` of the moment the queue got stuck (the next ping goes out
+/// at most one interval after the last one was answered). The stall's duration is measured from the
+/// unanswered ping, so it may be short by up to one interval.
+///
+/// ```swift
+/// let probe = MainQueueProbe(interval: .milliseconds(100))
+/// let watchdog = Watchdog(loop: probe, configuration: try .load())
+/// probe.start()          // on the main thread, so it knows the main thread's stack at once
+/// try watchdog.start()
+/// dispatchMain()
+/// ```
+///
+/// Cost: one block on the main queue per interval (the idle main thread wakes for it).
+public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
+    public let name: String
+    public let state = LoopState()
+    /// Time between a ping's answer and the next ping.
+    public let interval: Duration
+    private let target: DispatchQueue
+    /// True when the pinged queue is the main queue, whose thread never changes.
+    private let targetIsMain: Bool
+    private let timerQueue: DispatchQueue
+    /// Fires the next ping; re-armed when a ping is answered, with 1 ms leeway (`asyncAfter` allows a tenth of
+    /// the delay, which would stretch the detection bound).
+    private let timer: DispatchSourceTimer
+    /// The generation the timer was last armed for.
+    private let armedGeneration = Atomic<UInt64>(0)
+    private let annotationStore = LoopAnnotations()
+    /// Threads that have answered pings (with their stack bounds), and the last one.
+    private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?)>(([:], nil))
+    /// Finds the thread draining the main queue now (after `dispatchMain()`, a pool thread).
+    private let owner: MainQueueOwner?
+    private let answered = Atomic<UInt64>(0)
+    /// Bumped by start and stop: a ping or timer of an older generation does nothing.
+    private let generation = Atomic<UInt64>(0)
+    private let running = Atomic<Bool>(false)
+    /// The loop-state sequence; records come from the timer queue (ping sent) and the main thread (ping
+    /// answered), strictly alternating, and from stop().
+    private let sequence = Mutex<UInt64>(0)
+
+    /// - Parameters:
+    ///   - name: Appears in reports (`loop.name`).
+    ///   - interval: Time between a ping's answer and the next ping (1 ms or more).
+    public convenience init(name: String = "main", interval: Duration = .milliseconds(100)) {
+        self.init(name: name, interval: interval, queue: .main, isMain: true)
+    }
+
+    /// Pings `queue` instead of the main queue; the sampled thread is the one that answered the last ping
+    /// (right for a queue whose blocks run on one thread; used by tests).
+    init(name: String, interval: Duration, queue: DispatchQueue, isMain: Bool = false) {
+        self.name = name
+        self.interval = max(interval, .milliseconds(1))
+        self.target = queue
+        // Not `queue === .main`: each access to DispatchQueue.main may return a new wrapper object.
+        self.targetIsMain = isMain
+        self.owner = targetIsMain ? MainQueueOwner() : nil
+        self.timerQueue = DispatchQueue(label: "stallwatch.probe.\(name)")
+        self.timer = DispatchSource.makeTimerSource(queue: timerQueue)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            sendPing(generation: armedGeneration.load(ordering: .acquiring))
+        }
+        timer.schedule(deadline: .distantFuture)
+        timer.activate()
+    }
+
+    deinit {
+        stop()
+        timer.cancel()
+    }
+
+    public var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// Starts pinging at once. Call it on the main thread where possible: the probe then knows the thread to
+    /// sample even if the queue is stuck before the first ping is answered. Does nothing when running.
+    public func start() {
+        guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
+        if targetIsMain, sw_gettid() == getpid() { learnCurrentThread() }
+        timerQueue.async { [weak self] in self?.sendPing(generation: current) }
+    }
+
+    /// Stops pinging and publishes `exit` (not running). Stop the watchdog first, or an outstanding ping's
+    /// stall reads as ended here.
+    public func stop() {
+        guard running.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        sequence.withLock { _ in _ = generation.add(1, ordering: .acquiringAndReleasing) }
+        record(.exit, busyEdge: false, generation: nil)
+    }
+
+    /// The thread draining the main queue now when libdispatch's drain lock can be read (see
+    /// `MainQueueOwner`), else the thread that answered the last ping. With `dispatchMain()` the main queue runs
+    /// on pool threads; one that never answered a ping is returned without stack bounds (samples then carry
+    /// registers only).
+    public var sampledThread: SampledThread? {
+        let draining = owner?.currentOwner
+        return threads.withLock { threads in
+            if let draining {
+                return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
+            }
+            return threads.last.flatMap { threads.known[$0] }
+        }
+    }
+
+    /// Pings answered since the probe was created.
+    public var iterations: UInt64? { answered.load(ordering: .relaxed) }
+
+    /// Attaches key/values to the work the main queue is doing now; they appear in the report of a stall that
+    /// happens before ``clearAnnotations()``. Safe from any thread.
+    public func annotate(_ key: String, _ value: String) { annotationStore.set(key, value) }
+
+    /// Removes the annotations set with ``annotate(_:_:)``.
+    public func clearAnnotations() { annotationStore.removeAll() }
+
+    public var annotations: [String: String] { annotationStore.values }
+
+    // MARK: Pings
+
+    /// On the timer queue.
+    private func sendPing(generation sent: UInt64) {
+        guard record(.beforeSources, busyEdge: true, generation: sent) else { return }
+        target.async { [weak self] in self?.answer(generation: sent) }
+    }
+
+    /// On the pinged queue (the main thread).
+    private func answer(generation sent: UInt64) {
+        owner?.confirm(drainingThread: sw_gettid())
+        learnCurrentThread()
+        guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
+        answered.add(1, ordering: .relaxed)
+        armedGeneration.store(sent, ordering: .releasing)
+        timer.schedule(deadline: .now() + .nanoseconds(Int(EventLoop.nanos(interval))), leeway: .milliseconds(1))
+    }
+
+    /// Remembers the calling thread (reading stack bounds once per thread: for the main thread glibc parses
+    /// /proc/self/maps).
+    private func learnCurrentThread() {
+        let tid = sw_gettid()
+        let known = threads.withLock { threads in
+            threads.last = tid
+            return threads.known[tid] != nil
+        }
+        guard !known else { return }
+        // libdispatch's pool threads block nearly every signal: unblock the sampler's on this one.
+        let me = (try? SignalSampler.shared())?.registerCurrentThread() ?? SampledThread.current()
+        threads.withLock { threads in
+            if threads.known.count >= 256 { threads.known.removeAll() }  // a pool that churns threads
+            threads.known[tid] = me
+        }
+    }
+
+    /// Publishes a transition unless the probe was stopped or restarted since `generation` (checked under the
+    /// same lock stop() bumps it with, so a late ping never republishes a busy phase after `exit`).
+    @discardableResult
+    private func record(_ activity: LoopActivity, busyEdge: Bool, generation expected: UInt64?) -> Bool {
+        sequence.withLock { value in
+            if let expected, generation.load(ordering: .acquiring) != expected { return false }
+            value &+= 1
+            state.record(activity, sequence: value, busyEdge: busyEdge, timeMoved: true)
+            return true
+        }
+    }
+}

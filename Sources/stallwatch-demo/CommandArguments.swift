@@ -1,0 +1,49 @@
+// CommandArguments: the demo commands' small argument reader; bad input exits 2 naming the flag and value.
+import Foundation
+
+/// Command-line flags and their values, failing with the usage on a bad one.
+struct CommandArguments {
+    private var rest: ArraySlice<String>
+    private let usage: String
+
+    init(_ arguments: [String], usage: String) {
+        rest = arguments[...]
+        self.usage = usage
+    }
+
+    mutating func next() -> String? { rest.popFirst() }
+
+    mutating func value(_ flag: String) -> String {
+        guard let v = rest.popFirst() else { fail("\(flag) needs a value\n\(usage)") }
+        return v
+    }
+
+    mutating func number(_ flag: String, _ range: ClosedRange<Int>) -> Int {
+        let text = value(flag)
+        guard let n = Int(text), range.contains(n) else {
+            fail("\(flag) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return n
+    }
+
+    /// One of `choices`' raw values.
+    mutating func choice<T: RawRepresentable & CaseIterable>(_ flag: String, _ type: T.Type) -> T
+    where T.RawValue == String {
+        let text = value(flag)
+        guard let chosen = T(rawValue: text) else {
+            fail("\(flag) \(text): expected one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return chosen
+    }
+
+    /// The values that follow `flag` up to the next flag.
+    mutating func values(_ flag: String) -> [String] {
+        var values: [String] = []
+        while let v = rest.first, !v.hasPrefix("--") {
+            values.append(v)
+            rest.removeFirst()
+        }
+        if values.isEmpty { fail("\(flag) needs a value\n\(usage)") }
+        return values
+    }
+}

@@ -1,0 +1,207 @@
+// The loop adapters in this process: a Foundation RunLoop on a thread, and the ping probe on a serial queue.
+import CStallWatch
+import CoreFoundation
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+@Suite(.serialized) struct LoopAdapterTests {
+    func configuration(_ directory: String, thresholdMs: Int) -> StallWatchConfiguration {
+        var config = StallWatchConfiguration()
+        config.thresholdMs = thresholdMs
+        config.reportDirectory = directory
+        config.dedupWindowMs = 0  // every stall gets its own report
+        return config
+    }
+
+    /// A thread running its own Foundation RunLoop (kept alive by a timer) until `stop` is set.
+    final class RunLoopThread: @unchecked Sendable {
+        let stop = Atomic<Bool>(false)
+        private(set) var cfRunLoop: CFRunLoop!
+        private let ready = DispatchSemaphore(value: 0)
+
+        init() {
+            let thread = Thread { [self] in
+                cfRunLoop = CFRunLoopGetCurrent()
+                let keepAlive = Timer(timeInterval: 0.05, repeats: true) { _ in }
+                RunLoop.current.add(keepAlive, forMode: .default)
+                ready.signal()
+                while !stop.load(ordering: .acquiring) {
+                    _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.2))
+                }
+                keepAlive.invalidate()
+            }
+            thread.name = "test-runloop"
+            thread.start()
+            ready.wait()
+        }
+
+        /// Runs `block` on the run loop's thread.
+        func perform(_ block: @escaping @Sendable () -> Void) {
+            CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode as CFTypeRef, block)
+            CFRunLoopWakeUp(cfRunLoop)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFoundationRunLoopStuckInACalloutIsReportedOnceAndANestedRunIsNot() throws {
+        let directory = Fixtures.temporaryDirectory("runloop")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let runLoop = RunLoopThread()
+        defer { runLoop.stop.store(true, ordering: .releasing) }
+        let monitor = FoundationRunLoopMonitor(cfRunLoop: runLoop.cfRunLoop, name: "foundation")
+        monitor.start()
+        monitor.annotate("route", "/sessions")
+        let ended = DispatchSemaphore(value: 0)
+        let events = Recorder<String>()
+        let watchdog = Watchdog(loop: monitor, configuration: configuration(directory, thresholdMs: 100)) { event in
+            switch event {
+            case .began: events.append("began")
+            case .ended:
+                events.append("ended")
+                ended.signal()
+            default: break
+            }
+        }
+        try watchdog.start()
+        defer {
+            watchdog.stop()
+            monitor.stop()
+        }
+        // A callout that runs the loop again for 400 ms: the loop keeps turning, so no stall.
+        let nestedDone = DispatchSemaphore(value: 0)
+        runLoop.perform {
+            _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.4))
+            nestedDone.signal()
+        }
+        #expect(nestedDone.wait(timeout: .now() + 10) == .success)
+        #expect(events.values.isEmpty, "a nested run is not a stall: \(events.values)")
+
+        runLoop.perform { WatchdogTests.blockLoopThread(milliseconds: 400) }
+        #expect(ended.wait(timeout: .now() + 20) == .success)
+        #expect(events.values == ["began", "ended"])
+        let reports = try Fixtures.reports(in: directory)
+        try #require(reports.count == 1)
+        let report = reports[0]
+        #expect(report.status == .ended)
+        #expect(report.loop.name == "foundation")
+        #expect(report.durationMs >= 360 && report.durationMs <= 600, "duration \(report.durationMs)")
+        #expect(report.annotations["route"] == "/sessions")
+        #expect(report.loop.threadId == monitor.sampledThread?.threadID)
+        let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
+        #expect(
+            symbols.contains { $0.contains("blockLoopThread") },
+            "\(symbols) \(report.capture.errors) \(report.samples.map(\.error))")
+        #expect((monitor.iterations ?? 0) > 0)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theProbeDetectsAStuckQueueWithinThresholdPlusInterval() throws {
+        let directory = Fixtures.temporaryDirectory("probe")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let thresholdMs = 100, intervalMs = 50
+        let queue = DispatchQueue(label: "test.probed")
+        let probe = MainQueueProbe(name: "probed", interval: .milliseconds(intervalMs), queue: queue)
+        let began = DispatchSemaphore(value: 0)
+        let ended = DispatchSemaphore(value: 0)
+        let detectedAt = Atomic<UInt64>(0)
+        let watchdog = Watchdog(loop: probe, configuration: configuration(directory, thresholdMs: thresholdMs)) {
+            event in
+            switch event {
+            case .began:
+                detectedAt.store(sw_monotonic_ns(), ordering: .releasing)
+                began.signal()
+            case .ended: ended.signal()
+            default: break
+            }
+        }
+        probe.start()
+        try watchdog.start()
+        defer {
+            watchdog.stop()
+            probe.stop()
+        }
+        // Let a few pings go round, so the queue's thread is known.
+        let answered = probe.iterations ?? 0
+        var spins = 0
+        while (probe.iterations ?? 0) < answered + 3, spins < 1000 {
+            queue.sync {}  // waits for the queue (and any ping on it), no sleep
+            usleep(1000)  // pacing the poll of the ping counter
+            spins += 1
+        }
+
+        // Stuck → detected (the detector's verdict, as the report records it) and stuck → `began` delivered
+        // (after the first sample and the provisional report's fsync).
+        var latencies: [Double] = []
+        var delivered: [Double] = []
+        var stuckWall: [String: Double] = [:]
+        for _ in 0..<5 {
+            let stuckAt = Atomic<UInt64>(0)
+            let stuckAtWall = Mutex<Double>(0)
+            queue.async {
+                stuckAt.store(sw_monotonic_ns(), ordering: .releasing)
+                stuckAtWall.withLock { $0 = Date().timeIntervalSince1970 }
+                WatchdogTests.blockLoopThread(milliseconds: 3 * thresholdMs + intervalMs)
+            }
+            #expect(began.wait(timeout: .now() + 20) == .success)
+            #expect(ended.wait(timeout: .now() + 20) == .success)
+            delivered.append(Double(detectedAt.load(ordering: .acquiring) - stuckAt.load(ordering: .acquiring)) / 1e6)
+            stuckWall["\(stuckWall.count)"] = stuckAtWall.withLock { $0 }
+        }
+        let reports = try Fixtures.reports(in: directory).sorted { $0.startedAt < $1.startedAt }
+        #expect(reports.count == 5)
+        let stuck = stuckWall.sorted { Int($0.key)! < Int($1.key)! }.map(\.value)
+        for (report, stuckAt) in zip(reports, stuck) {
+            latencies.append(((report.detection.detectedAt.timeIntervalSince1970 - stuckAt) * 1e5).rounded() / 100)
+        }
+        print(
+            "main-queue probe, threshold \(thresholdMs) ms, interval \(intervalMs) ms: stuck → detected (ms)",
+            latencies, "stuck → began delivered (ms)", delivered.map { ($0 * 100).rounded() / 100 })
+        // Within threshold + interval, with room for a loaded machine.
+        #expect(latencies.allSatisfy { $0 <= Double(thresholdMs + intervalMs) + 100 }, "\(latencies)")
+        #expect(reports.allSatisfy { $0.status == .ended && $0.loop.phase == "beforeSources" })
+        // Measured from the unanswered ping: short by at most one interval (plus scheduling).
+        let stall = Double(3 * thresholdMs + intervalMs)
+        #expect(
+            reports.allSatisfy { $0.durationMs >= stall - Double(intervalMs) - 30 && $0.durationMs <= stall + 150 },
+            "\(reports.map(\.durationMs))")
+        let symbols = reports.flatMap(\.samples).flatMap(\.frames).compactMap(\.symbol)
+        #expect(symbols.contains { $0.contains("blockLoopThread") })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aHealthyProbedQueueIsNeverBlamedAndStoppingPublishesExit() throws {
+        let directory = Fixtures.temporaryDirectory("probe-healthy")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let queue = DispatchQueue(label: "test.healthy")
+        let probe = MainQueueProbe(name: "healthy", interval: .milliseconds(5), queue: queue)
+        let events = Recorder<String>()
+        let watchdog = Watchdog(loop: probe, configuration: configuration(directory, thresholdMs: 100)) {
+            events.append("\($0)")
+        }
+        probe.start()
+        try watchdog.start()
+        // Short work items keep the queue busy but turning for a while.
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            for _ in 0..<400 {
+                queue.async { WatchdogTests.blockLoopThread(milliseconds: 1) }
+                queue.sync {}
+            }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        watchdog.stop()
+        probe.stop()
+        #expect(events.values.isEmpty, "\(events.values)")
+        #expect(probe.state.snapshot().activity == .exit)
+        #expect((probe.iterations ?? 0) > 10)
+        // Restart works, and a stopped probe leaves nothing busy behind.
+        probe.start()
+        probe.stop()
+        #expect(!probe.state.snapshot().isBusy)
+    }
+}
