@@ -45,7 +45,8 @@ let package = Package(
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(
-            name: "stallwatch-bench", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatch"]),
+            name: "stallwatch-bench",
+            dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatch"]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(
             name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"],

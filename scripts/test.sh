@@ -14,7 +14,7 @@ fi
 rm -f .build-test.log
 
 echo "== format"
-swift format lint --recursive --configuration .swift-format Sources Tests Package.swift
+swift format lint --strict --recursive --configuration .swift-format Sources Tests Package.swift
 
 echo "== tests"
 # Reports produced by the tests must validate against Config/stall-report.schema.json.

@@ -56,7 +56,8 @@ public struct Arguments: Sendable, Equatable {
         guard range.contains(result.positionals.count) else {
             let extra = result.positionals.count > range.upperBound
             throw .usage(
-                extra ? "\(command): unexpected argument \(result.positionals[range.upperBound])"
+                extra
+                    ? "\(command): unexpected argument \(result.positionals[range.upperBound])"
                     : "\(command): missing argument")
         }
         return result

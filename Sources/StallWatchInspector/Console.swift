@@ -2,7 +2,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Standard output and error for a command, injectable so tests can capture both.

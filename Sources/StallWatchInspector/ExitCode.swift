@@ -26,7 +26,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .usage: "usage error (unknown command or option, missing or ambiguous argument)"
         case .failure: "I/O or parse error of a file or directory you named"
         case .noSuchProcess: "no such process (or thread) to watch"
-        case .permissionDenied: "permission denied: cannot trace the target (same user, CAP_SYS_PTRACE, Yama ptrace_scope)"
+        case .permissionDenied:
+            "permission denied: cannot trace the target (same user, CAP_SYS_PTRACE, Yama ptrace_scope)"
         case .commandNotStarted: "run: the command could not be started"
         }
     }

@@ -65,19 +65,31 @@ public struct HTMLReport {
         var rows: [(String, String)] = []
         let ended = report.endedAt.map { " to " + format.localTime($0, milliseconds: true) } ?? ""
         rows.append(("When", format.localTime(report.startedAt, milliseconds: true) + ended))
-        rows.append(("Duration", "\(ReportTextFormat.duration(report.durationMs, status: report.status)) (\(ms(report.durationMs)) ms)"))
+        rows.append(
+            (
+                "Duration",
+                "\(ReportTextFormat.duration(report.durationMs, status: report.status)) (\(ms(report.durationMs)) ms)"
+            ))
         rows.append(("Severity", "\(report.severity.rawValue), \(report.status.rawValue)"))
         rows.append(("Cause", ReportSummary.causeKind(of: report)))
         rows.append(("Phase", "\(report.loop.phase), iteration \(report.loop.iteration)"))
         rows.append(("Loop", "\(report.loop.name) (thread \(report.loop.threadId))"))
         rows.append(("Top frame", ReportSummary.topFrame(of: report) ?? "-"))
         let detection = report.detection
-        rows.append(("Detection", "\(detection.source), \(detection.strategy), threshold \(ms(detection.thresholdMs)) ms, latency \(ms(detection.latencyMs)) ms"))
+        rows.append(
+            (
+                "Detection",
+                "\(detection.source), \(detection.strategy), threshold \(ms(detection.thresholdMs)) ms, latency \(ms(detection.latencyMs)) ms"
+            ))
         rows.append(("Process", "\(report.process.pid) \(report.process.executable) on \(report.process.host)"))
         if let buildId = report.process.buildId { rows.append(("Build-id", buildId)) }
         rows.append(("Signature", report.signature))
         let capture = report.capture
-        rows.append(("Capture", "\(capture.method), every \(ms(capture.sampleIntervalMs)) ms: \(capture.samplesTaken) samples, \(capture.samplesFailed) failed"))
+        rows.append(
+            (
+                "Capture",
+                "\(capture.method), every \(ms(capture.sampleIntervalMs)) ms: \(capture.samplesTaken) samples, \(capture.samplesFailed) failed"
+            ))
         var html = "<table class=\"header\">\n"
         for (name, value) in rows {
             let style = name == "Severity" && report.severity == .hang ? " class=\"hang\"" : ""
@@ -121,7 +133,8 @@ public struct HTMLReport {
         let scale = width / Double(tree.total)
         var svg = "<svg class=\"flame\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" "
         svg += "height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\">\n"
-        svg += box(x: 0, level: 0, height: height, width: width, label: "all", colour: "#b0b0b0",
+        svg += box(
+            x: 0, level: 0, height: height, width: width, label: "all", colour: "#b0b0b0",
             title: "all samples: \(tree.total) (100%)")
         func draw(_ nodes: [CallTree.Node], x start: Double, level: Int) {
             var x = start
@@ -131,9 +144,11 @@ public struct HTMLReport {
                 guard span >= 0.5 else { continue }
                 let share = String(format: "%.1f%%", Double(node.count) * 100 / Double(tree.total))
                 let name = CallTreeView.functionName(node.frame)
-                var title = "\(CallTreeView.label(node.frame)): \(node.count) sample\(node.count == 1 ? "" : "s") (\(share))"
+                var title =
+                    "\(CallTreeView.label(node.frame)): \(node.count) sample\(node.count == 1 ? "" : "s") (\(share))"
                 if node.selfCount > 0, !node.children.isEmpty { title += ", \(node.selfCount) in the function itself" }
-                svg += box(x: x, level: level, height: height, width: span, label: name, colour: Self.colour(name),
+                svg += box(
+                    x: x, level: level, height: height, width: span, label: name, colour: Self.colour(name),
                     title: title)
                 draw(node.children, x: x, level: level + 1)
             }
@@ -148,7 +163,8 @@ public struct HTMLReport {
     {
         let y = height - Double(level + 1) * Self.rowHeight
         var text = "<g><title>\(escape(title))</title>"
-        text += "<rect x=\"\(Self.coordinate(x))\" y=\"\(Self.coordinate(y))\" width=\"\(Self.coordinate(max(width - 0.5, 0.5)))\" "
+        text +=
+            "<rect x=\"\(Self.coordinate(x))\" y=\"\(Self.coordinate(y))\" width=\"\(Self.coordinate(max(width - 0.5, 0.5)))\" "
         text += "height=\"\(Int(Self.rowHeight - 1))\" fill=\"\(colour)\"/>"
         let characters = Int((width - 6) / 7)
         if characters >= 3 {
@@ -180,19 +196,26 @@ public struct HTMLReport {
         let scale = (width - 20) / span
         var svg = "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" "
         svg += "height=\"\(Int(height + 20))\" viewBox=\"0 0 \(Int(width)) \(Int(height + 20))\">\n"
-        svg += "<rect x=\"10\" y=\"10\" width=\"\(Self.coordinate(report.durationMs * scale))\" height=\"\(Int(height - 20))\" "
-        svg += "fill=\"#eef2f7\"><title>stall: \(escape(ReportTextFormat.duration(report.durationMs, status: report.status)))</title></rect>\n"
+        svg +=
+            "<rect x=\"10\" y=\"10\" width=\"\(Self.coordinate(report.durationMs * scale))\" height=\"\(Int(height - 20))\" "
+        svg +=
+            "fill=\"#eef2f7\"><title>stall: \(escape(ReportTextFormat.duration(report.durationMs, status: report.status)))</title></rect>\n"
         let threshold = 10 + report.detection.thresholdMs * scale
-        svg += "<line x1=\"\(Self.coordinate(threshold))\" y1=\"4\" x2=\"\(Self.coordinate(threshold))\" y2=\"\(Int(height - 4))\" "
-        svg += "stroke=\"#555\" stroke-dasharray=\"3,3\"><title>threshold \(ReportTextFormat.number(report.detection.thresholdMs)) ms</title></line>\n"
+        svg +=
+            "<line x1=\"\(Self.coordinate(threshold))\" y1=\"4\" x2=\"\(Self.coordinate(threshold))\" y2=\"\(Int(height - 4))\" "
+        svg +=
+            "stroke=\"#555\" stroke-dasharray=\"3,3\"><title>threshold \(ReportTextFormat.number(report.detection.thresholdMs)) ms</title></line>\n"
         for (index, sample) in samples.enumerated() {
             let leaf = sample.frames.first ?? ProfileStacks.noStack
             let failed = report.samples[index].error
             let colour = failed != nil ? "#d62728" : Self.colour(CallTreeView.functionName(leaf))
             var title = "+\(ReportTextFormat.number(sample.offsetMs)) ms: " + (failed ?? CallTreeView.label(leaf))
-            if let pause = report.samples[index].pauseMicros { title += " (pause \(ReportTextFormat.number(pause)) µs)" }
+            if let pause = report.samples[index].pauseMicros {
+                title += " (pause \(ReportTextFormat.number(pause)) µs)"
+            }
             let x = 10 + sample.offsetMs * scale
-            svg += "<rect x=\"\(Self.coordinate(x))\" y=\"14\" width=\"\(Self.coordinate(max(interval * scale - 1, 2)))\" "
+            svg +=
+                "<rect x=\"\(Self.coordinate(x))\" y=\"14\" width=\"\(Self.coordinate(max(interval * scale - 1, 2)))\" "
             svg += "height=\"\(Int(height - 28))\" fill=\"\(colour)\"><title>\(escape(title))</title></rect>\n"
         }
         svg += "<text x=\"10\" y=\"\(Int(height + 10))\">0 ms</text>"
@@ -209,18 +232,22 @@ public struct HTMLReport {
         let height = 120.0
         var svg = "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" "
         svg += "height=\"\(Int(height + 20))\" viewBox=\"0 0 \(Int(width)) \(Int(height + 20))\">\n"
-        svg += "<line x1=\"10\" y1=\"\(Int(height))\" x2=\"\(Int(width - 10))\" y2=\"\(Int(height))\" stroke=\"#888\"/>\n"
+        svg +=
+            "<line x1=\"10\" y1=\"\(Int(height))\" x2=\"\(Int(width - 10))\" y2=\"\(Int(height))\" stroke=\"#888\"/>\n"
         for stall in stalls {
             let x = 10 + stall.start.timeIntervalSince(first) / span * (width - 24)
             let barHeight = max(3, (height - 10) * stall.durationMs / longest)
             let colour = stall.severity == .hang ? "#d62728" : Self.colour(stall.top ?? "")
-            let title = "\(stall.id): \(ReportTextFormat.duration(stall.durationMs)) at \(format.localTime(stall.start))"
+            let title =
+                "\(stall.id): \(ReportTextFormat.duration(stall.durationMs)) at \(format.localTime(stall.start))"
                 + (stall.top.map { ", \($0)" } ?? "")
             svg += "<rect x=\"\(Self.coordinate(x))\" y=\"\(Self.coordinate(height - barHeight))\" width=\"3\" "
-            svg += "height=\"\(Self.coordinate(barHeight))\" fill=\"\(colour)\"><title>\(escape(title))</title></rect>\n"
+            svg +=
+                "height=\"\(Self.coordinate(barHeight))\" fill=\"\(colour)\"><title>\(escape(title))</title></rect>\n"
         }
         svg += "<text x=\"10\" y=\"\(Int(height + 15))\">\(escape(format.localTime(first)))</text>"
-        svg += "<text x=\"\(Int(width - 10))\" y=\"\(Int(height + 15))\" text-anchor=\"end\">\(escape(format.localTime(last)))</text>\n"
+        svg +=
+            "<text x=\"\(Int(width - 10))\" y=\"\(Int(height + 15))\" text-anchor=\"end\">\(escape(format.localTime(last)))</text>\n"
         return svg + "</svg>\n"
     }
 

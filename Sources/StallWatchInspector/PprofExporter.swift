@@ -73,14 +73,18 @@ public struct PprofExporter: ProfileExporter {
         }
         var profile = ProtobufWriter()
         for (type, unit) in [("samples", "count"), ("wall", "nanoseconds")] {
-            profile.field(1) { $0.field(1, id(type)); $0.field(2, id(unit)) }  // sample_type
+            profile.field(1) {
+                $0.field(1, id(type)); $0.field(2, id(unit))
+            }  // sample_type
         }
         let reportKey = id("report")
         for sample in samples {
             profile.field(2) { message in  // sample
                 message.packed(1, sample.locations)  // location_id, leaf first
                 message.packed(2, [1, UInt64(bitPattern: sample.weightNanos)])  // value
-                message.field(3) { $0.field(1, reportKey); $0.field(2, Int64(sample.report)) }  // label
+                message.field(3) {
+                    $0.field(1, reportKey); $0.field(2, Int64(sample.report))
+                }  // label
             }
         }
         for (number, mapping) in mappings.enumerated() {
@@ -100,7 +104,9 @@ public struct PprofExporter: ProfileExporter {
                 message.field(1, number + 1)
                 message.field(2, location.mapping)
                 message.field(3, location.address)
-                message.field(4) { $0.field(1, location.function); $0.field(2, location.line) }  // line
+                message.field(4) {
+                    $0.field(1, location.function); $0.field(2, location.line)
+                }  // line
             }
         }
         for (number, function) in functions.enumerated() {
@@ -119,7 +125,9 @@ public struct PprofExporter: ProfileExporter {
         if let firstStart, let lastEnd {
             profile.field(10, Int64(lastEnd.timeIntervalSince(firstStart) * 1e9))  // duration_nanos
         }
-        profile.field(11) { $0.field(1, periodType.0); $0.field(2, periodType.1) }  // period_type
+        profile.field(11) {
+            $0.field(1, periodType.0); $0.field(2, periodType.1)
+        }  // period_type
         profile.field(12, periodNanos)  // period
         profile.packed(13, [UInt64(comment)])  // comment
         return Data(Gzip.wrap(profile.bytes))
@@ -146,7 +154,8 @@ public struct PprofExporter: ProfileExporter {
         }
         mappings.append(
             Mapping(
-                start: base, limit: base &+ (image?.size ?? 0), file: string(path), buildID: string(image?.buildId ?? ""),
+                start: base, limit: base &+ (image?.size ?? 0), file: string(path),
+                buildID: string(image?.buildId ?? ""),
                 hasFunctions: frame.symbol != nil, hasLines: frame.line != nil))
         mappingIndex[key] = mappings.count
         return mappings.count

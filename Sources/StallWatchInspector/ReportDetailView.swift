@@ -41,7 +41,8 @@ public struct ReportDetailView: Sendable {
         if let occurrences = report.occurrences, occurrences > 1 {
             var text = "\(occurrences) stalls with this signature"
             if let first = report.firstSeen, let last = report.lastSeen {
-                text += ", \(format.localTime(first, milliseconds: false)) to \(format.localTime(last, milliseconds: false))"
+                text +=
+                    ", \(format.localTime(first, milliseconds: false)) to \(format.localTime(last, milliseconds: false))"
             }
             header.append(["occurrences", text])
         }
@@ -81,21 +82,29 @@ public struct ReportDetailView: Sendable {
         if !report.samples.isEmpty {
             out += ["", heading("Samples")]
             let withThreadState = report.samples.contains { $0.thread != nil }
-            out += ReportTextFormat.table(report.samples.map { sample in
-                [
-                    "+\(ms(sample.offsetMs)) ms", sample.pauseMicros.map { "pause \(ms($0)) µs" } ?? "",
-                ] + (withThreadState ? [sample.thread.map(Self.describe) ?? ""] : []) + [
-                    sample.error.map { "error: \($0)" }
-                        ?? sample.frames.first(where: { !Self.isMachinery($0) }).map { CallTreeView.label($0) } ?? "",
-                ]
-            }).map { "  " + $0 }
+            out += ReportTextFormat.table(
+                report.samples.map { sample in
+                    [
+                        "+\(ms(sample.offsetMs)) ms", sample.pauseMicros.map { "pause \(ms($0)) µs" } ?? "",
+                    ] + (withThreadState ? [sample.thread.map(Self.describe) ?? ""] : []) + [
+                        sample.error.map { "error: \($0)" }
+                            ?? sample.frames.first(where: { !Self.isMachinery($0) }).map { CallTreeView.label($0) }
+                            ?? ""
+                    ]
+                }
+            ).map { "  " + $0 }
         }
         out += threadLines(report, allThreads: allThreads, heading: heading)
         if !report.images.isEmpty {
             out += ["", heading("Images")]
-            out += ReportTextFormat.table(report.images.map { image in
-                [image.base, image.size.map { "size " + $0.hexAddress } ?? "", image.buildId ?? "no build-id", image.path]
-            }).map { "  " + $0 }
+            out += ReportTextFormat.table(
+                report.images.map { image in
+                    [
+                        image.base, image.size.map { "size " + $0.hexAddress } ?? "", image.buildId ?? "no build-id",
+                        image.path,
+                    ]
+                }
+            ).map { "  " + $0 }
         }
         let capture = report.capture
         out += ["", heading("Capture")]
@@ -125,7 +134,9 @@ public struct ReportDetailView: Sendable {
             .subtracting([report.loop.threadId])
         let shown = threads.filter { allThreads || named.contains($0.threadId) }
         guard !shown.isEmpty || allThreads else {
-            return ["", heading("Threads"), "  \(threads.count) thread(s) at the first sample; --all-threads shows them"]
+            return [
+                "", heading("Threads"), "  \(threads.count) thread(s) at the first sample; --all-threads shows them",
+            ]
         }
         var out = ["", heading(allThreads ? "Threads (\(threads.count))" : "Threads named by the cause")]
         for thread in shown {

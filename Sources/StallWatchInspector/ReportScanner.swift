@@ -61,10 +61,13 @@ public struct ReportScanner: Sendable {
                 }
                 continue
             }
-            try ReportStore(directory: path).forEachReport(listing: listing, onProblem: { problem in
-                outcome.skipped += 1
-                warn("warning: \(problem)")
-            }) { entry in
+            try ReportStore(directory: path).forEachReport(
+                listing: listing,
+                onProblem: { problem in
+                    outcome.skipped += 1
+                    warn("warning: \(problem)")
+                }
+            ) { entry in
                 outcome.read += 1
                 if filter.matches(entry.report) {
                     outcome.matched += 1

@@ -33,7 +33,8 @@ public struct ReportSymbolicator {
         var outcome = Outcome(report: report, framesFilled: 0, filesUsed: [], warnings: [])
         var wanted: [String] = []
         for sample in report.samples {
-            for frame in sample.frames where frame.image != nil && frame.offset != nil
+            for frame in sample.frames
+            where frame.image != nil && frame.offset != nil
                 && (frame.symbol == nil || frame.file == nil) && !wanted.contains(frame.image!)
             {
                 wanted.append(frame.image!)

@@ -3,7 +3,7 @@ import Foundation
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Time, duration and table formatting for the human-readable report views.
@@ -55,7 +55,8 @@ public struct ReportTextFormat: Sendable {
         }
         return rows.enumerated().map { rowIndex, row in
             row.enumerated().map { index, cell in
-                let padded = index == row.count - 1
+                let padded =
+                    index == row.count - 1
                     ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
                 return style(rowIndex, index, padded)
             }.joined(separator: "  ")

@@ -8,7 +8,8 @@ extension ReportsCommands {
     public static func export(_ invocation: Invocation) throws -> ExitCode {
         guard let text = invocation.arguments.options["--format"] else {
             throw CommandError.usage(
-                "reports export: --format is required (\(ProfileFormat.allCases.map(\.rawValue).joined(separator: ", ")))")
+                "reports export: --format is required (\(ProfileFormat.allCases.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
         let format = try option(invocation.arguments, "--format", default: ProfileFormat(rawValue: text) ?? .folded)
         let destination = outputPath(invocation)
@@ -21,7 +22,8 @@ extension ReportsCommands {
         try write(try exporter.data(), to: destination, invocation)
         if let destination {
             invocation.console.printError(
-                "stallwatch: wrote \(format.rawValue) profile of \(count) report\(count == 1 ? "" : "s") to \(destination)")
+                "stallwatch: wrote \(format.rawValue) profile of \(count) report\(count == 1 ? "" : "s") to \(destination)"
+            )
         }
         return .ok
     }

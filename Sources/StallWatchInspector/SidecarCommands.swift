@@ -44,7 +44,8 @@ enum SidecarCommands {
         var options = TargetWatcher.Options(pid: 0, configuration: try configuration(args, invocation))
         try apply(args, to: &options)
         if args.has("--proc") { options.mode = .proc }
-        let waitMs = try args.options["--heartbeat-wait-ms"].map { try number($0, "--heartbeat-wait-ms", 0...60_000) } ?? 1000
+        let waitMs =
+            try args.options["--heartbeat-wait-ms"].map { try number($0, "--heartbeat-wait-ms", 0...60_000) } ?? 1000
         let console = invocation.console
         // Forward SIGINT/SIGTERM/SIGHUP to the child; we exit when it does.
         let child = Mutex<ChildProcess?>(nil)
@@ -103,8 +104,10 @@ enum SidecarCommands {
     static func daemon(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
         let configuration = try configuration(args, invocation)
-        let directory = args.options["--heartbeat-dir"]
-            ?? (configuration.heartbeatDirectory.isEmpty ? HeartbeatPublisher.defaultDirectory : configuration.heartbeatDirectory)
+        let directory =
+            args.options["--heartbeat-dir"]
+            ?? (configuration.heartbeatDirectory.isEmpty
+                ? HeartbeatPublisher.defaultDirectory : configuration.heartbeatDirectory)
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
         let console = invocation.console
         let daemon = SidecarDaemon(
@@ -146,7 +149,8 @@ enum SidecarCommands {
 
     private static func number(_ text: String, _ name: String, _ range: ClosedRange<Int>) throws -> Int {
         guard let value = Int(text), range.contains(value) else {
-            throw CommandError.usage("\(name) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
+            throw CommandError.usage(
+                "\(name) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
     }

@@ -50,7 +50,8 @@ public struct SpeedscopeExporter: ProfileExporter {
         for sample in ProfileStacks.samples(of: report) {
             stacks.append(sample.frames.reversed().map { index(of: $0) })
         }
-        let name = "\(report.id) (\(ReportTextFormat.duration(report.durationMs, status: report.status)), "
+        let name =
+            "\(report.id) (\(ReportTextFormat.duration(report.durationMs, status: report.status)), "
             + "\(report.loop.phase), \(ReportSummary.imageName(report.process.executable)))"
         profiles.append(
             Profile(

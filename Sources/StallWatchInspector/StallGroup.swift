@@ -109,7 +109,9 @@ public struct StallGroupView: Sendable {
     }
 
     public func lines(_ groups: [StallGroup], by key: StallGroup.Key) -> [String] {
-        let header = [key.rawValue.uppercased(), "COUNT", "TOTAL", "P50", "P95", "MAX", "FIRST SEEN", "LAST SEEN", "TOP FRAME"]
+        let header = [
+            key.rawValue.uppercased(), "COUNT", "TOTAL", "P50", "P95", "MAX", "FIRST SEEN", "LAST SEEN", "TOP FRAME",
+        ]
         let rows = groups.map { group in
             [
                 group.key, String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : ""),

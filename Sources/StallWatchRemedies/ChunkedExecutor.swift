@@ -60,14 +60,15 @@ public final class ChunkedExecutor: Sendable {
         completion: @escaping @Sendable () -> Void = {}
     ) -> ChunkedJob where C.Index: Sendable {
         let cursor = Mutex(elements.startIndex)
-        return run({
-            cursor.withLock { index in
-                guard index != elements.endIndex else { return false }
-                body(elements[index])
-                elements.formIndex(after: &index)
-                return index != elements.endIndex
-            }
-        }, completion: completion)
+        return run(
+            {
+                cursor.withLock { index in
+                    guard index != elements.endIndex else { return false }
+                    body(elements[index])
+                    elements.formIndex(after: &index)
+                    return index != elements.endIndex
+                }
+            }, completion: completion)
     }
 
     /// Sorts `elements` on the loop in chunks (a merge sort whose every step is bounded), then hands the sorted
@@ -86,7 +87,9 @@ public final class ChunkedExecutor: Sendable {
         return run({ sorter.withLock { $0.step() } }, completion: { completion(sorter.withLock { $0.result }) })
     }
 
-    private func runChunk(_ job: ChunkedJob, step: @escaping @Sendable () -> Bool, completion: @escaping @Sendable () -> Void) {
+    private func runChunk(
+        _ job: ChunkedJob, step: @escaping @Sendable () -> Bool, completion: @escaping @Sendable () -> Void
+    ) {
         guard !job.isCancelled else { return }
         let start = scheduler.uptimeNanos
         var steps = 0

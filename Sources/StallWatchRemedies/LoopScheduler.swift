@@ -3,7 +3,7 @@ import Dispatch
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Something that runs blocks on one loop thread: now, soon, after a delay, and when the loop is about to wait.

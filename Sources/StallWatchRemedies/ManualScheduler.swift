@@ -135,9 +135,13 @@ public final class ManualScheduler: LoopScheduler {
     private func popDueTimer() -> Timer? {
         state.withLock { state -> Timer? in
             let due = state.timers.indices.filter { state.timers[$0].fireAt <= state.now }
-            guard let first = due.min(by: {
-                (state.timers[$0].fireAt, state.timers[$0].serial) < (state.timers[$1].fireAt, state.timers[$1].serial)
-            }) else { return nil }
+            guard
+                let first = due.min(by: {
+                    (state.timers[$0].fireAt, state.timers[$0].serial) < (
+                        state.timers[$1].fireAt, state.timers[$1].serial
+                    )
+                })
+            else { return nil }
             return state.timers.remove(at: first)
         }
     }

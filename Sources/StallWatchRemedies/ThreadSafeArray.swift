@@ -3,7 +3,7 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An array that many threads may read and write at once, built on a concurrent queue with barrier writes.

@@ -2,7 +2,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A child started with `posix_spawnp`, with a clean signal mask and default dispositions, so it behaves as if
@@ -61,8 +61,8 @@ public final class ChildProcess: @unchecked Sendable {
                 return 127
             }
             let signal = status & 0x7f
-            if signal == 0 { return (status >> 8) & 0xff }       // exited
-            if signal != 0x7f { return 128 + signal }             // killed by a signal
+            if signal == 0 { return (status >> 8) & 0xff }  // exited
+            if signal != 0x7f { return 128 + signal }  // killed by a signal
         }
     }
 

@@ -3,7 +3,7 @@ import CStallWatch
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The header of a heartbeat segment, after validation.
@@ -61,7 +61,8 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
                 throw Self.invalid(path, "size", "file is \(info.st_size) bytes, a segment is \(Self.size)")
             }
             guard info.st_mode & 0o022 == 0 else {
-                throw Self.invalid(path, "mode", "writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))")
+                throw Self.invalid(
+                    path, "mode", "writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))")
             }
             let bytes = try Self.readAll(fd: fd, path: path)
             let segment = try Self.decode(bytes, path: path, fileSize: Int(info.st_size))
@@ -178,7 +179,8 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
             throw SidecarError.noSuchProcess(pid: pid)
         }
         guard procInfo.st_uid == fileOwner else {
-            throw invalid(path, "pid", "pid \(pid) runs as uid \(procInfo.st_uid) but the file belongs to uid \(fileOwner)")
+            throw invalid(
+                path, "pid", "pid \(pid) runs as uid \(procInfo.st_uid) but the file belongs to uid \(fileOwner)")
         }
         guard let maps = ProcText.read("/proc/\(pid)/maps", limit: 16 << 20) else {
             if errno == EACCES || errno == EPERM {

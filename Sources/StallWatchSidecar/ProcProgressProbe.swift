@@ -2,7 +2,7 @@
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Turns what the kernel says about one thread into the ``LoopSnapshot`` a ``StallDetector`` expects, so a loop

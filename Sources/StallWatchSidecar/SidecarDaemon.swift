@@ -70,7 +70,8 @@ public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread;
                 }
             }
             let (seconds, attoseconds) = scanInterval.components
-            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+            _ = wakeup.wait(
+                timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
         }
         let running = watchers.withLock { $0 }
         for (_, entry) in running { entry.watcher.stop(reason: "the daemon stopped while the loop was still stuck") }

@@ -2,7 +2,7 @@
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An error from the sidecar: a stable code, a message a user can act on, and its context.
@@ -46,14 +46,17 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
 
     static func noSuchProcess(pid: Int32, tid: Int32? = nil) -> SidecarError {
         let what = tid.map { $0 == pid ? "process \(pid)" : "thread \($0) of process \(pid)" } ?? "process \(pid)"
-        return SidecarError(.noSuchProcess, "no such process: \(what) does not exist (or has exited)",
+        return SidecarError(
+            .noSuchProcess, "no such process: \(what) does not exist (or has exited)",
             context: ["pid": String(pid)])
     }
 
     static func permissionDenied(pid: Int32, doing: String) -> SidecarError {
         SidecarError(
             .permissionDenied, "permission denied \(doing) of pid \(pid): " + permissionAdvice,
-            context: ["pid": String(pid), "yamaPtraceScope": ProcText.read("/proc/sys/kernel/yama/ptrace_scope") ?? "absent"])
+            context: [
+                "pid": String(pid), "yamaPtraceScope": ProcText.read("/proc/sys/kernel/yama/ptrace_scope") ?? "absent",
+            ])
     }
 
     static func from(_ error: StallWatchError, pid: Int32) -> SidecarError {

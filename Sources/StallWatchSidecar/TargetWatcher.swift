@@ -5,7 +5,7 @@ import StallWatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What a sidecar tells its caller, on the watching thread.
@@ -90,7 +90,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         else { throw SidecarError.noSuchProcess(pid: pid) }
         startTimeTicks = started
         if pid == getpid() {
-            throw SidecarError(.permissionDenied, "a process cannot watch itself with ptrace: embed the Watchdog instead")
+            throw SidecarError(
+                .permissionDenied, "a process cannot watch itself with ptrace: embed the Watchdog instead")
         }
 
         var reader: HeartbeatReader?
@@ -147,7 +148,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
 
     /// Where reports go.
     public var reportDirectory: String {
-        options.configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : options.configuration.reportDirectory
+        options.configuration.reportDirectory.isEmpty
+            ? ReportWriter.defaultDirectory : options.configuration.reportDirectory
     }
 
     /// For tests: called with the thread id after every ptrace capture.

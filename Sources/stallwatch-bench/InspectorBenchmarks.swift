@@ -19,7 +19,10 @@ func runInspectorBenchmarks() {
         ("reports summary", ["reports", "summary", directory]),
         ("reports summary --by frame --json", ["reports", "summary", directory, "--by", "frame", "--json"]),
         ("reports export --format folded", ["reports", "export", directory, "--format", "folded"]),
-        ("reports export --format pprof", ["reports", "export", directory, "--format", "pprof", "-o", directory + ".pb.gz"]),
+        (
+            "reports export --format pprof",
+            ["reports", "export", directory, "--format", "pprof", "-o", directory + ".pb.gz"]
+        ),
         ("reports html", ["reports", "html", directory, "-o", directory + ".html"]),
     ]
     for (label, arguments) in runs {
@@ -38,7 +41,8 @@ func runInspectorBenchmarks() {
         }
         Table.row([
             label, String(format: "%.0f ms", best * 1000),
-            (repeats > 1 ? "best of \(repeats); " : "") + "\(warnings) lines on stderr" + (label == "reports list" ? " (bar < 1 s)" : ""),
+            (repeats > 1 ? "best of \(repeats); " : "") + "\(warnings) lines on stderr"
+                + (label == "reports list" ? " (bar < 1 s)" : ""),
         ])
         fflush(nil)
     }
@@ -89,20 +93,27 @@ enum InspectorBenchmarks {
                         symbol: "Service.Module\(function).handle(request:) -> ()", symbolOffset: depth,
                         file: "/src/service/Sources/Service/Module\(function).swift", line: 10 + depth))
             }
-            samples.append(StallReport.Sample(offsetMs: 250 + Double(sample) * 50, frames: frames.reversed(), pauseMicros: 20))
+            samples.append(
+                StallReport.Sample(offsetMs: 250 + Double(sample) * 50, frames: frames.reversed(), pauseMicros: 20))
         }
         let duration = 250 + Double((index * 7919) % 2000)
         return StallReport(
             id: "bench-\(index)", status: .ended, severity: duration > 2000 ? .hang : .stall,
-            startedAt: start.addingTimeInterval(Double(index) * 30), endedAt: start.addingTimeInterval(Double(index) * 30 + duration / 1000),
+            startedAt: start.addingTimeInterval(Double(index) * 30),
+            endedAt: start.addingTimeInterval(Double(index) * 30 + duration / 1000),
             durationMs: duration,
             detection: .init(
                 source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 2000,
                 detectedAt: start.addingTimeInterval(Double(index) * 30 + 0.25), latencyMs: 1),
-            process: .init(pid: 4242, executable: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "bench"),
+            process: .init(
+                pid: 4242, executable: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "bench"),
             loop: .init(name: "main", threadId: 4242, phase: "beforeSources", iteration: UInt64(index)),
             samples: samples,
-            images: [ImageInfo(path: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000", size: 0x100000)],
+            images: [
+                ImageInfo(
+                    path: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000",
+                    size: 0x100000)
+            ],
             signature: StallSignature.compute(samples: samples),
             capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 4))
     }

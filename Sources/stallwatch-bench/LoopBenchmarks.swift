@@ -26,13 +26,18 @@ enum LoopBenchmarks {
                 }
                 best = min(best, Double(sw_monotonic_ns() - start) / Double(iterations))
             }
-            Table.row(["per-transition publish, \(label) (best of 5, 20M)", String(format: "%.2f ns", best), "bar ≤ 10 ns"])
+            Table.row([
+                "per-transition publish, \(label) (best of 5, 20M)", String(format: "%.2f ns", best), "bar ≤ 10 ns",
+            ])
         }
         var ts = timespec()
         let start = sw_monotonic_ns()
         for _ in 0..<iterations { clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) }
         let coarse = Double(sw_monotonic_ns() - start) / Double(iterations)
-        Table.row(["CLOCK_MONOTONIC_COARSE read (the floor of a timestamped transition)", String(format: "%.2f ns", coarse), ""])
+        Table.row([
+            "CLOCK_MONOTONIC_COARSE read (the floor of a timestamped transition)", String(format: "%.2f ns", coarse),
+            "",
+        ])
     }
 
     /// A loop running a chain of tiny work items (each item performs the next): items/s and loop CPU.
@@ -141,8 +146,14 @@ enum LoopBenchmarks {
         try? FileManager.default.removeItem(atPath: config.reportDirectory)
         let l = latencies.withLock { $0 }.sorted()
         let d = toDisk.withLock { $0 }.sorted()
-        Table.row(["detection latency (\(l.count) stalls)", "p50 \(fmt(pct(l, 50))) ms", "p99 \(fmt(pct(l, 99))) ms (bar ≤ 5 ms)"])
-        Table.row(["detection → provisional report on disk", "p50 \(fmt(pct(d, 50))) ms", "p99 \(fmt(pct(d, 99))) ms (bar ≤ 50 ms)"])
+        Table.row([
+            "detection latency (\(l.count) stalls)", "p50 \(fmt(pct(l, 50))) ms",
+            "p99 \(fmt(pct(l, 99))) ms (bar ≤ 5 ms)",
+        ])
+        Table.row([
+            "detection → provisional report on disk", "p50 \(fmt(pct(d, 50))) ms",
+            "p99 \(fmt(pct(d, 99))) ms (bar ≤ 50 ms)",
+        ])
     }
 
     /// The watchdog thread's wake-ups while the loop idles for 2 s (bar: none).

@@ -15,8 +15,14 @@ func runSidecarBenchmarks() {
         return
     }
     // A target stuck on CPU for the whole measurement, nobody inside watching.
-    guard let busy = try? launch(demo, ["stall", "--kind", "cpu", "--duration-ms", "60000", "--delay-ms", "0",
-                                        "--no-watchdog", "--no-heartbeat"]) else { return }
+    guard
+        let busy = try? launch(
+            demo,
+            [
+                "stall", "--kind", "cpu", "--duration-ms", "60000", "--delay-ms", "0",
+                "--no-watchdog", "--no-heartbeat",
+            ])
+    else { return }
     defer { busy.terminate() }
     usleep(300_000)
     let pid = busy.processIdentifier
@@ -51,7 +57,9 @@ func runSidecarBenchmarks() {
             process.waitUntilExit()
             walls.append(sw_monotonic_ns() - start)
         }
-        row("\(URL(fileURLWithPath: tool).lastPathComponent) \(arguments.prefix(2).joined(separator: " ")) …: wall", walls,
+        row(
+            "\(URL(fileURLWithPath: tool).lastPathComponent) \(arguments.prefix(2).joined(separator: " ")) …: wall",
+            walls,
             "stops every thread; pause ≤ wall")
     }
     print("")
@@ -88,8 +96,10 @@ private func benchmarkWatcherCPU(demo: String) {
             done.wait()
             let cpu = processCPU() - before
             let wall = sw_monotonic_ns() - start
-            print(String(format: "| %@ | %@ | %.1f | %.1f ms | %.2f%% |", label, watcher.source, Double(wall) / 1e9,
-                         Double(cpu) / 1e6, Double(cpu) / Double(wall) * 100))
+            print(
+                String(
+                    format: "| %@ | %@ | %.1f | %.1f ms | %.2f%% |", label, watcher.source, Double(wall) / 1e9,
+                    Double(cpu) / 1e6, Double(cpu) / Double(wall) * 100))
         }
     }
     print("\n(the busy loop is stuck: the sidecar reports it and samples it up to maxSamples = 20 times)\n")

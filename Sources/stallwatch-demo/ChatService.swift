@@ -93,10 +93,11 @@ final class ChatService: @unchecked Sendable {  // loop-confined
             guard (1...60_000).contains(ms) else { return responder.respond(.badRequest("ms from 1 to 60000")) }
             injectStall(kind, durationMs: ms, responder)
         case ("GET", 1, "stats"):
-            responder.respond(.json(
-                #"{"mode":"\#(mode)","requests":\#(requests),"messages":\#(messages),"#
-                    + #""recomputations":\#(recomputer.computationCount),"journalBatches":\#(journal.batchesWritten),"#
-                    + #""databaseRows":\#(database.rowCount)}"# + "\n"))
+            responder.respond(
+                .json(
+                    #"{"mode":"\#(mode)","requests":\#(requests),"messages":\#(messages),"#
+                        + #""recomputations":\#(recomputer.computationCount),"journalBatches":\#(journal.batchesWritten),"#
+                        + #""databaseRows":\#(database.rowCount)}"# + "\n"))
         case ("POST", 1, "quit"):
             responder.respond(.text("bye\n"))
             loop.schedule(after: .milliseconds(20)) { [self] in onQuit() }
@@ -142,8 +143,9 @@ final class ChatService: @unchecked Sendable {  // loop-confined
         let mode = mode
         let done: @Sendable () -> Void = {
             let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-            responder.respond(.json(
-                #"{"kind":"\#(kind.rawValue)","mode":"\#(mode)","ms":\#(ms),"tookMs":\#(Int(took))}"# + "\n"))
+            responder.respond(
+                .json(
+                    #"{"kind":"\#(kind.rawValue)","mode":"\#(mode)","ms":\#(ms),"tookMs":\#(Int(took))}"# + "\n"))
         }
         if !fixed {
             switch kind {

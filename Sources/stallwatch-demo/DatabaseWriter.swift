@@ -1,11 +1,11 @@
 // The demo's background "database": a writer thread that holds its lock for long writes.
 import Foundation
 import StallWatch
-import Synchronization
 import StallWatchRemedies
+import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A background thread standing in for a database client: it batches rows, and every `checkpointInterval` it

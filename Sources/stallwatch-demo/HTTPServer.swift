@@ -3,7 +3,7 @@ import Foundation
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One parsed request.
@@ -74,7 +74,8 @@ final class HTTPServer: @unchecked Sendable {  // loop-confined after init
     init(loop: EventLoop, port: Int, handler: @escaping Handler) throws {
         self.loop = loop
         self.handler = handler
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(
+            AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw DemoError("socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -83,7 +84,9 @@ final class HTTPServer: @unchecked Sendable {  // loop-confined after init
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = in_addr_t(UInt32(0x7f00_0001).bigEndian)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(fd, 512) == 0 else {
             let message = String(cString: strerror(errno))
@@ -148,7 +151,8 @@ final class HTTPConnection: @unchecked Sendable {
     static let maxHeaderBytes = 16 << 10
     static let maxBodyBytes = 1 << 20
 
-    init(fd: Int32, loop: EventLoop, handler: @escaping HTTPServer.Handler, onClose: @escaping (HTTPConnection) -> Void) {
+    init(fd: Int32, loop: EventLoop, handler: @escaping HTTPServer.Handler, onClose: @escaping (HTTPConnection) -> Void)
+    {
         self.fd = fd
         self.loop = loop
         self.handler = handler
@@ -282,7 +286,8 @@ enum HTTPParser {
         var headers: [String: String] = [:]
         for line in lines where !line.isEmpty {
             guard let colon = line.firstIndex(of: ":") else { return .invalid(status: 400) }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         let length = Int(headers["content-length"] ?? "0") ?? -1
         guard length >= 0 else { return .invalid(status: 400) }
@@ -293,7 +298,8 @@ enum HTTPParser {
         buffer.removeFirst(bodyStart + length)
 
         let target = String(parts[1])
-        let (path, queryText) = target.firstIndex(of: "?").map { (String(target[..<$0]), String(target[target.index(after: $0)...])) }
+        let (path, queryText) =
+            target.firstIndex(of: "?").map { (String(target[..<$0]), String(target[target.index(after: $0)...])) }
             ?? (target, "")
         var query: [String: String] = [:]
         for pair in queryText.split(separator: "&") {

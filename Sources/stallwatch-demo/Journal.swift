@@ -4,7 +4,7 @@ import StallWatch
 import StallWatchRemedies
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An append-only file of messages, made durable with fsync.

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let loadUsage = """
@@ -60,11 +60,15 @@ struct LoadCommand {
         signal(SIGPIPE, SIG_IGN)
         let result = LoadGenerator(command: self).run()
         let p50 = result.percentile(0.50), p99 = result.percentile(0.99), max = result.latenciesMs.max() ?? 0
-        print(String(
-            format: "load: %d requests in %.1f s (%d errors), latency p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-            result.latenciesMs.count + result.errors, result.elapsedSeconds, result.errors, p50, p99, max))
+        print(
+            String(
+                format: "load: %d requests in %.1f s (%d errors), latency p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+                result.latenciesMs.count + result.errors, result.elapsedSeconds, result.errors, p50, p99, max))
         for stall in result.stalls {
-            print(String(format: "load: stall %@ answered in %.0f ms%@", stall.kind, stall.latencyMs, stall.ok ? "" : " (failed)"))
+            print(
+                String(
+                    format: "load: stall %@ answered in %.0f ms%@", stall.kind, stall.latencyMs,
+                    stall.ok ? "" : " (failed)"))
         }
         let rounded = { (x: Double) in (x * 100).rounded() / 100 }
         printLine([
@@ -122,7 +126,8 @@ struct LoadGenerator {
                     let request: String
                     if Int.random(in: 0..<10, using: &rng) < 8 {
                         let id = Int.random(in: 0..<command.sessions, using: &rng)
-                        request = HTTPClient.request("POST", "/sessions/\(id)/messages", body: "hello from connection \(index)")
+                        request = HTTPClient.request(
+                            "POST", "/sessions/\(id)/messages", body: "hello from connection \(index)")
                     } else {
                         request = HTTPClient.request("GET", "/sessions?limit=20", body: nil)
                     }
@@ -144,14 +149,17 @@ struct LoadGenerator {
         }
         for (index, kind) in command.stalls.enumerated() {
             group.enter()
-            let at = start + UInt64(command.seconds) * 1_000_000_000 * UInt64(index + 1) / UInt64(command.stalls.count + 1)
+            let at =
+                start + UInt64(command.seconds) * 1_000_000_000 * UInt64(index + 1) / UInt64(command.stalls.count + 1)
             let thread = Thread {
                 defer { group.leave() }
                 Self.sleep(until: at)
                 var client = HTTPClient(port: command.port, timeoutSeconds: 60)
                 let sent = Self.now()
-                let status = client.exchange(HTTPClient.request("POST", "/stall/\(kind.rawValue)?ms=\(command.stallMs)", body: nil))
-                let result = StallResult(kind: kind.rawValue, latencyMs: Double(Self.now() - sent) / 1e6, ok: status == 200)
+                let status = client.exchange(
+                    HTTPClient.request("POST", "/stall/\(kind.rawValue)?ms=\(command.stallMs)", body: nil))
+                let result = StallResult(
+                    kind: kind.rawValue, latencyMs: Double(Self.now() - sent) / 1e6, ok: status == 200)
                 collected.withLock { $0.stalls.append(result) }
             }
             thread.name = "load-stall-\(kind.rawValue)"
@@ -164,7 +172,9 @@ struct LoadGenerator {
             _ = client.exchange(HTTPClient.request("POST", "/quit", body: nil))
         }
         return collected.withLock { c in
-            Result(latenciesMs: c.latencies, errors: c.errors, stalls: c.stalls.sorted { $0.kind < $1.kind }, elapsedSeconds: elapsed)
+            Result(
+                latenciesMs: c.latencies, errors: c.errors, stalls: c.stalls.sorted { $0.kind < $1.kind },
+                elapsedSeconds: elapsed)
         }
     }
 
@@ -229,7 +239,9 @@ struct HTTPClient {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = in_addr_t(UInt32(0x7f00_0001).bigEndian)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         if connected != 0 {
             reset()
@@ -259,9 +271,11 @@ struct HTTPClient {
     /// A complete response at the front of the buffer: its status, total length, and whether the server closes.
     private func parse() -> (Int, Int, Bool)? {
         guard buffer.count >= 4 else { return nil }
-        guard let end = (0...(buffer.count - 4)).first(where: {
-            buffer[$0] == 13 && buffer[$0 + 1] == 10 && buffer[$0 + 2] == 13 && buffer[$0 + 3] == 10
-        }) else { return nil }
+        guard
+            let end = (0...(buffer.count - 4)).first(where: {
+                buffer[$0] == 13 && buffer[$0 + 1] == 10 && buffer[$0 + 2] == 13 && buffer[$0 + 3] == 10
+            })
+        else { return nil }
         let head = String(decoding: buffer[0..<end], as: UTF8.self).lowercased()
         let lines = head.split(separator: "\r\n")
         guard let statusLine = lines.first, statusLine.split(separator: " ").count >= 2,
@@ -270,7 +284,9 @@ struct HTTPClient {
         var length = 0
         var closeAfter = false
         for line in lines.dropFirst() {
-            if line.hasPrefix("content-length:") { length = Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0 }
+            if line.hasPrefix("content-length:") {
+                length = Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0
+            }
             if line.hasPrefix("connection:") && line.contains("close") { closeAfter = true }
         }
         guard buffer.count >= end + 4 + length else { return nil }

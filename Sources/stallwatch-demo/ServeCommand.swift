@@ -3,7 +3,7 @@ import Foundation
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let serveUsage = """
@@ -63,8 +63,9 @@ struct ServeCommand {
         _ = try? SignalSampler.shared().registerCurrentThread()
 
         var template = Array((NSTemporaryDirectory() + "stallwatch-chat.XXXXXX").utf8CString)
-        guard let dataDirectory = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) })
-            .map({ String(cString: $0) })
+        guard
+            let dataDirectory = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) })
+                .map({ String(cString: $0) })
         else { fail("mkdtemp: \(String(cString: strerror(errno)))", code: 1) }
 
         let service: ChatService

@@ -3,7 +3,7 @@ import Foundation
 import StallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The stall kinds `stallwatch-demo stall --kind` can inject.

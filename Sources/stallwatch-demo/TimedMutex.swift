@@ -2,7 +2,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A plain pthread mutex (normal type: not reentrant, no error checking) with a timed lock.

@@ -3,7 +3,7 @@ import Foundation
 import StallWatchInspector
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let environment = ProcessInfo.processInfo.environment

@@ -34,7 +34,8 @@ import Testing
 
     @Test func machineryIsTrimmedFromTheInnerEnd() {
         let samples: [StallReport.Sample] = [
-            .init(offsetMs: 0, frames: [Self.frame("sw_capture_handler"), Self.frame("__restore_rt"), Self.frame("main")])
+            .init(
+                offsetMs: 0, frames: [Self.frame("sw_capture_handler"), Self.frame("__restore_rt"), Self.frame("main")])
         ]
         let tree = CallTree(samples: samples) { $0.symbol.map(ReportSummary.isMachinery) ?? false }
         #expect(tree.roots.count == 1)

@@ -11,7 +11,9 @@ import Testing
     static let chromiumReady: Bool = {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [ReportFixtures.repositoryRoot.appendingPathComponent("scripts/html-screenshot.sh").path, "--install"]
+        process.arguments = [
+            ReportFixtures.repositoryRoot.appendingPathComponent("scripts/html-screenshot.sh").path, "--install",
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return false }
@@ -36,8 +38,10 @@ import Testing
         #expect(html.contains("<th>Duration</th><td>313 ms (312.5 ms)</td>"))
         #expect(html.components(separatedBy: "<svg").count == 3, "flame graph and timeline")
         // Hover text for every box, with the frame and its share.
-        #expect(html.contains(
-            "<title>ChatDemo.SessionList.sortAndFilter() -&gt; () (chat-demo) ChatDemo/SessionList.swift:42: 1 sample (50.0%)</title>"))
+        #expect(
+            html.contains(
+                "<title>ChatDemo.SessionList.sortAndFilter() -&gt; () (chat-demo) ChatDemo/SessionList.swift:42: 1 sample (50.0%)</title>"
+            ))
         #expect(html.contains("<title>all samples: 2 (100%)</title>"))
         #expect(html.contains("<title>+251.5 ms: __memmove_avx_unaligned_erms (libc.so.6) (pause 18.5 µs)</title>"))
     }
@@ -47,14 +51,19 @@ import Testing
         #expect(html.contains("<h1>3 stall reports</h1>"))
         #expect(html.contains("<td>0b1d2e3f40516273</td>"))
         #expect(html.contains("<title>[no stack]: 1 sample (20.0%)</title>"))
-        #expect(html.contains("<title>20261201T080000.000Z-977-1: 1m 03s at 2026-12-01 08:00:00, libc.so.6 + 0xa1000</title>"))
+        #expect(
+            html.contains(
+                "<title>20261201T080000.000Z-977-1: 1m 03s at 2026-12-01 08:00:00, libc.so.6 + 0xa1000</title>"))
     }
 
     @Test func textIsEscaped() {
         #expect(HTMLReportEscaping.escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&#39;")
     }
 
-    @Test(.enabled(if: chromiumReady, "Chromium is not installed and apt-get could not install it (scripts/html-screenshot.sh --install)"))
+    @Test(
+        .enabled(
+            if: chromiumReady,
+            "Chromium is not installed and apt-get could not install it (scripts/html-screenshot.sh --install)"))
     func headlessChromiumRendersThePageWithContent() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sw-html-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

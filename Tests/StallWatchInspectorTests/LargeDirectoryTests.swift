@@ -37,7 +37,8 @@ struct SyntheticReportDirectory {
             }
             let parts = templates[index % templates.count]
             let date = ReportDate.string(from: start.addingTimeInterval(Double(index) * 60))
-            let text = parts[0] + "\"id\" : \"synthetic-\(index)\"" + parts[1] + "\"startedAt\" : \"\(date)\"" + parts[2]
+            let text =
+                parts[0] + "\"id\" : \"synthetic-\(index)\"" + parts[1] + "\"startedAt\" : \"\(date)\"" + parts[2]
             try Data(text.utf8).write(to: file)
         }
     }
@@ -70,7 +71,9 @@ struct SyntheticReportDirectory {
         #expect(list.1.standardOutput.split(separator: "\n").count == 1 + 4950)
         let warnings = list.1.standardError.split(separator: "\n")
         #expect(warnings.count == 50)
-        #expect(warnings.allSatisfy { $0.hasPrefix("stallwatch: warning: skipping \(directory.url.path)/stall-synthetic-") })
+        #expect(
+            warnings.allSatisfy { $0.hasPrefix("stallwatch: warning: skipping \(directory.url.path)/stall-synthetic-") }
+        )
         #expect(warnings.contains { $0.hasSuffix("schemaVersion 99 is newer than this build reads (1)") })
         #expect(warnings.contains { $0.hasSuffix("empty file") })
 

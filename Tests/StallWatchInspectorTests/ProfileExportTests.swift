@@ -74,19 +74,23 @@ final class DataBox: @unchecked Sendable { var data = Data() }
             "the Python package jsonschema is not installed (pip install jsonschema; set STALLWATCH_REQUIRE_JSONSCHEMA=1 to make this a failure)"
         ))
     func speedscopeOutputValidatesAgainstTheSchema() throws {
-        try #require(ReportFormatTests.jsonschemaAvailable, "STALLWATCH_REQUIRE_JSONSCHEMA=1 but python3 cannot import jsonschema")
+        try #require(
+            ReportFormatTests.jsonschemaAvailable,
+            "STALLWATCH_REQUIRE_JSONSCHEMA=1 but python3 cannot import jsonschema")
         let file = temporaryFile("profile.speedscope.json")
         defer { try? FileManager.default.removeItem(atPath: file) }
         let (code, _) = CapturedConsole.run(["reports", "export", reports, "--format", "speedscope", "-o", file])
         #expect(code == .ok)
         let schema = ReportFixtures.directory.appendingPathComponent("schemas/speedscope-file-format.schema.json").path
         let (status, _, errors) = try runPython([
-            "-c", "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
+            "-c",
+            "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
             file, schema,
         ])
         #expect(status == 0, "\(errors)")
 
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
         let frames = try #require((object["shared"] as? [String: Any])?["frames"] as? [[String: Any]])
         let profiles = try #require(object["profiles"] as? [[String: Any]])
         #expect(profiles.count == 3)
@@ -151,7 +155,9 @@ final class DataBox: @unchecked Sendable { var data = Data() }
         let data = exporter.data()
         #expect(data.count > 70_000, "needs more than one stored block")
         try data.write(to: URL(fileURLWithPath: file))
-        let (status, _, errors) = try runPython(["-c", "import gzip, sys; gzip.decompress(open(sys.argv[1], 'rb').read())", file])
+        let (status, _, errors) = try runPython([
+            "-c", "import gzip, sys; gzip.decompress(open(sys.argv[1], 'rb').read())", file,
+        ])
         #expect(status == 0, "\(errors)")
     }
 
@@ -199,7 +205,9 @@ struct PprofProfile {
     init(_ bytes: [UInt8]) throws {
         let fields = try ProtobufReader.fields(bytes[...])
         strings = fields.filter { $0.number == 6 }.map { String(decoding: $0.bytes, as: UTF8.self) }
-        func string(_ index: UInt64) -> String { Int(index) < strings.count ? strings[Int(index)] : "<bad index \(index)>" }
+        func string(_ index: UInt64) -> String {
+            Int(index) < strings.count ? strings[Int(index)] : "<bad index \(index)>"
+        }
         func valueType(_ bytes: ArraySlice<UInt8>) throws -> [String] {
             let inner = try ProtobufReader.fields(bytes)
             return [1, 2].map { number in string(inner.first { $0.number == number }?.varint ?? 0) }
@@ -306,7 +314,9 @@ enum ProtobufReader {
             case 0: field.varint = try varint(bytes, &index)
             case 2:
                 let length = Int(try varint(bytes, &index))
-                guard length >= 0, index + length <= bytes.endIndex else { throw Malformed(description: "field overruns") }
+                guard length >= 0, index + length <= bytes.endIndex else {
+                    throw Malformed(description: "field overruns")
+                }
                 field.bytes = bytes[index..<index + length]
                 index += length
             default: throw Malformed(description: "unexpected wire type \(field.wireType)")

@@ -16,9 +16,12 @@ enum ReportFixtures {
     static var directory: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
     static var reportsDirectory: URL { directory.appendingPathComponent("reports") }
     /// The source tree's Fixtures/, where `STALLWATCH_UPDATE_GOLDEN=1` rewrites the files.
-    static var sourceDirectory: URL { URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures") }
+    static var sourceDirectory: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    }
     static var repositoryRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
     }
 
     static func date(_ text: String) -> Date { ReportDate.date(from: text)! }
@@ -28,8 +31,10 @@ enum ReportFixtures {
     static let dispatch = "/usr/lib/swift/linux/libdispatch.so"
 
     static let images = [
-        ImageInfo(path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000", size: 0xa000),
-        ImageInfo(path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: "0x7f3a12200000", size: 0x1e1000),
+        ImageInfo(
+            path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000", size: 0xa000),
+        ImageInfo(
+            path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: "0x7f3a12200000", size: 0x1e1000),
         ImageInfo(path: dispatch, buildId: nil, base: "0x7f3a11e00000", size: 0x64000),
     ]
 
@@ -46,7 +51,8 @@ enum ReportFixtures {
                 offsetMs: 251.5,
                 frames: [
                     StackFrame(
-                        address: "0x7f3a1229e3c8", image: libc, offset: "0x9e3c8", symbol: "__memmove_avx_unaligned_erms",
+                        address: "0x7f3a1229e3c8", image: libc, offset: "0x9e3c8",
+                        symbol: "__memmove_avx_unaligned_erms",
                         symbolOffset: 120),
                     StackFrame(
                         address: "0x55d0a0003456", image: demo, offset: "0x3456",
@@ -97,13 +103,17 @@ enum ReportFixtures {
                     StackFrame(address: "0x1000"),
                 ],
                 pauseMicros: 104),
-            .init(offsetMs: 5262, frames: [], error: "thread in uninterruptible sleep (state D, wchan io_schedule); no stack"),
+            .init(
+                offsetMs: 5262, frames: [],
+                error: "thread in uninterruptible sleep (state D, wchan io_schedule); no stack"),
         ],
         images: Array(images.prefix(2)), signature: "0b1d2e3f40516273",
         capture: .init(
             method: "ptrace", sampleIntervalMs: 50, samplesTaken: 2, samplesFailed: 1, pauseMicrosMedian: 104,
             pauseMicrosMax: 104, errors: ["sample 2: PTRACE_INTERRUPT not acknowledged within 100 ms"]),
-        notes: ["The process exited while the loop was still stuck.", "Symbolication was off: frames carry image + offset."])
+        notes: [
+            "The process exited while the loop was still stuck.", "Symbolication was off: frames carry image + offset.",
+        ])
 
     static let ongoingStall = StallReport(
         id: "20261201T090000.500Z-4242-7", status: .ongoing, severity: .stall,
@@ -117,10 +127,15 @@ enum ReportFixtures {
             .init(
                 offsetMs: 251,
                 frames: [
-                    StackFrame(address: "0x55d0a0006000", image: demo, offset: "0x6000", symbol: "sw_capture_handler", symbolOffset: 30),
-                    StackFrame(address: "0x7f3a1223c050", image: libc, offset: "0x3c050", symbol: "__restore_rt", symbolOffset: 0),
                     StackFrame(
-                        address: "0x55d0a0005000", image: demo, offset: "0x5000", symbol: "ChatDemo.Store.save() throws -> ()",
+                        address: "0x55d0a0006000", image: demo, offset: "0x6000", symbol: "sw_capture_handler",
+                        symbolOffset: 30),
+                    StackFrame(
+                        address: "0x7f3a1223c050", image: libc, offset: "0x3c050", symbol: "__restore_rt",
+                        symbolOffset: 0),
+                    StackFrame(
+                        address: "0x55d0a0005000", image: demo, offset: "0x5000",
+                        symbol: "ChatDemo.Store.save() throws -> ()",
                         symbolOffset: 40, file: "/src/chat-demo/Sources/ChatDemo/Store.swift", line: 77),
                 ])
         ],
@@ -131,7 +146,8 @@ enum ReportFixtures {
     static let diagnosedLock: StallReport = {
         let lockFrames = [
             StackFrame(
-                address: "0x7f3a1229a129", image: libc, offset: "0x9a129", symbol: "__GI___lll_lock_wait", symbolOffset: 41),
+                address: "0x7f3a1229a129", image: libc, offset: "0x9a129", symbol: "__GI___lll_lock_wait",
+                symbolOffset: 41),
             StackFrame(
                 address: "0x7f3a122a0482", image: libc, offset: "0xa0482", symbol: "__pthread_mutex_lock@GLIBC_2.2.5",
                 symbolOffset: 274),
@@ -152,14 +168,16 @@ enum ReportFixtures {
             detection: .init(
                 source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
                 detectedAt: date("2026-12-01T10:00:00.250Z"), latencyMs: 0.2),
-            process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
+            process: .init(
+                pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
             loop: .init(name: "main", threadId: 4242, phase: "beforeSources", iteration: 777),
             samples: [
                 .init(offsetMs: 250, frames: lockFrames, pauseMicros: 31, thread: waiting),
                 .init(offsetMs: 300, frames: lockFrames, pauseMicros: 29, thread: waiting),
             ],
             images: Array(images.prefix(2)), signature: "4c4f434b53544c4c",
-            capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 2, pauseMicrosMedian: 30, pauseMicrosMax: 31))
+            capture: .init(
+                method: "signal", sampleIntervalMs: 50, samplesTaken: 2, pauseMicrosMedian: 30, pauseMicrosMax: 31))
         report.cause = .init(
             kind: .lock,
             evidence: [
@@ -175,13 +193,16 @@ enum ReportFixtures {
             .init(
                 threadId: 4250, name: "db-writer", state: "D", wchan: "jbd2_log_wait_commit", syscall: "fsync",
                 frames: [
-                    StackFrame(address: "0x7f3a12290a10", image: libc, offset: "0x90a10", symbol: "fsync", symbolOffset: 16),
                     StackFrame(
-                        address: "0x55d0a0007300", image: demo, offset: "0x7300", symbol: "ChatDemo.Database.flush() -> ()",
+                        address: "0x7f3a12290a10", image: libc, offset: "0x90a10", symbol: "fsync", symbolOffset: 16),
+                    StackFrame(
+                        address: "0x55d0a0007300", image: demo, offset: "0x7300",
+                        symbol: "ChatDemo.Database.flush() -> ()",
                         symbolOffset: 64, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 40),
                 ]),
-            .init(threadId: 4251, name: "dispatch-worker", state: "S", syscall: "futex",
-                  error: "the thread blocks the sampling signal; its stack was not captured"),
+            .init(
+                threadId: 4251, name: "dispatch-worker", state: "S", syscall: "futex",
+                error: "the thread blocks the sampling signal; its stack was not captured"),
         ]
         report.context = .init(
             processCpuPercent: 12.5, loopCpuPercent: 0.1, loadAverage: [0.5, 0.4, 0.3], cpuCount: 2, stealPercent: 0)

@@ -30,7 +30,8 @@ import Testing
     func diagnosedFixturesRoundTripBothWays(name: String, report: StallReport) throws {
         let url = ReportFixtures.directory.appendingPathComponent("diagnosed/\(name).json")
         if Self.updating {
-            try report.encodedJSON().write(to: ReportFixtures.sourceDirectory.appendingPathComponent("diagnosed/\(name).json"))
+            try report.encodedJSON().write(
+                to: ReportFixtures.sourceDirectory.appendingPathComponent("diagnosed/\(name).json"))
         }
         let fixture = try Data(contentsOf: url)
         #expect(try report.encodedJSON() == fixture)

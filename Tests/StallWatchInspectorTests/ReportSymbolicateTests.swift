@@ -6,7 +6,7 @@ import StallWatchInspector
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct ReportSymbolicateTests {
@@ -80,7 +80,8 @@ import Glibc
         let output = input + ".out.json"
         defer { for file in [input, output] { try? FileManager.default.removeItem(atPath: file) } }
         let (code, console) = CapturedConsole.run(
-            ["reports", "symbolicate", input, "-o", output], environment: ["STALLWATCH_DEBUG_DIRECTORY": "/nonexistent"])
+            ["reports", "symbolicate", input, "-o", output], environment: ["STALLWATCH_DEBUG_DIRECTORY": "/nonexistent"]
+        )
         #expect(code == .failure)
         #expect(
             console.standardError.hasPrefix(
@@ -104,9 +105,10 @@ import Glibc
         let outcome = try symbolicator.symbolicate(Self.report(moved))
         #expect(outcome.filesUsed == [debug])
         #expect(outcome.report.samples[0].frames[0].symbol == "sw_symbols_open_file")
-        #expect(outcome.warnings == [
-            "/usr/lib/swift/linux/libdispatch.so: the report has no build-id for it, so no file can be checked; left as is"
-        ])
+        #expect(
+            outcome.warnings == [
+                "/usr/lib/swift/linux/libdispatch.so: the report has no build-id for it, so no file can be checked; left as is"
+            ])
     }
 
     @Test func imagesThatCannotBeMatchedAreLeftAsTheyWereWithAWarning() throws {
@@ -117,10 +119,11 @@ import Glibc
         let outcome = try ReportSymbolicator(debugDirectory: "/nonexistent").symbolicate(report)
         #expect(outcome.framesFilled == 0)
         #expect(outcome.report == report, "unchanged, not even a note")
-        #expect(outcome.warnings == [
-            "/nonexistent/libc.so.6: not on this machine and no debug file "
-                + "/nonexistent/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug; left as is",
-            "/usr/local/bin/chat-demo: the report has no build-id for it, so no file can be checked; left as is",
-        ])
+        #expect(
+            outcome.warnings == [
+                "/nonexistent/libc.so.6: not on this machine and no debug file "
+                    + "/nonexistent/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug; left as is",
+                "/usr/local/bin/chat-demo: the report has no build-id for it, so no file can be checked; left as is",
+            ])
     }
 }

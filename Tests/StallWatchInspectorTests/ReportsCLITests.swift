@@ -18,7 +18,8 @@ final class CapturedConsole: @unchecked Sendable {
     }
 
     /// Runs the CLI as `main.swift` does, mapping errors the same way.
-    static func run(_ arguments: [String], environment: [String: String] = ["TZ": "UTC"]) -> (ExitCode, CapturedConsole) {
+    static func run(_ arguments: [String], environment: [String: String] = ["TZ": "UTC"]) -> (ExitCode, CapturedConsole)
+    {
         let captured = CapturedConsole()
         do {
             return (try StallWatchCLI.run(arguments, console: captured.console, environment: environment), captured)
@@ -37,9 +38,11 @@ final class CapturedConsole: @unchecked Sendable {
         let stable = text.replacingOccurrences(of: reports, with: "<fixtures>")
         if ReportFormatTests.updating {
             try stable.write(
-                to: ReportFixtures.sourceDirectory.appendingPathComponent("golden/\(name)"), atomically: true, encoding: .utf8)
+                to: ReportFixtures.sourceDirectory.appendingPathComponent("golden/\(name)"), atomically: true,
+                encoding: .utf8)
         }
-        let golden = try String(contentsOf: ReportFixtures.directory.appendingPathComponent("golden/\(name)"), encoding: .utf8)
+        let golden = try String(
+            contentsOf: ReportFixtures.directory.appendingPathComponent("golden/\(name)"), encoding: .utf8)
         #expect(stable == golden)
     }
 
@@ -62,7 +65,8 @@ final class CapturedConsole: @unchecked Sendable {
         let path = ReportFixtures.directory.appendingPathComponent("diagnosed/\(name).json").path
         let (code, output) = CapturedConsole.run(["reports", "show", path])
         #expect(code == .ok)
-        try expectGolden(output.standardOutput.replacingOccurrences(of: path, with: "<fixtures>/\(name).json"), "show-\(name).txt")
+        try expectGolden(
+            output.standardOutput.replacingOccurrences(of: path, with: "<fixtures>/\(name).json"), "show-\(name).txt")
         let (allCode, all) = CapturedConsole.run(["reports", "show", path, "--all-threads"])
         #expect(allCode == .ok)
         #expect(all.standardOutput.contains("Threads (3)"))
@@ -116,10 +120,12 @@ final class CapturedConsole: @unchecked Sendable {
     @Test func listJSONIsAnArrayOfSummariesNewestFirst() throws {
         let (code, output) = CapturedConsole.run(["reports", "list", reports, "--json"])
         #expect(code == .ok)
-        let summaries = try StallReport.makeDecoder().decode([ReportSummary].self, from: Data(output.standardOutput.utf8))
-        #expect(summaries.map(\.id) == [
-            "20261201T090000.500Z-4242-7", "20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3",
-        ])
+        let summaries = try StallReport.makeDecoder().decode(
+            [ReportSummary].self, from: Data(output.standardOutput.utf8))
+        #expect(
+            summaries.map(\.id) == [
+                "20261201T090000.500Z-4242-7", "20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3",
+            ])
         #expect(summaries[0].topFrame == "ChatDemo.Store.save() throws -> () + 40", "machinery frames skipped")
         #expect(summaries[1].topFrame == "libc.so.6 + 0xa1000", "image + offset without symbols")
         #expect(summaries[2].path == "\(reports)/stall-ended.json")
@@ -137,7 +143,8 @@ final class CapturedConsole: @unchecked Sendable {
 
     @Test(arguments: [
         ["reports"], ["reports", "list", "--bogus"], ["reports", "show"], ["reports", "show", "a", "b"], ["frobnicate"],
-        ["reports", "show", "x", "--dir"], ["reports", "list", "--sort", "size"], ["reports", "list", "--since", "soon"],
+        ["reports", "show", "x", "--dir"], ["reports", "list", "--sort", "size"],
+        ["reports", "list", "--since", "soon"],
         ["reports", "summary", "--by", "colour"], ["reports", "list", "--min-duration-ms", "-3"],
     ])
     func badCommandLinesAreUsageErrors(arguments: [String]) {
@@ -211,12 +218,14 @@ final class CapturedConsole: @unchecked Sendable {
         #expect(try ids(["--since", "2026-12-01"]) == ["20261201T090000.500Z-4242-7", "20261201T080000.000Z-977-1"])
         #expect(try ids(["--since", "2026-12-01 08:30"]) == ["20261201T090000.500Z-4242-7"])
         #expect(try ids(["--since", "2026-12-01T08:00:00Z"]).count == 2)
-        #expect(try ids(["--min-duration-ms", "300"]) == ["20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3"])
+        #expect(
+            try ids(["--min-duration-ms", "300"]) == ["20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3"])
         #expect(try ids(["--cause", "unknown"]).count == 3)
         #expect(try ids(["--cause", "lock"]).isEmpty)
-        #expect(try ids(["--sort", "duration"]) == [
-            "20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3", "20261201T090000.500Z-4242-7",
-        ])
+        #expect(
+            try ids(["--sort", "duration"]) == [
+                "20261201T080000.000Z-977-1", "20261130T221500.123Z-4242-3", "20261201T090000.500Z-4242-7",
+            ])
     }
 
     @Test func noMatchIsNotFoundAndSaysWhy() {
@@ -231,8 +240,9 @@ final class CapturedConsole: @unchecked Sendable {
         #expect(ReportFilter.since("2h", now: now, timeZone: utc) == ReportFixtures.date("2026-12-01T08:00:00.000Z"))
         #expect(ReportFilter.since("90s", now: now, timeZone: utc) == ReportFixtures.date("2026-12-01T09:58:30.000Z"))
         #expect(ReportFilter.since("1w", now: now, timeZone: utc) == ReportFixtures.date("2026-11-24T10:00:00.000Z"))
-        #expect(ReportFilter.since("2026-12-01 09:30:15", now: now, timeZone: utc)
-            == ReportFixtures.date("2026-12-01T09:30:15.000Z"))
+        #expect(
+            ReportFilter.since("2026-12-01 09:30:15", now: now, timeZone: utc)
+                == ReportFixtures.date("2026-12-01T09:30:15.000Z"))
         #expect(ReportFilter.since("yesterday", now: now, timeZone: utc) == nil)
         #expect(ReportFilter.since("2026-13-01", now: now, timeZone: utc) == nil)
     }

@@ -1,10 +1,10 @@
 // Off-loop work with on-loop delivery: bursts of signals coalesce, results arrive on the loop, in order.
 import Dispatch
 import Foundation
-import Synchronization
 import StallWatch
-import Testing
 import StallWatchRemedies
+import Synchronization
+import Testing
 
 @Suite struct BackgroundRecomputerTests {
     @Test(.timeLimit(.minutes(1)))

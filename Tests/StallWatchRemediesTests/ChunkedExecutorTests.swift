@@ -1,10 +1,10 @@
 // Chunked execution: steps are cut into chunks by budget, other loop work runs between chunks, sorts are right.
 import Dispatch
 import Foundation
-import Synchronization
 import StallWatch
-import Testing
 import StallWatchRemedies
+import Synchronization
+import Testing
 
 @Suite struct ChunkedExecutorTests {
     @Test func aJobIsCutIntoChunksByTheTimeBudgetAndOtherWorkRunsBetweenThem() {
@@ -12,11 +12,12 @@ import StallWatchRemedies
         let executor = ChunkedExecutor(scheduler: scheduler, timeBudget: .milliseconds(5))
         let log = Log<String>()
         let remaining = Atomic<Int>(12)
-        let job = executor.run({
-            scheduler.moveClock(by: .milliseconds(1))  // each step "takes" 1 ms of loop time
-            log.append("step")
-            return remaining.subtract(1, ordering: .relaxed).newValue > 0
-        }, completion: { log.append("done") })
+        let job = executor.run(
+            {
+                scheduler.moveClock(by: .milliseconds(1))  // each step "takes" 1 ms of loop time
+                log.append("step")
+                return remaining.subtract(1, ordering: .relaxed).newValue > 0
+            }, completion: { log.append("done") })
         scheduler.tick()
         #expect(log.values == Array(repeating: "step", count: 5))
         // Work that arrives meanwhile runs before the next chunk's end.
@@ -38,7 +39,8 @@ import StallWatchRemedies
         let executor = ChunkedExecutor(scheduler: scheduler, timeBudget: .seconds(1), maxStepsPerChunk: 10)
         let seen = Log<Int>()
         let completed = Atomic<Bool>(false)
-        let job = executor.forEach(Array(0..<100), { seen.append($0) }, completion: { completed.store(true, ordering: .relaxed) })
+        let job = executor.forEach(
+            Array(0..<100), { seen.append($0) }, completion: { completed.store(true, ordering: .relaxed) })
         scheduler.tick()
         scheduler.tick()
         #expect(seen.values == Array(0..<20))

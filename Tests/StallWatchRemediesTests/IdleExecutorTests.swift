@@ -2,8 +2,8 @@
 import Dispatch
 import Foundation
 import StallWatch
-import Testing
 import StallWatchRemedies
+import Testing
 
 @Suite struct IdleExecutorTests {
     @Test func idleTasksRunOnlyAfterTheTurnsOtherWork() {

@@ -1,9 +1,9 @@
 // The thread-safe array against the classic failures: mutation during enumeration, re-entrant callbacks, races.
 import Dispatch
 import Foundation
+import StallWatchRemedies
 import Synchronization
 import Testing
-import StallWatchRemedies
 
 @Suite struct ThreadSafeArrayTests {
     @Test func indexAccessOutOfRangeReturnsNilInsteadOfTrapping() {

@@ -3,6 +3,7 @@ import CStallWatch
 import Foundation
 import StallWatch
 import Testing
+
 @testable import StallWatchSidecar
 
 @Suite(.serialized) struct HeartbeatReaderTests {
@@ -32,7 +33,9 @@ import Testing
         configuration.thresholdMs = 123
         let loop = EventLoop(name: "hb-test", mainQueue: .disabled)
         let publisher = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
-        #expect(publisher.path == "\(directory)/stallwatch.\(getpid())" || publisher.path.hasPrefix("\(directory)/stallwatch.\(getpid())."))
+        #expect(
+            publisher.path == "\(directory)/stallwatch.\(getpid())"
+                || publisher.path.hasPrefix("\(directory)/stallwatch.\(getpid())."))
         var info = stat()
         #expect(stat(publisher.path, &info) == 0 && info.st_mode & 0o777 == 0o600)
         let reader = try HeartbeatReader(path: publisher.path, expectedPID: getpid())
@@ -91,11 +94,14 @@ import Testing
         for round in 0..<5000 {
             var bytes: [UInt8]
             if round % 2 == 0 {
-                bytes = (0..<Int.random(in: 0...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                bytes = (0..<Int.random(in: 0...200, using: &generator)).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                }
             } else {
                 bytes = valid
                 for _ in 0..<Int.random(in: 1...6, using: &generator) {
-                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(
+                        in: 0...255, using: &generator)
                 }
             }
             do {
@@ -148,10 +154,13 @@ import Testing
     @Test func segmentFilesAreFoundByName() {
         let directory = SidecarFixtures.temporaryDirectory("names")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        for name in ["stallwatch.12", "stallwatch.12.2", "stallwatch.x", ".stallwatch.12.tmp", "stallwatch.12.a", "other"] {
+        for name in [
+            "stallwatch.12", "stallwatch.12.2", "stallwatch.x", ".stallwatch.12.tmp", "stallwatch.12.a", "other",
+        ] {
             Self.write([], to: "\(directory)/\(name)")
         }
-        #expect(HeartbeatReader.segmentFiles(in: directory).map { URL(fileURLWithPath: $0.path).lastPathComponent }
-            == ["stallwatch.12", "stallwatch.12.2"])
+        #expect(
+            HeartbeatReader.segmentFiles(in: directory).map { URL(fileURLWithPath: $0.path).lastPathComponent }
+                == ["stallwatch.12", "stallwatch.12.2"])
     }
 }

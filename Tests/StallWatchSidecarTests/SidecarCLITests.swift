@@ -33,11 +33,13 @@ import Testing
     func aStallStillGoingWhenTheCommandDiesIsUnrecovered() throws {
         let directory = SidecarFixtures.temporaryDirectory("unrecovered")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let run = try Spawned(Self.stallwatch, [
-            "run", "--threshold-ms", "150", "--report-dir", directory, "--",
-            SidecarFixtures.executable("stallwatch-demo"), "stall", "--kind", "sleep", "--duration-ms", "20000",
-            "--delay-ms", "1000", "--no-watchdog",
-        ])
+        let run = try Spawned(
+            Self.stallwatch,
+            [
+                "run", "--threshold-ms", "150", "--report-dir", directory, "--",
+                SidecarFixtures.executable("stallwatch-demo"), "stall", "--kind", "sleep", "--duration-ms", "20000",
+                "--delay-ms", "1000", "--no-watchdog",
+            ])
         #expect(run.waitFor("\"began\""), "run: \(run.stderr)")
         let line = try #require(run.stderr.split(separator: "\n").first { $0.contains("\"watching\"") })
         let pid = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])["pid"] as? Int

@@ -1,8 +1,8 @@
 // The sidecar against real targets: the demo (with and without a heartbeat) and an uninstrumented echo loop.
 import Foundation
 import StallWatch
-
 import Testing
+
 @testable import StallWatchSidecar
 
 @Suite(.serialized) struct SidecarIntegrationTests {
@@ -14,13 +14,17 @@ import Testing
         var testDescription: String { "\(kind) \(heartbeat ? "heartbeat" : "proc")" }
     }
 
-    static let cases: [Case] = [("cpu", "stallOnCPU", StallReport.Cause.Kind.cpu), ("sleep", "stallInSleep", .sleep),
-                                ("lock", "stallOnLock", .lock)]
-        .flatMap { k in [true, false].map { Case(kind: k.0, function: k.1, cause: k.2, heartbeat: $0) } }
+    static let cases: [Case] = [
+        ("cpu", "stallOnCPU", StallReport.Cause.Kind.cpu), ("sleep", "stallInSleep", .sleep),
+        ("lock", "stallOnLock", .lock),
+    ]
+    .flatMap { k in [true, false].map { Case(kind: k.0, function: k.1, cause: k.2, heartbeat: $0) } }
 
     /// Runs a watcher on its own thread until the target exits; returns its events.
     static func watch(_ options: TargetWatcher.Options, checkEachCapture: Bool = true)
-        throws -> (watcher: TargetWatcher, events: Locked<[SidecarEvent]>, done: DispatchSemaphore, badStates: Locked<[String]>)
+        throws -> (
+            watcher: TargetWatcher, events: Locked<[SidecarEvent]>, done: DispatchSemaphore, badStates: Locked<[String]>
+        )
     {
         let events = Locked<[SidecarEvent]>([])
         let badStates = Locked<[String]>([])
@@ -50,11 +54,14 @@ import Testing
             try? FileManager.default.removeItem(atPath: directory)
             try? FileManager.default.removeItem(atPath: shm)
         }
-        var arguments = ["stall", "--kind", c.kind, "--duration-ms", "900", "--threshold-ms", "200", "--delay-ms", "1200",
-                         "--no-watchdog", "--report-dir", directory]
+        var arguments = [
+            "stall", "--kind", c.kind, "--duration-ms", "900", "--threshold-ms", "200", "--delay-ms", "1200",
+            "--no-watchdog", "--report-dir", directory,
+        ]
         if !c.heartbeat { arguments.append("--no-heartbeat") }
-        let demo = try Spawned(SidecarFixtures.executable("stallwatch-demo"), arguments,
-                               environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": shm])
+        let demo = try Spawned(
+            SidecarFixtures.executable("stallwatch-demo"), arguments,
+            environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": shm])
         // The heartbeat appears once the demo's loop is set up.
         if c.heartbeat {
             for _ in 0..<200 where HeartbeatReader.segmentFiles(in: shm).isEmpty { usleep(10_000) }
@@ -84,10 +91,12 @@ import Testing
         #expect(report.durationMs > 500 && report.durationMs < 1400, "duration \(report.durationMs)")
         #expect(report.capture.pauseMicrosMedian != nil)
         let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
-        #expect(symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols))")
+        #expect(
+            symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols))")
         #expect(report.samples.allSatisfy { $0.thread != nil }, "each sample carries the target's /proc context")
         #expect(report.cause?.kind == c.cause, "cause \(String(describing: report.cause))")
-        #expect(badStates.withLock { $0 }.isEmpty, "target stopped or traced after a capture: \(badStates.withLock { $0 })")
+        #expect(
+            badStates.withLock { $0 }.isEmpty, "target stopped or traced after a capture: \(badStates.withLock { $0 })")
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -117,14 +126,20 @@ import Testing
     func aSidecarKilledMidCaptureLeavesTheTargetRunning() throws {
         let directory = SidecarFixtures.temporaryDirectory("kill")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let demo = try Spawned(SidecarFixtures.executable("stallwatch-demo"),
-                               ["stall", "--kind", "cpu", "--duration-ms", "4000", "--threshold-ms", "100",
-                                "--delay-ms", "800", "--no-watchdog", "--no-heartbeat", "--report-dir", directory])
+        let demo = try Spawned(
+            SidecarFixtures.executable("stallwatch-demo"),
+            [
+                "stall", "--kind", "cpu", "--duration-ms", "4000", "--threshold-ms", "100",
+                "--delay-ms", "800", "--no-watchdog", "--no-heartbeat", "--report-dir", directory,
+            ])
         usleep(200_000)
         // Sample as often as possible, so the SIGKILL most likely lands inside a capture.
-        let sidecar = try Spawned(SidecarFixtures.executable("stallwatch"),
-                                  ["watch", "--pid", "\(demo.pid)", "--threshold-ms", "100", "--sample-interval-ms", "1",
-                                   "--report-dir", directory])
+        let sidecar = try Spawned(
+            SidecarFixtures.executable("stallwatch"),
+            [
+                "watch", "--pid", "\(demo.pid)", "--threshold-ms", "100", "--sample-interval-ms", "1",
+                "--report-dir", directory,
+            ])
         #expect(sidecar.waitFor("\"began\""), "sidecar: \(sidecar.stdout) \(sidecar.stderr)")
         usleep(300_000)
         kill(sidecar.pid, SIGKILL)
@@ -151,7 +166,8 @@ import Testing
         var configuration = StallWatchConfiguration()
         configuration.reportDirectory = directory
         let skipped = Locked<[String]>([])
-        let daemon = SidecarDaemon(directory: shm, configuration: configuration, scanInterval: .milliseconds(50)) { event in
+        let daemon = SidecarDaemon(directory: shm, configuration: configuration, scanInterval: .milliseconds(50)) {
+            event in
             if case .skipped(let path, _) = event { skipped.withLock { $0.append(path) } }
         }
         let done = DispatchSemaphore(value: 0)
@@ -163,10 +179,13 @@ import Testing
             daemon.stop()
             _ = done.wait(timeout: .now() + 10)
         }
-        let demo = try Spawned(SidecarFixtures.executable("stallwatch-demo"),
-                               ["stall", "--kind", "sleep", "--duration-ms", "700", "--threshold-ms", "150",
-                                "--delay-ms", "800", "--no-watchdog", "--report-dir", directory],
-                               environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": shm])
+        let demo = try Spawned(
+            SidecarFixtures.executable("stallwatch-demo"),
+            [
+                "stall", "--kind", "sleep", "--duration-ms", "700", "--threshold-ms", "150",
+                "--delay-ms", "800", "--no-watchdog", "--report-dir", directory,
+            ],
+            environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": shm])
         var picked = false
         for _ in 0..<300 where !picked {
             picked = daemon.watchedPIDs.contains(demo.pid)

@@ -2,6 +2,7 @@
 import Dispatch
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 @Suite struct CauseClassifierTests {
@@ -9,17 +10,21 @@ import Testing
     let ms: UInt64 = 1_000_000
 
     func evidence(_ o: [O], cpuMs: UInt64?, threads: [StallReport.ThreadSnapshot] = []) -> CauseClassifier.Evidence {
-        .init(loopThreadID: 100, observations: o, wallNanos: 1000 * ms, loopCPUNanos: cpuMs.map { $0 * ms }, threads: threads)
+        .init(
+            loopThreadID: 100, observations: o, wallNanos: 1000 * ms, loopCPUNanos: cpuMs.map { $0 * ms },
+            threads: threads)
     }
 
     @Test func runningWithCPUTimeGrowingIsCPU() {
-        let cause = CauseClassifier.classify(evidence(Array(repeating: O(state: "R", syscall: nil, wchan: nil), count: 10), cpuMs: 980))
+        let cause = CauseClassifier.classify(
+            evidence(Array(repeating: O(state: "R", syscall: nil, wchan: nil), count: 10), cpuMs: 980))
         #expect(cause.kind == .cpu)
         #expect(cause.evidence.contains { $0.contains("980 ms of CPU in 1000 ms (98%)") })
     }
 
     @Test func nanosleepIsSleep() {
-        let cause = CauseClassifier.classify(evidence(Array(repeating: O(state: "S", syscall: 230, wchan: "hrtimer_nanosleep"), count: 10), cpuMs: 0))
+        let cause = CauseClassifier.classify(
+            evidence(Array(repeating: O(state: "S", syscall: 230, wchan: "hrtimer_nanosleep"), count: 10), cpuMs: 0))
         #expect(cause.kind == .sleep)
         #expect(cause.evidence.contains { $0.contains("clock_nanosleep") })
     }
@@ -64,8 +69,10 @@ import Testing
     @Test func ownerWaitingBackOnTheLoopIsADeadlockNamingBothThreads() {
         let o = Array(repeating: O(state: "S", syscall: 202, wchan: "futex_wait_queue", lockOwner: 200), count: 10)
         let threads = [
-            StallReport.ThreadSnapshot(threadId: 100, name: "main", state: "S", syscall: "futex", waitingForThreadId: 200),
-            StallReport.ThreadSnapshot(threadId: 200, name: "worker", state: "S", syscall: "futex", waitingForThreadId: 100),
+            StallReport.ThreadSnapshot(
+                threadId: 100, name: "main", state: "S", syscall: "futex", waitingForThreadId: 200),
+            StallReport.ThreadSnapshot(
+                threadId: 200, name: "worker", state: "S", syscall: "futex", waitingForThreadId: 100),
         ]
         let cause = CauseClassifier.classify(evidence(o, cpuMs: 0, threads: threads))
         #expect(cause.kind == .deadlock)
@@ -87,7 +94,8 @@ import Testing
             StallReport.ThreadSnapshot(threadId: 200, name: "a", state: "S", waitingForThreadId: 300),
             StallReport.ThreadSnapshot(threadId: 300, name: "b", state: "S", waitingForThreadId: 100),
         ]
-        #expect(CauseClassifier.classify(evidence(o, cpuMs: 0, threads: threads)).deadlockedThreadIds == [100, 200, 300])
+        #expect(
+            CauseClassifier.classify(evidence(o, cpuMs: 0, threads: threads)).deadlockedThreadIds == [100, 200, 300])
     }
 
     @Test func noObservationsAndLittleCPUIsUnknown() {

@@ -1,6 +1,7 @@
 // Configuration: defaults match Config/, files and environment override them, bad values are named.
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 @Suite struct ConfigurationTests {
@@ -67,7 +68,10 @@ import Testing
         let error = #expect(throws: StallWatchError.self) {
             try StallWatchConfiguration.load(environment: ["STALLWATCH_SAMPLE_INTERVAL_MS": "0"])
         }
-        #expect(error?.message == "environment variable STALLWATCH_SAMPLE_INTERVAL_MS: sampleIntervalMs = 0 is invalid; expected an integer from 1 to 60000")
+        #expect(
+            error?.message
+                == "environment variable STALLWATCH_SAMPLE_INTERVAL_MS: sampleIntervalMs = 0 is invalid; expected an integer from 1 to 60000"
+        )
         #expect(error?.context["key"] == "sampleIntervalMs")
     }
 

@@ -1,6 +1,7 @@
 // Runs the chat-sessions demo service under load: unremedied it stalls in each injected way, remedied it never does.
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 /// The `stallwatch-demo serve` process: started on a free port, always killed on teardown.
@@ -13,8 +14,11 @@ final class DemoServer {
     init(fixed: Bool, thresholdMs: Int, sessions: Int) throws {
         reportDirectory = Fixtures.temporaryDirectory(fixed ? "service-fixed" : "service-unfixed")
         process.executableURL = URL(fileURLWithPath: Fixtures.executable("stallwatch-demo"))
-        process.arguments = ["serve", "--port", "0", "--threshold-ms", "\(thresholdMs)", "--sessions", "\(sessions)",
-                             "--report-dir", reportDirectory] + (fixed ? ["--fixed"] : [])
+        process.arguments =
+            [
+                "serve", "--port", "0", "--threshold-ms", "\(thresholdMs)", "--sessions", "\(sessions)",
+                "--report-dir", reportDirectory,
+            ] + (fixed ? ["--fixed"] : [])
         var environment = ProcessInfo.processInfo.environment
         // Every stall gets its own file: no hourly cap in the way of counting.
         environment["STALLWATCH_MAX_REPORTS_PER_HOUR"] = "100000"
@@ -69,19 +73,27 @@ struct LoadSummary {
     var maxMs: Double
     var stalls: [(kind: String, ok: Bool)]
 
-    static func run(port: Int, seconds: Int, rate: Int, stalls: [String], stallMs: Int) throws -> (LoadSummary, String) {
+    static func run(port: Int, seconds: Int, rate: Int, stalls: [String], stallMs: Int) throws -> (LoadSummary, String)
+    {
         let result = try Fixtures.run(
             Fixtures.executable("stallwatch-demo"),
-            ["load", "--port", "\(port)", "--seconds", "\(seconds)", "--rate", "\(rate)", "--connections", "4",
-             "--sessions", "2000", "--stall-ms", "\(stallMs)", "--quit"] + (stalls.isEmpty ? [] : ["--stall"] + stalls),
+            [
+                "load", "--port", "\(port)", "--seconds", "\(seconds)", "--rate", "\(rate)", "--connections", "4",
+                "--sessions", "2000", "--stall-ms", "\(stallMs)", "--quit",
+            ] + (stalls.isEmpty ? [] : ["--stall"] + stalls),
             timeout: .seconds(90))
-        let line = result.stdout.split(separator: "\n").first { $0.hasPrefix(#"{"errors""#) || $0.contains(#""event":"summary""#) }
-        let json = try #require(line.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] },
-                                "no summary line: \(result.stdout) \(result.stderr)")
+        let line = result.stdout.split(separator: "\n").first {
+            $0.hasPrefix(#"{"errors""#) || $0.contains(#""event":"summary""#)
+        }
+        let json = try #require(
+            line.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] },
+            "no summary line: \(result.stdout) \(result.stderr)")
         let summary = LoadSummary(
             ok: json["ok"] as? Int ?? 0, errors: json["errors"] as? Int ?? -1, p50Ms: json["p50Ms"] as? Double ?? -1,
             p99Ms: json["p99Ms"] as? Double ?? -1, maxMs: json["maxMs"] as? Double ?? -1,
-            stalls: (json["stalls"] as? [[String: Any]] ?? []).map { ($0["kind"] as? String ?? "?", $0["ok"] as? Bool ?? false) })
+            stalls: (json["stalls"] as? [[String: Any]] ?? []).map {
+                ($0["kind"] as? String ?? "?", $0["ok"] as? Bool ?? false)
+            })
         return (summary, result.stdout)
     }
 }
@@ -109,11 +121,16 @@ struct LoadSummary {
         #expect(reports.allSatisfy { $0.status == .ended && $0.loop.name == "chat" })
         for expected in Self.kinds {
             let matching = reports.filter { report in
-                report.samples.flatMap(\.frames).compactMap(\.symbol).contains { $0.contains("ServiceStalls.\(expected.function)") }
+                report.samples.flatMap(\.frames).compactMap(\.symbol).contains {
+                    $0.contains("ServiceStalls.\(expected.function)")
+                }
             }
             let seen = reports.map { report in
-                let demoFrames = report.samples.flatMap(\.frames).compactMap(\.symbol).filter { $0.contains("stallwatch_demo") }
-                return "\(report.cause?.kind.rawValue ?? "-"): \(demoFrames.first ?? report.capture.errors.first ?? "no frames")"
+                let demoFrames = report.samples.flatMap(\.frames).compactMap(\.symbol).filter {
+                    $0.contains("stallwatch_demo")
+                }
+                return
+                    "\(report.cause?.kind.rawValue ?? "-"): \(demoFrames.first ?? report.capture.errors.first ?? "no frames")"
             }
             #expect(!matching.isEmpty, "no report names ServiceStalls.\(expected.function): \(seen)")
             if !matching.isEmpty {
@@ -123,7 +140,9 @@ struct LoadSummary {
                 // thread or a sample landing just after fsync returned can tip the verdict (io → cpu,
                 // deadlock → lock). The classifier has its own tests; here a miss is recorded, not failed.
                 withKnownIssue("cause classification under CPU starvation", isIntermittent: true) {
-                    #expect(causes.contains(expected.cause), "\(expected.kind): causes \(causes), expected \(expected.cause)")
+                    #expect(
+                        causes.contains(expected.cause),
+                        "\(expected.kind): causes \(causes), expected \(expected.cause)")
                 }
                 #expect(matching.contains { $0.durationMs >= 500 })
             }
@@ -141,7 +160,9 @@ struct LoadSummary {
         #expect(summary.errors == 0)
         #expect(summary.stalls.count == Self.kinds.count && summary.stalls.allSatisfy(\.ok), "\(output)")
         #expect(summary.p99Ms < Double(Self.thresholdMs), "p99 \(summary.p99Ms) ms")
-        let files = try FileManager.default.contentsOfDirectory(atPath: server.reportDirectory).filter { $0.hasSuffix(".json") }
+        let files = try FileManager.default.contentsOfDirectory(atPath: server.reportDirectory).filter {
+            $0.hasSuffix(".json")
+        }
         #expect(files.isEmpty, "the remedied service stalled: \(files)")
     }
 }

@@ -1,6 +1,7 @@
 // Runs the demo service with the embedded watchdog for each stall kind and checks the report it leaves.
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 @Suite(.serialized) struct DemoStallIntegrationTests {
@@ -16,8 +17,12 @@ import Testing
     static let cases: [Case] = [
         Case(kind: "cpu", function: "stallOnCPU", libcCalls: []),
         Case(kind: "sleep", function: "stallInSleep", libcCalls: ["nanosleep", "clock_nanosleep"]),
-        Case(kind: "lock", function: "stallOnLock", libcCalls: ["pthread_mutex_lock", "__lll_lock_wait", "__pthread_mutex_lock"]),
-        Case(kind: "io", function: "stallOnDiskIO", libcCalls: ["fsync", "write", "__libc_write", "fdatasync", "__GI___libc_write"]),
+        Case(
+            kind: "lock", function: "stallOnLock",
+            libcCalls: ["pthread_mutex_lock", "__lll_lock_wait", "__pthread_mutex_lock"]),
+        Case(
+            kind: "io", function: "stallOnDiskIO",
+            libcCalls: ["fsync", "write", "__libc_write", "fdatasync", "__GI___libc_write"]),
     ]
 
     @Test(.timeLimit(.minutes(2)), arguments: cases)
@@ -27,8 +32,11 @@ import Testing
         let thresholdMs = 250.0, durationMs = 750.0
         let result = try Fixtures.run(
             Fixtures.executable("stallwatch-demo"),
-            ["stall", "--kind", c.kind, "--duration-ms", "\(Int(durationMs))", "--threshold-ms", "\(Int(thresholdMs))",
-             "--delay-ms", "300", "--report-dir", directory])
+            [
+                "stall", "--kind", c.kind, "--duration-ms", "\(Int(durationMs))", "--threshold-ms",
+                "\(Int(thresholdMs))",
+                "--delay-ms", "300", "--report-dir", directory,
+            ])
         #expect(result.status == 0, "demo failed: \(result.stderr)")
 
         let reports = try Fixtures.reports(in: directory)
@@ -36,7 +44,9 @@ import Testing
         let report = reports[0]
         #expect(report.status == .ended)
         #expect(report.severity == .stall)
-        #expect(report.durationMs >= durationMs * 0.9 && report.durationMs <= durationMs + 100, "duration \(report.durationMs)")
+        #expect(
+            report.durationMs >= durationMs * 0.9 && report.durationMs <= durationMs + 100,
+            "duration \(report.durationMs)")
         #expect(report.detection.source == "in-process")
         #expect(report.detection.thresholdMs == thresholdMs)
         #expect(report.loop.name == "demo")
@@ -45,12 +55,14 @@ import Testing
         #expect(report.capture.samplesTaken == report.samples.count)
 
         let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
-        #expect(symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols))")
+        #expect(
+            symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols))")
         if !c.libcCalls.isEmpty {
             // The innermost frames of the samples: the loop was blocked in libc.
             let innermost = report.samples.compactMap { $0.frames.first?.symbol }
-            #expect(innermost.contains { s in c.libcCalls.contains { s.contains($0) } },
-                    "no sample blocked in \(c.libcCalls): \(innermost)")
+            #expect(
+                innermost.contains { s in c.libcCalls.contains { s.contains($0) } },
+                "no sample blocked in \(c.libcCalls): \(innermost)")
         }
         for frame in report.samples.flatMap(\.frames) {
             #expect(UInt64(hexAddress: frame.address) != nil)
@@ -66,8 +78,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let result = try Fixtures.run(
             Fixtures.executable("stallwatch-demo"),
-            ["stall", "--kind", "sleep", "--duration-ms", "300", "--threshold-ms", "100", "--delay-ms", "100",
-             "--repeat", "5", "--report-dir", directory])
+            [
+                "stall", "--kind", "sleep", "--duration-ms", "300", "--threshold-ms", "100", "--delay-ms", "100",
+                "--repeat", "5", "--report-dir", directory,
+            ])
         #expect(result.status == 0, "demo failed: \(result.stderr)")
         // Every stall is still announced as it ends…
         #expect(result.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }.count == 5)

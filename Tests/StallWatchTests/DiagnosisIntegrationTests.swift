@@ -1,6 +1,7 @@
 // Runs every demo stall kind and checks the diagnosis in its report: cause, blocking thread, thread stacks.
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 @Suite(.serialized) struct DiagnosisIntegrationTests {
@@ -25,8 +26,10 @@ import Testing
     static func runDemo(kind: String, directory: String) throws -> StallReport {
         let result = try Fixtures.run(
             Fixtures.executable("stallwatch-demo"),
-            ["stall", "--kind", kind, "--duration-ms", "750", "--threshold-ms", "250", "--delay-ms", "300",
-             "--report-dir", directory])
+            [
+                "stall", "--kind", kind, "--duration-ms", "750", "--threshold-ms", "250", "--delay-ms", "300",
+                "--report-dir", directory,
+            ])
         #expect(result.status == 0, "demo failed: \(result.stderr)")
         let reports = try Fixtures.reports(in: directory)
         try #require(reports.count == 1, "expected one report, found \(reports.count)")

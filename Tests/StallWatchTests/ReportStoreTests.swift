@@ -26,7 +26,8 @@ import Testing
         ]
         for (name, data) in bad { try data.write(to: URL(fileURLWithPath: scratch.file(name))) }
         _ = FileManager.default.createFile(atPath: scratch.file("readme.txt"), contents: Data("ignored".utf8))
-        _ = FileManager.default.createFile(atPath: scratch.file(".stall-x.json.tmp-1-2"), contents: Data("ignored".utf8))
+        _ = FileManager.default.createFile(
+            atPath: scratch.file(".stall-x.json.tmp-1-2"), contents: Data("ignored".utf8))
 
         var problems: [ReportStore.Problem] = []
         let entries = try ReportStore(directory: scratch.path).reports { problems.append($0) }
@@ -34,7 +35,8 @@ import Testing
         #expect(entries.map(\.report.id) == ["good-2", "good-1"])
         #expect(problems.count == bad.count)
         #expect(Set(problems.map { ($0.path as NSString).lastPathComponent }) == Set(bad.keys))
-        let reasons = Dictionary(uniqueKeysWithValues: problems.map { (($0.path as NSString).lastPathComponent, $0.reason) })
+        let reasons = Dictionary(
+            uniqueKeysWithValues: problems.map { (($0.path as NSString).lastPathComponent, $0.reason) })
         #expect(reasons["truncated.json"]?.hasPrefix("truncated JSON") == true)
         #expect(reasons["corrupt.json"] == "invalid JSON")
         #expect(reasons["binary.json"] == "not JSON")
@@ -54,7 +56,8 @@ import Testing
             try writer.write(ReportSamples.report(id: id))
         }
         // A report renamed by hand is still found by its id.
-        try FileManager.default.moveItem(atPath: scratch.file("stall-20261201T000000.000Z-1-3.json"), toPath: scratch.file("saved.json"))
+        try FileManager.default.moveItem(
+            atPath: scratch.file("stall-20261201T000000.000Z-1-3.json"), toPath: scratch.file("saved.json"))
         let store = ReportStore(directory: scratch.path)
         guard case .found(let exact) = try store.lookup(id: "20261130T221500.123Z-1-2") else { Issue.record(); return }
         #expect(exact.report.id == "20261130T221500.123Z-1-2")

@@ -8,7 +8,8 @@ struct ScratchDirectory {
     let path: String
 
     init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("stallwatch-test-\(UUID().uuidString)").path
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent("stallwatch-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
@@ -21,7 +22,9 @@ struct ScratchDirectory {
 
 enum ReportSamples {
     /// A small report; `id` decides its file name.
-    static func report(id: String, status: StallReport.Status = .ended, startedAt: Date = Date(timeIntervalSince1970: 1_790_000_000))
+    static func report(
+        id: String, status: StallReport.Status = .ended, startedAt: Date = Date(timeIntervalSince1970: 1_790_000_000)
+    )
         -> StallReport
     {
         StallReport(
@@ -32,7 +35,9 @@ enum ReportSamples {
                 detectedAt: startedAt.addingTimeInterval(0.251), latencyMs: 1),
             process: .init(pid: 42, executable: "/usr/bin/demo", buildId: nil, host: "test"),
             loop: .init(name: "main", threadId: 42, phase: "beforeSources", iteration: 7),
-            samples: [.init(offsetMs: 251, frames: [StackFrame(address: "0x1000", image: "/usr/bin/demo", offset: "0x1000")])],
+            samples: [
+                .init(offsetMs: 251, frames: [StackFrame(address: "0x1000", image: "/usr/bin/demo", offset: "0x1000")])
+            ],
             images: [ImageInfo(path: "/usr/bin/demo", buildId: nil, base: "0x0", size: 0x2000)], signature: "abc",
             capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
     }

@@ -23,7 +23,8 @@ import Testing
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         try FileManager.default.createDirectory(atPath: scratch.file("real"), withIntermediateDirectories: false)
-        try FileManager.default.createSymbolicLink(atPath: scratch.file("link"), withDestinationPath: scratch.file("real"))
+        try FileManager.default.createSymbolicLink(
+            atPath: scratch.file("link"), withDestinationPath: scratch.file("real"))
         let error = #expect(throws: StallWatchError.self) {
             try ReportWriter(directory: scratch.file("link")).write(ReportSamples.report(id: "r1"))
         }
@@ -79,7 +80,10 @@ import Testing
         for index in 1...5 {
             let path = try writer.write(ReportSamples.report(id: "r\(index)"))
             // Distinct, increasing modification times whatever the file system's timestamp granularity.
-            var times = [timespec(tv_sec: 1_700_000_000 + index, tv_nsec: 0), timespec(tv_sec: 1_700_000_000 + index, tv_nsec: 0)]
+            var times = [
+                timespec(tv_sec: 1_700_000_000 + index, tv_nsec: 0),
+                timespec(tv_sec: 1_700_000_000 + index, tv_nsec: 0),
+            ]
             utimensat(AT_FDCWD, path, &times, 0)
         }
         #expect(try scratch.names() == ["notes.txt", "other.json", "stall-r3.json", "stall-r4.json", "stall-r5.json"])
@@ -107,11 +111,15 @@ import Testing
 
     @Test func fileNamesAreSafeWhateverTheId() {
         #expect(ReportWriter.fileName(forReportID: "../../etc/passwd") == "stall-.._.._etc_passwd.json")
-        #expect(ReportWriter.fileName(forReportID: "20261130T221500.123Z-4242-3") == "stall-20261130T221500.123Z-4242-3.json")
+        #expect(
+            ReportWriter.fileName(forReportID: "20261130T221500.123Z-4242-3")
+                == "stall-20261130T221500.123Z-4242-3.json")
     }
 
     @Test func theDefaultDirectoryIsPerUser() {
         let environment = ProcessInfo.processInfo.environment["STALLWATCH_REPORT_DIRECTORY"]
-        #expect(ReportWriter.defaultDirectory == (environment.flatMap { $0.isEmpty ? nil : $0 } ?? "/var/tmp/stallwatch-\(geteuid())"))
+        #expect(
+            ReportWriter.defaultDirectory
+                == (environment.flatMap { $0.isEmpty ? nil : $0 } ?? "/var/tmp/stallwatch-\(geteuid())"))
     }
 }

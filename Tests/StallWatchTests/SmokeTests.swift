@@ -1,4 +1,5 @@
 import Testing
+
 @testable import StallWatch
 
 @Suite struct SmokeTests {

@@ -1,5 +1,6 @@
 // Drives the pure StallDetector with a fake clock: no threads, no sleeps.
 import Testing
+
 @testable import StallWatch
 
 @Suite struct StallDetectorTests {
@@ -26,7 +27,8 @@ import Testing
 
     @Test func busyPhaseWaitsExactlyUntilTheThresholdWouldBeCrossed() {
         var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms))
-        let (events, wait) = detector.observe(.init(snapshot: snapshot(3, .beforeSources, since: 1000 * ms), now: 1100 * ms))
+        let (events, wait) = detector.observe(
+            .init(snapshot: snapshot(3, .beforeSources, since: 1000 * ms), now: 1100 * ms))
         #expect(events.isEmpty)
         #expect(wait == .until(1250 * ms))
     }
@@ -98,7 +100,8 @@ import Testing
         var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms))
         let busy = snapshot(5, .beforeSources, since: 0)
         _ = detector.observe(.init(snapshot: busy, now: 10 * ms, suspendedNanos: 0, timedOut: false))
-        let result = detector.observe(.init(snapshot: busy, now: 260 * ms, suspendedNanos: 30_000 * ms, timedOut: false))
+        let result = detector.observe(
+            .init(snapshot: busy, now: 260 * ms, suspendedNanos: 30_000 * ms, timedOut: false))
         #expect(result.events == [.lateWakeup(delayNanos: 30_000 * ms)])
         #expect(detector.current == nil)
     }

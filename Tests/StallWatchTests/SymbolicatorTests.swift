@@ -1,12 +1,12 @@
+import CStallWatch
 // Tests of the symbolication stage against this very process: libc, the test binary, unmapped memory.
 import Foundation
 import Testing
 
 @testable import StallWatch
-import CStallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// This function's own backtrace, and the line of the call that took it (for the file:line check).
@@ -55,14 +55,15 @@ import Glibc
         #expect(frame.symbol?.hasPrefix("$s") == false, "demangled")
         #expect(frame.image?.isEmpty == false)
         #if DEBUG
-        #expect(frame.file?.hasSuffix("SymbolicatorTests.swift") == true)
-        let line = try #require(frame.line)
-        #expect(abs(line - captureLine) <= 1, "line \(line)")
+            #expect(frame.file?.hasSuffix("SymbolicatorTests.swift") == true)
+            let line = try #require(frame.line)
+            #expect(abs(line - captureLine) <= 1, "line \(line)")
         #endif
     }
 
     @Test func fastModeHasNamesButNoFileOrLine() throws {
-        let frames = Symbolicator(processID: getpid(), mode: .fast).symbolicate(symbolicatorTestsCaptureHere().addresses)
+        let frames = Symbolicator(processID: getpid(), mode: .fast).symbolicate(
+            symbolicatorTestsCaptureHere().addresses)
         let frame = try #require(frames.first { $0.symbol?.contains("symbolicatorTestsCaptureHere") == true })
         #expect(frame.file == nil && frame.line == nil)
         #expect(frames.allSatisfy { $0.file == nil && $0.line == nil })
@@ -101,15 +102,16 @@ import Glibc
     }
 
     @Test func imageMapParsesLoadBaseAndSize() throws {
-        let map = ImageMap(parsing: """
-            55d0a0000000-55d0a0002000 r--p 00000000 fe:00 1 /usr/bin/demo
-            55d0a0002000-55d0a0008000 r-xp 00002000 fe:00 1 /usr/bin/demo
-            55d0a0009000-55d0a000a000 rw-p 00008000 fe:00 1 /usr/bin/demo
-            55d0a000a000-55d0a000b000 rw-p 00000000 00:00 0 
-            7f0000001000-7f0000003000 r-xp 00001000 fe:00 2 /lib/x86_64-linux-gnu/libz.so.1 (deleted)
-            7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]
-            garbage
-            """)
+        let map = ImageMap(
+            parsing: """
+                55d0a0000000-55d0a0002000 r--p 00000000 fe:00 1 /usr/bin/demo
+                55d0a0002000-55d0a0008000 r-xp 00002000 fe:00 1 /usr/bin/demo
+                55d0a0009000-55d0a000a000 rw-p 00008000 fe:00 1 /usr/bin/demo
+                55d0a000a000-55d0a000b000 rw-p 00000000 00:00 0 
+                7f0000001000-7f0000003000 r-xp 00001000 fe:00 2 /lib/x86_64-linux-gnu/libz.so.1 (deleted)
+                7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]
+                garbage
+                """)
         #expect(map.images.map(\.path) == ["/usr/bin/demo", "/lib/x86_64-linux-gnu/libz.so.1", "[vdso]"])
         #expect(map.image(containing: 0x55d0_a000_3000)?.size == 0xa000)
         #expect(map.image(containing: 0x55d0_a000_8800) == nil, "a gap between mappings")
@@ -119,7 +121,8 @@ import Glibc
     }
 
     @Test func demanglesSwiftAndCxxAndLeavesCNamesAlone() {
-        #expect(Demangler.demangle("$sSi1poiyS2i_SitFZ") == "static Swift.Int.+ infix(Swift.Int, Swift.Int) -> Swift.Int")
+        #expect(
+            Demangler.demangle("$sSi1poiyS2i_SitFZ") == "static Swift.Int.+ infix(Swift.Int, Swift.Int) -> Swift.Int")
         #expect(Demangler.demangle("_ZNSt6vectorIiSaIiEE9push_backERKi").contains("push_back"))
         #expect(Demangler.demangle("getpid") == "getpid")
         #expect(Demangler.demangle("$sNotReallyMangled") == "$sNotReallyMangled")
@@ -143,8 +146,9 @@ import Glibc
             for _ in 0..<1000 { warm.append(micros { _ = symbolicator.symbolicate(addresses) }) }
             warm.sort()
             let images = micros { _ = symbolicator.images(for: symbolicator.symbolicate(addresses)) }
-            print("\(mode): symbolicate 40 frames: cold \(Int(cold)) µs, warm median \(warm[500]) µs p99 \(warm[990]) µs; first images() \(Int(images)) µs")
+            print(
+                "\(mode): symbolicate 40 frames: cold \(Int(cold)) µs, warm median \(warm[500]) µs p99 \(warm[990]) µs; first images() \(Int(images)) µs"
+            )
         }
     }
 }
-

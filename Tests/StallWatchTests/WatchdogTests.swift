@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import StallWatch
 
 @Suite(.serialized) struct WatchdogTests {
@@ -51,7 +52,8 @@ import Testing
         let loop = EventLoop(name: "stuck", mainQueue: .disabled)
         let ended = DispatchSemaphore(value: 0)
         let events = Recorder<String>()
-        let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory, thresholdMs: 100)) { event in
+        let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory, thresholdMs: 100)) {
+            event in
             switch event {
             case .began: events.append("began")
             case .ended: events.append("ended"); ended.signal()

@@ -2,7 +2,7 @@
 import CStallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One sample's outcome: the return addresses (innermost first) and what it cost the target.

@@ -33,7 +33,8 @@ extension StallWatchConfiguration {
             dict = try JSONDecoder().decode([String: JSONScalar].self, from: data)
         } catch {
             throw StallWatchError(
-                .invalidConfiguration, "\(path): expected a JSON object of settings (\(error))", context: ["path": path])
+                .invalidConfiguration, "\(path): expected a JSON object of settings (\(error))", context: ["path": path]
+            )
         }
         for (name, value) in dict.sorted(by: { $0.key < $1.key }) {
             if name == "$schema" { continue }

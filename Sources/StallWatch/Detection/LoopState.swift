@@ -68,7 +68,8 @@ public final class LoopState: @unchecked Sendable {
     ///
     /// - Throws: `.invalidState` if the loop is running or (unless `watchdogStarting`) a watchdog is attached.
     func adopt(_ heartbeat: HeartbeatPublisher, watchdogStarting: Bool = false) throws(StallWatchError) {
-        try runGuard.withLock { (guarded: inout (running: Bool, heartbeat: HeartbeatPublisher?)) throws(StallWatchError) in
+        try runGuard.withLock {
+            (guarded: inout (running: Bool, heartbeat: HeartbeatPublisher?)) throws(StallWatchError) in
             guard !guarded.running else {
                 throw StallWatchError(
                     .invalidState, "the heartbeat can only be published before the loop runs (or between runs)")

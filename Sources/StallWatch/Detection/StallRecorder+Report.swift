@@ -68,7 +68,9 @@ extension StallRecorder {
         var threads = threadSnapshot.map(\.snapshot)
         for (index, raw) in threadSnapshot.enumerated() {
             threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))
-            if threads[index].frames.isEmpty && threads[index].error == nil { threads[index].error = "stack not captured" }
+            if threads[index].frames.isEmpty && threads[index].error == nil {
+                threads[index].error = "stack not captured"
+            }
         }
         let symbolicationNanos = sw_monotonic_ns() &- symbolStart
         let reportSamples = zip(chosen, sampleFrames).map { raw, frames in
@@ -86,7 +88,8 @@ extension StallRecorder {
             id: reportID, status: status, severity: severity, startedAt: wallDate(stall.startNanos),
             endedAt: endNanos.map(wallDate), durationMs: Self.millis(durationNanos),
             detection: .init(
-                source: target.detectionSource, strategy: configuration.strategy, thresholdMs: Double(configuration.thresholdMs),
+                source: target.detectionSource, strategy: configuration.strategy,
+                thresholdMs: Double(configuration.thresholdMs),
                 hangThresholdMs: Double(configuration.hangThresholdMs), detectedAt: wallDate(stall.detectedNanos),
                 latencyMs: Self.millis(stall.latencyNanos)),
             process: target.process,
@@ -94,7 +97,8 @@ extension StallRecorder {
                 name: loopName, threadId: thread?.threadID ?? 0,
                 phase: target.phaseKnown ? stall.activity.description : "unknown",
                 iteration: stall.sequence),
-            samples: reportSamples, images: symbols.images(for: sampleFrames.flatMap { $0 } + (pointStack?.frames ?? [])),
+            samples: reportSamples,
+            images: symbols.images(for: sampleFrames.flatMap { $0 } + (pointStack?.frames ?? [])),
             signature: StallSignature.compute(stack: pointStack?.frames),
             capture: .init(
                 method: target.sampler?.captureMethod ?? "none", sampleIntervalMs: Double(intervalNanos) / 1e6,

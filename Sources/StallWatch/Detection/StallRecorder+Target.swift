@@ -1,6 +1,6 @@
 // What a StallRecorder watches: which process, how it samples it, and how reports describe the detection.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension StallRecorder {

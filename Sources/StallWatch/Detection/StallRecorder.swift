@@ -99,7 +99,8 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
     /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
     /// the first samples.
     func warmUp() {
-        let here = UInt64(UInt(bitPattern: unsafeBitCast(sw_monotonic_ns as @convention(c) () -> UInt64, to: UnsafeRawPointer.self)))
+        let here = UInt64(
+            UInt(bitPattern: unsafeBitCast(sw_monotonic_ns as @convention(c) () -> UInt64, to: UnsafeRawPointer.self)))
         _ = quickSymbolicator.symbolicate([here])
     }
 
@@ -108,7 +109,9 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
     /// A stall began on thread `threadID` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
     /// threads' state, provisional report.
     public func begin(_ stall: StallDetector.Stall, threadID: Int32, annotations: [String: String] = [:], now: UInt64) {
-        begin(stall, thread: SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0), annotations: annotations, now: now)
+        begin(
+            stall, thread: SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0), annotations: annotations,
+            now: now)
     }
 
     func begin(_ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64) {
@@ -125,10 +128,12 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
         if let tid = thread?.threadID {
             firstProbe = ThreadProbe.read(pid: pid, tid: tid)
             contextProbe = SystemContextProbe(pid: pid, loopThreadID: tid, monotonicNanos: now)
-            if let status = ProcFile.text("/proc/\(pid)/status"), let tracer = ProcFile.statusField(status, "TracerPid"),
+            if let status = ProcFile.text("/proc/\(pid)/status"),
+                let tracer = ProcFile.statusField(status, "TracerPid"),
                 tracer != "0"
             {
-                notes.append("a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
+                notes.append(
+                    "a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
             }
         }
         takeSample(now: now, announce: false)
@@ -209,12 +214,14 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
         }
         sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
         if let probe = sample.probe, probe.syscallKind == .lock, let address = probe.syscallArg0 {
-            sample.lockOwner = LockOwner.owner(
-                pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
+            sample.lockOwner =
+                LockOwner.owner(
+                    pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
         }
         samples.append(sample)
         if announce {
-            emit(.sampled(reportID: reportID, index: samples.count - 1, pauseMicros: sample.pauseNanos.map(Self.micros)))
+            emit(
+                .sampled(reportID: reportID, index: samples.count - 1, pauseMicros: sample.pauseNanos.map(Self.micros)))
         }
     }
 

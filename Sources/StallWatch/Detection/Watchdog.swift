@@ -63,9 +63,11 @@ public final class Watchdog: @unchecked Sendable {
         guard configuration.enabled else { return }
         try lock.withLock { (thread: inout NamedThread?) throws(StallWatchError) in
             guard thread == nil else { return }
-            guard loop.state.watchdogAttached.compareExchange(
-                expected: false, desired: true, ordering: .acquiringAndReleasing
-            ).exchanged else {
+            guard
+                loop.state.watchdogAttached.compareExchange(
+                    expected: false, desired: true, ordering: .acquiringAndReleasing
+                ).exchanged
+            else {
                 throw StallWatchError(.invalidState, "loop '\(loop.name)' already has a watchdog")
             }
             stopRequested.store(false, ordering: .relaxed)

@@ -84,7 +84,8 @@ public enum CauseClassifier {
         let cpuShare = e.loopCPUNanos.map { e.wallNanos > 0 ? Double($0) / Double(e.wallNanos) : 0 }
         if let cpuShare, let cpu = e.loopCPUNanos {
             evidence.append(
-                "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms (\(Int((cpuShare * 100).rounded()))%)")
+                "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms (\(Int((cpuShare * 100).rounded()))%)"
+            )
         }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
@@ -118,7 +119,8 @@ public enum CauseClassifier {
         case .lock:
             return lockCause(e, lockSamples: topCount, total: total, evidence: evidence)
         case .idle:
-            evidence.append("\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callout (a nested wait)")
+            evidence.append(
+                "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callout (a nested wait)")
             return .init(kind: .unknown, evidence: evidence)
         case .other:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
@@ -126,7 +128,8 @@ public enum CauseClassifier {
         }
     }
 
-    private static func lockCause(_ e: Evidence, lockSamples: Int, total: Int, evidence: [String]) -> StallReport.Cause {
+    private static func lockCause(_ e: Evidence, lockSamples: Int, total: Int, evidence: [String]) -> StallReport.Cause
+    {
         var evidence = evidence
         let wchan = mostCommon(e.observations.compactMap(\.wchan))
         evidence.append("\(lockSamples) of \(total) samples: waiting in futex" + (wchan.map { " (wchan \($0))" } ?? ""))

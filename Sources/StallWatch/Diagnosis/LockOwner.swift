@@ -15,7 +15,9 @@ public enum LockOwner {
     ///
     /// Either layout is only trusted when the value read is one of the process's thread ids: a condition
     /// variable or semaphore at that address yields nil rather than a wrong owner.
-    public static func owner(pid: Int32, futexAddress: UInt64, threads: Set<Int32>) -> (threadID: Int32, source: Source)? {
+    public static func owner(pid: Int32, futexAddress: UInt64, threads: Set<Int32>) -> (
+        threadID: Int32, source: Source
+    )? {
         guard futexAddress != 0, futexAddress % 4 == 0 else { return nil }
         var words: (UInt32, UInt32, UInt32) = (0, 0, 0)
         let n = withUnsafeMutableBytes(of: &words) { sw_read_memory(pid, futexAddress, $0.baseAddress, 12) }

@@ -41,7 +41,9 @@ public struct SystemContextProbe: Sendable {
             context.loadAverage = load.split(separator: " ").prefix(3).compactMap { Double($0) }
         }
         context.cpuCount = ProcessInfo.processInfo.activeProcessorCount
-        if let a = start.throttledPeriods, let b = end.throttledPeriods, b >= a { context.cgroupThrottledPeriods = b - a }
+        if let a = start.throttledPeriods, let b = end.throttledPeriods, b >= a {
+            context.cgroupThrottledPeriods = b - a
+        }
         if let a = start.throttledMicros, let b = end.throttledMicros, b >= a {
             context.cgroupThrottledMs = Double(b - a) / 1000
         }

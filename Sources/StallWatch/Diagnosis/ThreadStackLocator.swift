@@ -30,8 +30,9 @@ struct ThreadStackLocator {
     /// Thread `tid` with the bounds of the mapping its stack pointer is in; nil when they cannot be found.
     func thread(_ tid: Int32, sampler: SignalSampler, timeout: Duration) -> SampledThread? {
         var sp = Self.blockedStackPointer(tid)
-        if sp == nil, case .success(let registersOnly) = sampler.capture(
-            SampledThread(threadID: tid, stackLow: 0, stackHigh: 0), timeout: timeout)
+        if sp == nil,
+            case .success(let registersOnly) = sampler.capture(
+                SampledThread(threadID: tid, stackLow: 0, stackHigh: 0), timeout: timeout)
         {
             sp = registersOnly.stackPointer
         }

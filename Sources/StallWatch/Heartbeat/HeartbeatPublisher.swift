@@ -3,7 +3,7 @@ import CStallWatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Publishes one loop's ``LoopState`` in a small shared-memory file (`<directory>/stallwatch.<pid>`), so that

@@ -12,8 +12,10 @@ public final class LoopObserver: Sendable, Hashable {
     private let valid = Atomic<Bool>(true)
     let serial: UInt64
 
-    init(activities: LoopActivity, order: Int, repeats: Bool, serial: UInt64,
-         callback: @escaping @Sendable (LoopActivity) -> Void) {
+    init(
+        activities: LoopActivity, order: Int, repeats: Bool, serial: UInt64,
+        callback: @escaping @Sendable (LoopActivity) -> Void
+    ) {
         self.activities = activities
         self.order = order
         self.repeats = repeats

@@ -4,7 +4,9 @@ import Foundation
 public enum ProcessIdentity {
     /// pid, executable path, its build-id and the host name; computed once.
     public static let current: StallReport.ProcessDescription = {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? "?"
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments
+            .first ?? "?"
         var names = utsname()
         uname(&names)
         let host = withUnsafeBytes(of: &names.nodename) { raw in

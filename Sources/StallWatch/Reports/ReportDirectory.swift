@@ -1,6 +1,6 @@
 // ReportDirectory: the checks and raw directory operations shared by ReportWriter and ReportStore.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Opening, checking and listing a report directory, with errors that name the path.
@@ -20,7 +20,8 @@ enum ReportDirectory {
                 throw StallWatchError(
                     .report, "refusing to write reports into \(path): it is a symbolic link", context: ["path": path])
             } else if info.st_mode & S_IFMT != S_IFDIR {
-                throw StallWatchError(.report, "cannot write reports into \(path): not a directory", context: ["path": path])
+                throw StallWatchError(
+                    .report, "cannot write reports into \(path): not a directory", context: ["path": path])
             }
         }
         let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (forWriting ? O_NOFOLLOW : 0)

@@ -2,7 +2,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Reads stall reports from a directory (usually one a ``ReportWriter`` fills).
@@ -154,8 +154,9 @@ public struct ReportStore: Sendable {
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
             return .failure(DecodeFailure("not a valid report: wrong type at \"\(dotted(context.codingPath))\""))
         } catch DecodingError.dataCorrupted(let context) {
-            return .failure(DecodeFailure(
-                "not a valid report: bad value at \"\(dotted(context.codingPath))\" (\(context.debugDescription))"))
+            return .failure(
+                DecodeFailure(
+                    "not a valid report: bad value at \"\(dotted(context.codingPath))\" (\(context.debugDescription))"))
         } catch {
             return .failure(DecodeFailure("not a valid report: \(error)"))
         }
@@ -209,7 +210,9 @@ public struct ReportStore: Sendable {
         }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno)) }
+        guard fstat(fd, &info) == 0 else {
+            return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno))
+        }
         guard info.st_mode & S_IFMT == S_IFREG else { return .failure(DecodeFailure("not a regular file")) }
         guard Int(info.st_size) <= maximumFileSize else {
             return .failure(DecodeFailure("too large for a report (\(info.st_size) bytes)"))

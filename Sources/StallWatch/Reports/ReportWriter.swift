@@ -2,7 +2,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Writes one JSON file per stall (`stall-<id>.json`), atomically, mode 0600, in a 0700 directory.
@@ -34,7 +34,9 @@ public struct ReportWriter: Sendable {
     ///   - directory: created (mode 0700, with missing parents) on the first write if missing.
     ///   - maxReports: report files to keep; at least 1.
     ///   - maxTotalBytes: bytes of report files to keep, or nil.
-    public init(directory: String = ReportWriter.defaultDirectory, maxReports: Int = 100, maxTotalBytes: Int? = 64 << 20) {
+    public init(
+        directory: String = ReportWriter.defaultDirectory, maxReports: Int = 100, maxTotalBytes: Int? = 64 << 20
+    ) {
         self.directory = directory
         self.maxReports = max(1, maxReports)
         self.maxTotalBytes = maxTotalBytes
@@ -97,7 +99,9 @@ public struct ReportWriter: Sendable {
             }
             do throws(StallWatchError) {
                 // The umask can only remove bits; make the mode exactly 0600 whatever it is.
-                guard fchmod(fd, 0o600) == 0 else { throw ReportDirectory.failure("fchmod", errno: errno, path: temporary) }
+                guard fchmod(fd, 0o600) == 0 else {
+                    throw ReportDirectory.failure("fchmod", errno: errno, path: temporary)
+                }
                 try writeAll(fd, data, path: temporary)
                 guard fsync(fd) == 0 else { throw ReportDirectory.failure("fsync", errno: errno, path: temporary) }
                 guard close(fd) == 0 else {

@@ -318,7 +318,8 @@ extension StallReport {
         /// For a deadlock: every thread in the cycle, the loop thread first.
         public var deadlockedThreadIds: [Int32]?
 
-        public init(kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil) {
+        public init(kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil)
+        {
             self.kind = kind
             self.evidence = evidence
             self.blockingThreadId = blockingThreadId

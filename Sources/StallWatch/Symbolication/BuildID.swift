@@ -1,6 +1,6 @@
 // BuildID: reads the GNU build-id note of an ELF file, the key that matches a binary to its debug info.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The GNU build-id (`NT_GNU_BUILD_ID` in a `PT_NOTE` segment) of ELF files, as lowercase hex.

@@ -1,6 +1,6 @@
 // Demangler: readable names for Swift symbols (libswiftCore's swift_demangle) and C++ symbols (__cxa_demangle).
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Turns mangled Swift and C++ symbol names into readable ones; other names pass through unchanged.
@@ -15,8 +15,10 @@ public enum Demangler {
         -> UnsafeMutablePointer<CChar>?
     /// `char *__cxa_demangle(const char *name, char *buffer, size_t *length, int *status)`
     private typealias CxxDemangle =
-        @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?,
-            UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CChar>?
+        @convention(c) (
+            UnsafePointer<CChar>?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?,
+            UnsafeMutablePointer<Int32>?
+        ) -> UnsafeMutablePointer<CChar>?
 
     private struct Functions: @unchecked Sendable {
         let swift: SwiftDemangle?

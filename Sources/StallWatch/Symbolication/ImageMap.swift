@@ -1,6 +1,6 @@
 // ImageMap: the ELF images a process has mapped, parsed from /proc/<pid>/maps.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The images (executable, shared objects, the vDSO) mapped into a process, and which one an address falls in.
@@ -78,7 +78,9 @@ public struct ImageMap: Sendable, Equatable {
     }
 
     /// One line: `start-end perms offset dev inode path`; only file-backed mappings and the vDSO count.
-    private static func parse(_ line: Substring.UTF8View.SubSequence) -> (start: UInt64, end: UInt64, offset: UInt64, executable: Bool, path: String)? {
+    private static func parse(_ line: Substring.UTF8View.SubSequence) -> (
+        start: UInt64, end: UInt64, offset: UInt64, executable: Bool, path: String
+    )? {
         var fields: [Substring.UTF8View.SubSequence] = []
         var rest = line[...]
         for _ in 0..<5 {

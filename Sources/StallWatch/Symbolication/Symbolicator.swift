@@ -2,7 +2,7 @@
 import CStallWatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// How much symbolication to do when a report is written.
@@ -109,8 +109,9 @@ public final class Symbolicator: @unchecked Sendable {
                 result.append(ImageInfo(path: path, buildId: buildID(ofImageAt: path), base: "0x0", size: nil))
                 continue
             }
-            result.append(ImageInfo(
-                path: path, buildId: buildID(ofImageAt: path), base: image.base.hexAddress, size: image.size))
+            result.append(
+                ImageInfo(
+                    path: path, buildId: buildID(ofImageAt: path), base: image.base.hexAddress, size: image.size))
         }
         return result
     }
@@ -185,7 +186,8 @@ public final class Symbolicator: @unchecked Sendable {
         if session == nil {
             sessionUnavailable = true
             let reason = code > 0 ? String(cString: strerror(code)) : String(cString: sw_symbols_last_error())
-            record("symbol lookup unavailable for process \(processID) (libdwfl: \(reason)); frames keep image + offset")
+            record(
+                "symbol lookup unavailable for process \(processID) (libdwfl: \(reason)); frames keep image + offset")
         }
         return session
     }

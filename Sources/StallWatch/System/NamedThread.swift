@@ -1,7 +1,8 @@
 // A joinable POSIX thread with a kernel-visible name (Foundation's Thread cannot be joined).
 import CStallWatch
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A named thread running one closure; ``join()`` waits for it to return.

@@ -1,7 +1,8 @@
 // Whole reads of small /proc and /sys files.
 import CStallWatch
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Whole-file reads for /proc files, whose stat size is 0, and small ELF reads.
@@ -46,4 +47,3 @@ extension ProcFile {
         return nil
     }
 }
-

@@ -1,6 +1,6 @@
 // The small syscall wrapper layer: retries EINTR and turns errno into a StallWatchError naming the call.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @usableFromInline

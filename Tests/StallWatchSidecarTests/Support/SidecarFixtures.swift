@@ -4,12 +4,13 @@ import StallWatch
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum SidecarFixtures {
     static let productsDirectory: URL = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent()
     }()
 
@@ -36,7 +37,9 @@ enum SidecarFixtures {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         var state = "?", tracer = "?"
         for line in text.split(separator: "\n") {
-            if line.hasPrefix("State:") { state = String(line.dropFirst(6).trimmingCharacters(in: .whitespaces).prefix(1)) }
+            if line.hasPrefix("State:") {
+                state = String(line.dropFirst(6).trimmingCharacters(in: .whitespaces).prefix(1))
+            }
             if line.hasPrefix("TracerPid:") { tracer = line.dropFirst(10).trimmingCharacters(in: .whitespaces) }
         }
         return (state, tracer)

@@ -1,12 +1,14 @@
 // Spawning the demo executable and reading what it wrote, for integration tests.
 import Foundation
 import Testing
+
 @testable import StallWatch
 
 enum Fixtures {
     /// The directory holding the test bundle and the package's executables.
     static let productsDirectory: URL = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent()
     }()
 
