@@ -13,9 +13,14 @@ public struct ChildExitStatus: Error, Sendable, Equatable {
 enum SidecarCommands {
     static let watchOptions: Set<String> = [
         "--pid", "--tid", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms",
+        "--metrics",
     ]
     static let runOptions: Set<String> = [
         "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms", "--heartbeat-wait-ms",
+        "--metrics",
+    ]
+    static let daemonOptions: Set<String> = [
+        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--metrics",
     ]
 
     // MARK: watch
@@ -29,7 +34,12 @@ enum SidecarCommands {
         if let tid = args.options["--tid"] { options.threadID = Int32(try number(tid, "--tid", 1...Int(Int32.max))) }
         if args.has("--proc") { options.mode = .proc }
         let console = invocation.console
-        let watcher = try TargetWatcher(options: options) { event in print(event, console: console) }
+        let (metrics, server) = try startMetrics(args, console: console)
+        defer { server?.stop() }
+        let watcher = try TargetWatcher(options: options) { event in
+            if case .stall(let stall) = event { metrics?.observe(stall) }
+            print(event, console: console)
+        }
         TerminationSignals.install { _ in
             watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
         }
@@ -47,6 +57,8 @@ enum SidecarCommands {
         let waitMs =
             try args.options["--heartbeat-wait-ms"].map { try number($0, "--heartbeat-wait-ms", 0...60_000) } ?? 1000
         let console = invocation.console
+        let (metrics, server) = try startMetrics(args, console: console, toError: true)
+        defer { server?.stop() }
         // Forward SIGINT/SIGTERM/SIGHUP to the child; we exit when it does.
         let child = Mutex<ChildProcess?>(nil)
         TerminationSignals.install { signal in child.withLock { $0?.send(signal) } }
@@ -66,6 +78,7 @@ enum SidecarCommands {
             while !stopped.load(ordering: .acquiring) {
                 do {
                     let candidate = try TargetWatcher(options: watchOptions) { event in
+                        if case .stall(let stall) = event { metrics?.observe(stall) }
                         print(event, console: console, toError: true)
                     }
                     if candidate.source == "heartbeat" || watchOptions.mode == .proc || DispatchTime.now() >= deadline {
@@ -110,13 +123,17 @@ enum SidecarCommands {
                 ? HeartbeatPublisher.defaultDirectory : configuration.heartbeatDirectory)
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
         let console = invocation.console
+        let (metrics, server) = try startMetrics(args, console: console)
+        defer { server?.stop() }
         let daemon = SidecarDaemon(
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
         ) { event in
             switch event {
             case .skipped(let path, let error):
                 emit(["event": "skipped", "path": path, "error": error.message], console: console)
-            case .target(_, let event): print(event, console: console)
+            case .target(_, let event):
+                if case .stall(let stall) = event { metrics?.observe(stall) }
+                print(event, console: console)
             }
         }
         TerminationSignals.install { _ in daemon.stop() }
@@ -125,6 +142,23 @@ enum SidecarCommands {
     }
 
     // MARK: Helpers
+
+    /// With `--metrics HOST:PORT` (loopback unless a host is given): Prometheus text of the stalls seen, served
+    /// on its own thread; announces the bound address as a JSON line.
+    private static func startMetrics(_ args: Arguments, console: Console, toError: Bool = false) throws
+        -> (StallMetrics?, MetricsHTTPServer?)
+    {
+        guard let address = args.options["--metrics"] else { return (nil, nil) }
+        let metrics = StallMetrics()
+        let server = try MetricsHTTPServer(address: address) { metrics.exposition() }
+        try server.start()
+        let line: [String: Any] = ["event": "metrics", "address": "\(server.host):\(server.port)", "path": "/metrics"]
+        if let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) {
+            let text = String(decoding: data, as: UTF8.self)
+            if toError { console.printError(text) } else { console.print(text) }
+        }
+        return (metrics, server)
+    }
 
     private static func configuration(_ args: Arguments, _ invocation: Invocation) throws -> StallWatchConfiguration {
         var configuration = try StallWatchConfiguration.load(environment: invocation.environment)

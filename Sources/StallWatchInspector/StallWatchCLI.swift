@@ -78,23 +78,24 @@ public enum StallWatchCLI {
         Subcommand(
             ["watch"],
             synopsis:
-                "--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc]",
+                "--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT]",
             summary:
                 "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); stack samples by ptrace; one JSON line per event",
             flags: ["--proc"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
         Subcommand(
             ["run"],
             synopsis:
-                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] -- CMD [ARGS...]",
+                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--metrics HOST:PORT] -- CMD [ARGS...]",
             summary:
                 "start CMD and watch it as `watch` does; SIGINT/SIGTERM/SIGHUP are forwarded; exits with CMD's status (128+N if killed by signal N; 127 if it cannot start); events on stderr",
             flags: ["--proc"], options: SidecarCommands.runOptions, positionals: 1...100_000, run: SidecarCommands.run),
         Subcommand(
-            ["daemon"], synopsis: "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N]",
+            ["daemon"],
+            synopsis:
+                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT]",
             summary:
                 "watch every process that publishes a heartbeat in DIR (default /dev/shm), picking up new ones and dropping exited ones, until SIGINT/SIGTERM",
-            options: ["--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms"],
-            run: SidecarCommands.daemon),
+            options: SidecarCommands.daemonOptions, run: SidecarCommands.daemon),
     ]
 
     /// The options every multi-report command accepts (``ReportFilter``).
