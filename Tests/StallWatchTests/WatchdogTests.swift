@@ -63,7 +63,13 @@ import Testing
         }
         try watchdog.start()
         _ = startLoopThread(loop)
-        loop.perform { WatchdogTests.blockLoopThread(milliseconds: 400) }
+        loop.perform {
+            // The service tags the work it is doing; a stall during it carries the tags.
+            loop.annotate("request", "42")
+            loop.annotate("route", "/messages")
+            WatchdogTests.blockLoopThread(milliseconds: 400)
+            loop.clearAnnotations()
+        }
         ended.wait()
         loop.stop()
         watchdog.stop()
@@ -78,6 +84,7 @@ import Testing
         #expect(reports[0].status == .ended)
         #expect(reports[0].durationMs >= 360 && reports[0].durationMs <= 500, "duration \(reports[0].durationMs)")
         #expect(reports[0].loop.phase == "beforeSources")
+        #expect(reports[0].annotations == ["request": "42", "route": "/messages"])
         let frames = reports[0].samples.flatMap(\.frames)
         let blocking = frames.filter { $0.symbol?.contains("blockLoopThread") == true }
         #expect(!blocking.isEmpty, "\(frames.compactMap(\.symbol))")
