@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ typedef struct slot {
     // Written by the requester before the release store of REQUESTED; read by the handler after its
     // acquire load. The record is written by the handler before its release of DONE.
     uint64_t stack_low, stack_high;
+    int approximate_bounds;
     uint8_t *buffer;
     sw_capture_record record;
 } slot;
@@ -65,6 +67,22 @@ static void copy_registers(const ucontext_t *uc, uint64_t *r) {
     for (int i = 0; i < SW_CAPTURE_REGISTER_COUNT; i++) r[i] = (uint64_t)g[order[i]];
 }
 
+// Copies `n` bytes of this process's memory at `src` without faulting: process_vm_readv on our own pid returns
+// short at the first unmapped page (bounds read from /proc/self/maps may be stale by the time the signal
+// lands). Where seccomp forbids the syscall (EPERM/ENOSYS, as in default container profiles) the bounds are
+// trusted and memcpy is used. Async-signal-safe (syscalls and memcpy only); may change errno.
+static size_t copy_stack(void *dst, uint64_t src, size_t n) {
+    struct iovec local = {.iov_base = dst, .iov_len = n};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)src, .iov_len = n};
+    long got = syscall(SYS_process_vm_readv, (pid_t)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL);
+    if (got >= 0) return (size_t)got;
+    if (errno == EPERM || errno == ENOSYS) {
+        memcpy(dst, (const void *)(uintptr_t)src, n);
+        return n;
+    }
+    return 0;
+}
+
 // Finds a REQUESTED slot for `self` and moves it to COPYING. NULL if none (a late signal whose request
 // was cancelled, or a re-entry while this thread is already copying).
 static slot *claim_for_handler(pid_t self, uint32_t *claimed) {
@@ -89,7 +107,7 @@ static slot *claim_for_handler(pid_t self, uint32_t *claimed) {
 }
 
 // Async-signal-safe by construction: no allocation, no lock, no libc call but clock_gettime, memcpy and
-// syscall; errno is preserved.
+// syscall (gettid, getpid, process_vm_readv, futex); errno is preserved.
 static void capture_handler(int sig, siginfo_t *info, void *context) {
     (void)sig;
     (void)info;
@@ -112,8 +130,13 @@ static void capture_handler(int sig, siginfo_t *info, void *context) {
                 n = capacity;
                 r->flags |= SW_CAPTURE_TRUNCATED;
             }
-            memcpy(s->buffer, (const void *)(uintptr_t)sp, n);
-            r->stack_size = n;
+            size_t copied = n;
+            if (s->approximate_bounds)
+                copied = copy_stack(s->buffer, sp, n);
+            else
+                memcpy(s->buffer, (const void *)(uintptr_t)sp, n);  // bounds from pthread_getattr_np
+            if (copied < n) r->flags |= SW_CAPTURE_TRUNCATED;
+            r->stack_size = copied;
         } else {
             r->flags |= SW_CAPTURE_SP_OUTSIDE_STACK;
         }
@@ -270,7 +293,7 @@ static int finish(slot *s, uint64_t deadline) {
     }
 }
 
-int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64_t timeout_ns,
+int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, int approximate_bounds, uint64_t timeout_ns,
                       sw_capture_record *record, uint8_t *stack_out, size_t stack_capacity) {
     int signo = atomic_load(&installed_signal);
     if (signo == 0) return SW_CAPTURE_NOT_INSTALLED;
@@ -290,6 +313,7 @@ int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64
     atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
     s->stack_low = stack_low;
     s->stack_high = stack_high;
+    s->approximate_bounds = approximate_bounds;
     memset(&s->record, 0, sizeof s->record);
     s->record.thread_id = tid;
     s->record.sent_ns = now_ns();

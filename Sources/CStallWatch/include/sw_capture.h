@@ -79,12 +79,14 @@ size_t sw_capture_stack_bytes(void);
 /// frees the slot. On timeout the request is cancelled atomically, so a late handler writes nothing; a
 /// handler caught mid-copy is waited for (the copy cannot block) and its result returned.
 /// `stack_low`/`stack_high` bound the thread's stack; the handler copies from SP up to
-/// min(stack_high, SP + slot size) only if SP lies inside them.
+/// min(stack_high, SP + slot size) only if SP lies inside them. With `approximate_bounds` (bounds read from
+/// /proc/self/maps for a thread that never registered, possibly stale) the handler copies with
+/// process_vm_readv, which stops at an unmapped page instead of faulting; otherwise with memcpy.
 /// Returns SW_CAPTURE_OK or one of the negative values above. Safe to call from many threads at once,
 /// also for the same target; the calling thread may target itself (the handler runs before tgkill
 /// returns, unless the signal is blocked). Not async-signal-safe (blocks).
-int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64_t timeout_ns,
-                      sw_capture_record *record, uint8_t *stack_out, size_t stack_capacity);
+int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, int approximate_bounds,
+                      uint64_t timeout_ns, sw_capture_record *record, uint8_t *stack_out, size_t stack_capacity);
 
 /// The calling thread's stack bounds from pthread_getattr_np: [*low, *high). Returns 0 or an errno.
 /// Not async-signal-safe (may allocate and read /proc/self/maps for the main thread).

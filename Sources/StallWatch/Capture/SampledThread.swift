@@ -13,10 +13,15 @@ public struct SampledThread: Sendable, Hashable {
     /// One past the highest address of the thread's stack (the stack grows down from here).
     public var stackHigh: UInt64
 
-    public init(threadID: Int32, stackLow: UInt64, stackHigh: UInt64) {
+    /// The bounds were read from `/proc/self/maps` (a thread that never registered) and may be stale: the
+    /// handler then copies with `process_vm_readv`, which cannot fault, instead of `memcpy`.
+    public var boundsAreApproximate: Bool
+
+    public init(threadID: Int32, stackLow: UInt64, stackHigh: UInt64, boundsAreApproximate: Bool = false) {
         self.threadID = threadID
         self.stackLow = stackLow
         self.stackHigh = stackHigh
+        self.boundsAreApproximate = boundsAreApproximate
     }
 
     /// Describes the calling thread; call it on the thread that will be sampled (for example the loop thread,

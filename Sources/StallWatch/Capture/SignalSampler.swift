@@ -134,7 +134,8 @@ public final class SignalSampler: @unchecked Sendable {
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: stackBufferSize)
         defer { scratch.deallocate() }
         let status = sw_capture_thread(
-            thread.threadID, thread.stackLow, thread.stackHigh, CaptureSupport.nanoseconds(timeout), &record,
+            thread.threadID, thread.stackLow, thread.stackHigh, thread.boundsAreApproximate ? 1 : 0,
+            CaptureSupport.nanoseconds(timeout), &record,
             scratch.baseAddress, scratch.count)
         guard Int(status) == SW_CAPTURE_OK else { return .failure(error(status, thread: thread, timeout: timeout)) }
 

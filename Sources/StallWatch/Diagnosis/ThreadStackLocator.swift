@@ -37,7 +37,7 @@ struct ThreadStackLocator {
             sp = registersOnly.stackPointer
         }
         guard let sp, let region = mapping(containing: sp) else { return nil }
-        return SampledThread(threadID: tid, stackLow: region.start, stackHigh: region.end)
+        return SampledThread(threadID: tid, stackLow: region.start, stackHigh: region.end, boundsAreApproximate: true)
     }
 
     /// Whether thread `tid` blocks `signal` (`SigBlk` in its status): such a thread can never run the handler, so
