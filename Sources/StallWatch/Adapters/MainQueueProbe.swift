@@ -109,15 +109,19 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     }
 
     /// The thread draining the main queue now when libdispatch's drain lock can be read (see
-    /// `MainQueueOwner`), else the thread that answered the last ping. With `dispatchMain()` the main queue runs
-    /// on pool threads; one that never answered a ping is returned without stack bounds (samples then carry
-    /// registers only).
+    /// `MainQueueOwner`), else the thread that answered the pings if only one ever did. With `dispatchMain()` the
+    /// main queue runs on pool threads; one that never answered a ping is returned without stack bounds (samples
+    /// then carry registers only), and with several candidates and no reading, nil (no sample beats a wrong one).
     public var sampledThread: SampledThread? {
         let draining = owner?.currentOwner
         return threads.withLock { threads in
             if let draining {
                 return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
             }
+            // Without a reading of the drain lock, the last thread that answered is the queue's thread only if a
+            // single thread ever answered (the main thread). Under dispatchMain() several pool threads take turns:
+            // guessing would sample an idle thread and blame the wrong code, so the thread is left unknown.
+            guard threads.known.count == 1 else { return nil }
             return threads.last.flatMap { threads.known[$0] }
         }
     }
