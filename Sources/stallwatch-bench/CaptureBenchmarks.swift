@@ -21,16 +21,6 @@ func runCaptureBenchmarks() {
     print("")
 }
 
-private func row(_ what: String, _ values: [UInt64], _ notes: String = "") {
-    let sorted = values.sorted()
-    func at(_ p: Double) -> String {
-        guard !sorted.isEmpty else { return "–" }
-        let ns = Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
-        return ns >= 1e6 ? String(format: "%.2f ms", ns / 1e6) : String(format: "%.1f µs", ns / 1e3)
-    }
-    print("| \(what) | \(sorted.count) | \(at(0.5)) | \(at(0.99)) | \(notes) |")
-}
-
 /// A thread spinning at the bottom of a C call chain (the fixture the capture tests use).
 private final class ChainThread: @unchecked Sendable {
     let chain = UnsafeMutablePointer<sw_test_chain>.allocate(capacity: 1)

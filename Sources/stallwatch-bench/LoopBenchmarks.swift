@@ -207,6 +207,17 @@ func pct(_ sorted: [Double], _ p: Double) -> Double {
 
 func fmt(_ v: Double) -> String { String(format: "%.2f", v) }
 
+/// One row of a timing table: count, median and p99 of nanosecond `values`, in µs or ms.
+func row(_ what: String, _ values: [UInt64], _ notes: String = "") {
+    let sorted = values.sorted()
+    func at(_ p: Double) -> String {
+        guard !sorted.isEmpty else { return "–" }
+        let ns = Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
+        return ns >= 1e6 ? String(format: "%.2f ms", ns / 1e6) : String(format: "%.1f µs", ns / 1e3)
+    }
+    print("| \(what) | \(sorted.count) | \(at(0.5)) | \(at(0.99)) | \(notes) |")
+}
+
 enum Table {
     static func header(_ title: String) {
         print("\n## \(title)\n")

@@ -121,13 +121,3 @@ private func processCPU() -> UInt64 {
     func ns(_ t: timeval) -> UInt64 { UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_usec) * 1000 }
     return ns(usage.ru_utime) + ns(usage.ru_stime)
 }
-
-private func row(_ what: String, _ values: [UInt64], _ notes: String = "") {
-    let sorted = values.sorted()
-    func at(_ p: Double) -> String {
-        guard !sorted.isEmpty else { return "–" }
-        let ns = Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
-        return ns >= 1e6 ? String(format: "%.2f ms", ns / 1e6) : String(format: "%.1f µs", ns / 1e3)
-    }
-    print("| \(what) | \(sorted.count) | \(at(0.5)) | \(at(0.99)) | \(notes) |")
-}
