@@ -131,6 +131,8 @@ enum SidecarCommands {
             switch event {
             case .skipped(let path, let error):
                 emit(["event": "skipped", "path": path, "error": error.message], console: console)
+            case .removedStale(let path, let pid):
+                emit(["event": "removedStale", "path": path, "pid": Int(pid)], console: console)
             case .target(_, let event):
                 if case .stall(let stall) = event { metrics?.observe(stall) }
                 print(event, console: console)

@@ -10,6 +10,8 @@ public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread;
     /// What the daemon reports, on its own or a watcher's thread.
     public enum Event: Sendable {
         case skipped(path: String, SidecarError)
+        /// A segment left by a process that no longer exists (killed before it could remove it) was deleted.
+        case removedStale(path: String, pid: Int32)
         case target(pid: Int32, SidecarEvent)
     }
 
@@ -63,6 +65,11 @@ public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread;
                     reported[file.path] = nil
                     start(watcher, path: file.path)
                 } catch {
+                    if Self.removeIfStale(file.path, pid: file.pid) {
+                        reported[file.path] = nil
+                        onEvent(.removedStale(path: file.path, pid: file.pid))
+                        continue
+                    }
                     if reported[file.path] != error.message {
                         reported[file.path] = error.message
                         onEvent(.skipped(path: file.path, error))
@@ -76,6 +83,16 @@ public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread;
         let running = watchers.withLock { $0 }
         for (_, entry) in running { entry.watcher.stop(reason: "the daemon stopped while the loop was still stuck") }
         for (_, entry) in running { entry.done.wait() }
+    }
+
+    /// Deletes a segment whose process is gone (`kill(pid, 0)` fails with ESRCH), if it is a regular file owned by
+    /// this user: a publisher killed with SIGKILL cannot remove its own. A live pid (even a reused one) never
+    /// loses its file here.
+    static func removeIfStale(_ path: String, pid: Int32) -> Bool {
+        guard pid > 0, kill(pid, 0) == -1, errno == ESRCH else { return false }
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { return false }
+        return unlink(path) == 0
     }
 
     /// Asks ``run()`` to return. Any thread.

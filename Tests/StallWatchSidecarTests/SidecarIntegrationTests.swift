@@ -203,4 +203,41 @@ import Testing
         #expect(reports.count == 1 && reports.first?.detection.source == "heartbeat")
         #expect(skipped.withLock { $0 } == ["\(shm)/stallwatch.1"])
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theDaemonRemovesSegmentsLeftByProcessesThatNoLongerExist() throws {
+        let shm = SidecarFixtures.temporaryDirectory("daemon-stale")
+        defer { try? FileManager.default.removeItem(atPath: shm) }
+        // A publisher that was SIGKILLed leaves its segment behind: the pid of a process that has exited.
+        let finished = try Spawned("/bin/true", [])
+        #expect(finished.wait() == 0)
+        let stale = "\(shm)/stallwatch.\(finished.pid)"
+        _ = FileManager.default.createFile(
+            atPath: stale, contents: Data(HeartbeatReaderTests.validBytes(pid: finished.pid)))
+        // A live pid's file (here pid 1, not ours to judge) is skipped, never removed.
+        let alive = "\(shm)/stallwatch.1"
+        _ = FileManager.default.createFile(atPath: alive, contents: Data(repeating: 7, count: 128))
+        let removed = Locked<[String]>([])
+        let gone = DispatchSemaphore(value: 0)
+        let daemon = SidecarDaemon(
+            directory: shm, configuration: StallWatchConfiguration(), scanInterval: .milliseconds(50)
+        ) {
+            event in
+            if case .removedStale(let path, _) = event {
+                removed.withLock { $0.append(path) }
+                gone.signal()
+            }
+        }
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            try? daemon.run()
+            done.signal()
+        }.start()
+        #expect(gone.wait(timeout: .now() + 10) == .success)
+        daemon.stop()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(removed.withLock { $0 } == [stale])
+        #expect(!FileManager.default.fileExists(atPath: stale))
+        #expect(FileManager.default.fileExists(atPath: alive))
+    }
 }
