@@ -1,5 +1,6 @@
 // CommandArguments: the demo commands' small argument reader; bad input exits 2 naming the flag and value.
 import Foundation
+import StallWatch
 
 /// Command-line flags and their values, failing with the usage on a bad one.
 struct CommandArguments {
@@ -46,4 +47,28 @@ struct CommandArguments {
         if values.isEmpty { fail("\(flag) needs a value\n\(usage)") }
         return values
     }
+}
+
+/// The configuration from `STALLWATCH_<KEY>` variables; an invalid one ends the command (exit 2) naming it.
+func loadConfiguration() -> StallWatchConfiguration {
+    do {
+        return try StallWatchConfiguration.load()
+    } catch {
+        fail(error.message)
+    }
+}
+
+/// Writes `block` and fsyncs, again and again until `end` (DispatchTime uptime ns), truncating the file
+/// whenever `cap` bytes were written: synchronous disk I/O that keeps the calling thread in write/fsync.
+func writeAndSync(fd: Int32, block: [UInt8], until end: UInt64, cap: Int) {
+    var written = 0
+    repeat {
+        written += block.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        fsync(fd)
+        if written > cap {
+            ftruncate(fd, 0)
+            lseek(fd, 0, SEEK_SET)
+            written = 0
+        }
+    } while DispatchTime.now().uptimeNanoseconds < end
 }

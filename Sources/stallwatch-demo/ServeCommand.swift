@@ -29,11 +29,7 @@ struct ServeCommand {
     var configuration: StallWatchConfiguration
 
     init(arguments: [String]) {
-        do {
-            configuration = try StallWatchConfiguration.load()
-        } catch {
-            fail(error.message)
-        }
+        configuration = loadConfiguration()
         var args = CommandArguments(arguments, usage: serveUsage)
         while let arg = args.next() {
             switch arg {

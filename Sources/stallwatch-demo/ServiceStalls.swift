@@ -39,16 +39,7 @@ enum ServiceStalls {
         // Small writes: the time goes to fsync (in the kernel, waiting for the disk), as with a journal.
         let block = [UInt8](repeating: 0x6a, count: 16 << 10)
         let end = deadline(durationMs)
-        var written = 0
-        repeat {
-            written += block.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            fsync(fd)
-            if written > 32 << 20 {
-                ftruncate(fd, 0)
-                lseek(fd, 0, SEEK_END)
-                written = 0
-            }
-        } while DispatchTime.now().uptimeNanoseconds < end
+        writeAndSync(fd: fd, block: block, until: end, cap: 32 << 20)
     }
 
     /// Re-sorts and filters the whole huge session list, again and again, until the time is up.

@@ -73,16 +73,7 @@ enum Stalls {
         }
         let block = [UInt8](repeating: 0x5a, count: 1 << 20)
         let end = DispatchTime.now().uptimeNanoseconds + UInt64(durationMs) * 1_000_000
-        var written = 0
-        while DispatchTime.now().uptimeNanoseconds < end {
-            written += block.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            fsync(fd)
-            if written > 64 << 20 {
-                ftruncate(fd, 0)
-                lseek(fd, 0, SEEK_SET)
-                written = 0
-            }
-        }
+        writeAndSync(fd: fd, block: block, until: end, cap: 64 << 20)
     }
 
     /// Two locks taken in opposite order by the loop and a worker. The loop gives up after `durationMs` (a timed

@@ -34,11 +34,7 @@ struct StallCommand {
     var configuration: StallWatchConfiguration
 
     init(arguments: [String]) {
-        do {
-            configuration = try StallWatchConfiguration.load()
-        } catch {
-            fail(error.message)
-        }
+        configuration = loadConfiguration()
         var args = CommandArguments(arguments, usage: usage)
         while let arg = args.next() {
             switch arg {
