@@ -1,9 +1,16 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 // StallWatch: a main-loop stall watchdog for Linux services.
 import PackageDescription
 
-/// Debian's libunwind-dev puts its headers under the multiarch include directory.
-let multiarchInclude = "/usr/include/x86_64-linux-gnu"
+/// Every StallWatch C target: GNU extensions of glibc (gettid, process_vm_readv, pthread_getattr_np, ucontext
+/// register names) and the warnings the C code is kept clean of. Warning settings apply only when StallWatch is
+/// the root package; a service that depends on it builds these targets without them.
+let cSettings: [CSetting] = [
+    .define("_GNU_SOURCE"),
+    .enableWarning("all"),
+    .enableWarning("extra"),
+    .disableWarning("unused-parameter"),
+]
 
 let package = Package(
     name: "StallWatch",
@@ -16,28 +23,43 @@ let package = Package(
         .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
     ],
     targets: [
-        // The only code that runs in a signal handler, speaks libunwind's macro API, raw ptrace or libdwfl.
+        // System C libraries, found through pkg-config (Debian ships the .pc files with the -dev packages).
+        .systemLibrary(
+            name: "CLibunwind", pkgConfig: "libunwind-ptrace",
+            providers: [.apt(["libunwind-dev", "liblzma-dev"])]),
+        .systemLibrary(
+            name: "CLibdw", pkgConfig: "libdw", providers: [.apt(["libdw-dev", "libelf-dev"])]),
+
+        // StallWatch's own C, one concern per target; every exported symbol carries the sw_ prefix and every
+        // header says per function whether it is async-signal-safe.
+        // The loop-state word layout and heartbeat segment, syscall shims, libdispatch hooks. Links nothing.
+        .target(name: "CStallWatchCore", cSettings: cSettings),
+        // The capture signal handler, its request slots and the requesting side. Links nothing.
+        .target(name: "CStallWatchSignal", cSettings: cSettings),
+        // Unwinding copied stacks off-thread with libunwind's remote API. libunwind-ptrace.so leaves liblzma's
+        // symbols to the executable (libunwind.pc lists -llzma only as private), so it is named here.
         .target(
-            name: "CStallWatch",
-            cSettings: [
-                .define("_GNU_SOURCE"),
-                .unsafeFlags(["-I\(multiarchInclude)", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-            ],
-            linkerSettings: [
-                .linkedLibrary("unwind-ptrace"),
-                .linkedLibrary("unwind-generic"),
-                .linkedLibrary("unwind"),
-                .linkedLibrary("lzma"),
-                .linkedLibrary("dw"),
-                .linkedLibrary("elf"),
-            ]
-        ),
+            name: "CStallWatchUnwind", dependencies: ["CLibunwind"], cSettings: cSettings,
+            linkerSettings: [.linkedLibrary("lzma")]),
+        // Modules, symbols and source lines through libdwfl.
+        .target(name: "CStallWatchSymbols", dependencies: ["CLibdw"], cSettings: cSettings),
+        // One-thread ptrace capture (seize, interrupt, registers, one stack read, detach). Links nothing.
+        .target(name: "CStallWatchPtrace", cSettings: cSettings),
+        // Test and benchmark fixtures (known call chains, a thread parked in the loader lock); in no product.
+        .target(
+            name: "CStallWatchFixtures", dependencies: ["CLibunwind"], cSettings: cSettings,
+            linkerSettings: [.linkedLibrary("lzma")]),
+
         // What a service embeds: run loop, watchdog, in-process capture, symbolication, reports.
-        .target(name: "StallWatch", dependencies: ["CStallWatch"]),
+        .target(
+            name: "StallWatch",
+            dependencies: [
+                "CStallWatchCore", "CStallWatchSignal", "CStallWatchUnwind", "CStallWatchSymbols", "CStallWatchPtrace",
+            ]),
         // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, watch/run/daemon.
-        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatch"]),
+        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore"]),
         // Reading, summarising and rendering reports for the CLI.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "StallWatchSidecar"]),
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "StallWatchSidecar", "CStallWatchSymbols"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,
         // chunked and idle execution, off-loop work with on-loop delivery.
         .target(name: "StallWatchRemedies", dependencies: ["StallWatch"]),
@@ -46,13 +68,20 @@ let package = Package(
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(
             name: "stallwatch-bench",
-            dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatch"]),
-        .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
+            dependencies: [
+                "StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatchCore", "CStallWatchFixtures",
+            ]),
         .testTarget(
-            name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"],
+            name: "StallWatchTests",
+            dependencies: [
+                "StallWatch", "CStallWatchCore", "CStallWatchSignal", "CStallWatchSymbols", "CStallWatchFixtures",
+            ]),
+        .testTarget(
+            name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatchCore"],
             exclude: ["Fixtures"]),
         .testTarget(
-            name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
+            name: "StallWatchInspectorTests",
+            dependencies: ["StallWatchInspector", "StallWatch", "CStallWatchSymbols"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
     ],

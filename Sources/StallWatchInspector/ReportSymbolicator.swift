@@ -1,5 +1,5 @@
 // ReportSymbolicator: fills in a report's missing symbols and file:line offline, from binaries matched by build-id.
-import CStallWatch
+import CStallWatchSymbols
 import Foundation
 import StallWatch
 

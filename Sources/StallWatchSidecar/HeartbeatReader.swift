@@ -1,5 +1,5 @@
 // HeartbeatReader: validates another process's heartbeat segment field by field and reads its loop state.
-import CStallWatch
+import CStallWatchCore
 import StallWatch
 
 #if canImport(Glibc)

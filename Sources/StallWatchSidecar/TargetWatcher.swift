@@ -1,5 +1,5 @@
 // TargetWatcher: watches one loop of another process (heartbeat or /proc evidence) and records its stalls.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import StallWatch
 import Synchronization

@@ -1,6 +1,7 @@
 // Capture-stage benchmarks (DESIGN §11): loop-thread pause per in-process sample, unwind cost warm vs fresh,
 // and the target's pause per ptrace sample.
-import CStallWatch
+import CStallWatchCore
+import CStallWatchFixtures
 import StallWatch
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 // Loop-side benchmarks: cost per transition, loop throughput with the watchdog off/on, detection latency.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import Foundation
 import StallWatch

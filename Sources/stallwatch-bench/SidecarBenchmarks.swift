@@ -1,6 +1,6 @@
 // Sidecar benchmarks (DESIGN §11): the target's pause and the end-to-end time per ptrace sample, side by side with
 // eu-stack and gdb on the same target, and the sidecar's CPU use while watching an idle and a busy target.
-import CStallWatch
+import CStallWatchCore
 import Foundation
 import StallWatch
 import StallWatchSidecar

@@ -1,5 +1,5 @@
 // Tests of `stallwatch reports symbolicate`: filling symbols and lines from this test binary, refusing other builds.
-import CStallWatch
+import CStallWatchSymbols
 import Foundation
 import StallWatch
 import StallWatchInspector

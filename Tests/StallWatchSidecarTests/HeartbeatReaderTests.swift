@@ -1,5 +1,5 @@
 // The heartbeat reader against real, hostile, truncated and random segments.
-import CStallWatch
+import CStallWatchCore
 import Foundation
 import StallWatch
 import Testing

@@ -1,5 +1,6 @@
 // Tests of out-of-process capture (PtraceSampler) against real child processes.
-import CStallWatch
+import CStallWatchCore
+import CStallWatchFixtures
 import Testing
 
 @testable import StallWatch

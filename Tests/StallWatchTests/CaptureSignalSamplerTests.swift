@@ -1,5 +1,6 @@
 // Tests of in-process capture (SignalSampler) and of unwinding its copies (StackUnwinder).
-import CStallWatch
+import CStallWatchFixtures
+import CStallWatchSignal
 import Dispatch
 import Testing
 

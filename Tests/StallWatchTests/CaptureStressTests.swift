@@ -1,5 +1,5 @@
 // Slow stress test of in-process capture: many samples of a thread that churns malloc and dlopen/dlclose.
-import CStallWatch
+import CStallWatchSignal
 import Dispatch
 import Synchronization
 import Testing

@@ -1,5 +1,5 @@
 // Fixtures shared by the capture tests: threads to sample, a spinning call chain, child processes.
-import CStallWatch
+import CStallWatchFixtures
 import Dispatch
 import Testing
 

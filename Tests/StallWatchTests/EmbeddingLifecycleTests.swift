@@ -1,5 +1,4 @@
 // Lifecycle of an embedded watchdog (async run, churn without leaks) and its log and JSON-line outputs.
-import CStallWatch
 import Dispatch
 import Foundation
 import Synchronization

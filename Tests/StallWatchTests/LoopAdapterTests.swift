@@ -1,5 +1,5 @@
 // The loop adapters in this process: a Foundation RunLoop on a thread, and the ping probe on a serial queue.
-import CStallWatch
+import CStallWatchCore
 import CoreFoundation
 import Dispatch
 import Foundation

@@ -1,4 +1,4 @@
-import CStallWatch
+import CStallWatchSymbols
 // Tests of the symbolication stage against this very process: libc, the test binary, unmapped memory.
 import Foundation
 import Testing

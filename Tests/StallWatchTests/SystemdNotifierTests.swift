@@ -1,6 +1,6 @@
 // sd_notify against a unix datagram listener playing systemd: READY, STATUS, and watchdog pings that stop
 // while the loop is stalled.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import Foundation
 import Synchronization

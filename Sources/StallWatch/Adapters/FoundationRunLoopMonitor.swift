@@ -1,5 +1,4 @@
 // Watches a Foundation RunLoop: CFRunLoopObservers publish its activities into a LoopState for a Watchdog.
-import CStallWatch
 import CoreFoundation
 import Foundation
 import Synchronization

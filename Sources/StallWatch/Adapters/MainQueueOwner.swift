@@ -1,5 +1,5 @@
 // Which thread drains the Dispatch main queue right now: after dispatchMain() it is a pool thread, not main.
-import CStallWatch
+import CStallWatchCore
 import Synchronization
 
 #if canImport(Glibc)

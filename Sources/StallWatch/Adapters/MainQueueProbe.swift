@@ -1,5 +1,5 @@
 // Watches the Dispatch main queue of a process that runs dispatchMain() (or @MainActor work) with pings.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import Synchronization
 

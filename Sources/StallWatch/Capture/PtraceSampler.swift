@@ -1,5 +1,5 @@
 // PtraceSampler: out-of-process capture of one thread's registers and stack for the sidecar.
-import CStallWatch
+import CStallWatchPtrace
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,6 @@
 // SampledThread: the identity and stack bounds of a thread that a SignalSampler may capture.
-import CStallWatch
+import CStallWatchCore
+import CStallWatchSignal
 
 /// A thread of this process that can be sampled: its kernel thread id and the bounds of its stack.
 ///

@@ -1,5 +1,5 @@
 // SignalSampler: in-process capture of another thread's registers and stack via a real-time signal.
-import CStallWatch
+import CStallWatchSignal
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,4 @@
 // StackSampling: how a StallRecorder gets one stack sample of the stuck thread (signal in-process, ptrace outside).
-import CStallWatch
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,6 @@
 // StackUnwinder: turns a StackCapture into return addresses with libunwind's remote API.
-import CStallWatch
+import CStallWatchCore
+import CStallWatchUnwind
 
 /// The return addresses recovered from one capture, innermost first.
 public struct UnwoundStack: Sendable {

@@ -1,5 +1,5 @@
 // The loop's published progress (phase, sequence, phase start) and the watchdog's wake-up semaphore.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import Synchronization
 

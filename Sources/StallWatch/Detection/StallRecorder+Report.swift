@@ -1,5 +1,5 @@
 // Building, deduplicating and writing the report of the stall a StallRecorder follows.
-import CStallWatch
+import CStallWatchCore
 import Foundation
 
 extension StallRecorder {

@@ -1,5 +1,5 @@
 // Follows one detected stall: samples the loop thread, gathers evidence, and hands the report to the writer.
-import CStallWatch
+import CStallWatchCore
 import Foundation
 
 /// Follows one stall at a time on the watchdog thread: a sample at detection and then every

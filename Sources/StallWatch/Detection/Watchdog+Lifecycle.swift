@@ -1,5 +1,5 @@
 // The watchdog's health verdict (for systemd's watchdog) and its async run() for service lifecycles.
-import CStallWatch
+import CStallWatchCore
 import Synchronization
 
 extension Watchdog {

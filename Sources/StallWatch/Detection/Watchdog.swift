@@ -1,5 +1,5 @@
 // The watchdog: a named thread that waits on a semaphore with a deadline and follows each stall to its end.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import Synchronization
 

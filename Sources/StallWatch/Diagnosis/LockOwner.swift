@@ -1,5 +1,5 @@
 // Who holds the lock a thread waits for: read from the futex word and glibc's pthread_mutex_t.
-import CStallWatch
+import CStallWatchCore
 
 /// Finds the owner of the lock behind a futex address, where the lock's layout makes it readable.
 public enum LockOwner {

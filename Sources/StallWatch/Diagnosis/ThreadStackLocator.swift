@@ -1,5 +1,4 @@
 // Finding another thread's stack bounds, so that any thread of this process can be sampled.
-import CStallWatch
 
 /// Describes threads of this process that never registered themselves (``SignalSampler/registerCurrentThread()``)
 /// so their stacks can be captured too: the stack is the mapping that contains the thread's stack pointer.

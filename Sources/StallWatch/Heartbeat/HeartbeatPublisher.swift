@@ -1,5 +1,5 @@
 // HeartbeatPublisher: the shared-memory file through which a loop's published state reaches a sidecar.
-import CStallWatch
+import CStallWatchCore
 import Synchronization
 
 #if canImport(Glibc)

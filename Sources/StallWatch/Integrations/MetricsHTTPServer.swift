@@ -1,5 +1,4 @@
 // A tiny HTTP/1.0 endpoint for Prometheus scrapes (`--metrics 127.0.0.1:PORT`), on its own thread.
-import CStallWatch
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 // Prometheus text exposition of stalls, stall durations, capture cost and the watched loops' progress.
-import CStallWatch
+import CStallWatchCore
 import Foundation
 import Synchronization
 

@@ -1,5 +1,4 @@
 // systemd's notification protocol (sd_notify): READY, STATUS, and WATCHDOG pings only while the loop is healthy.
-import CStallWatch
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,5 +1,5 @@
 // A CFRunLoop-style run loop built on Dispatch that publishes every activity transition for a watchdog.
-import CStallWatch
+import CStallWatchCore
 import Dispatch
 import Synchronization
 

@@ -1,5 +1,5 @@
 // The activities a loop reports to its observers, in CFRunLoop's order and bit values.
-import CStallWatch
+import CStallWatchCore
 
 /// A set of loop activities, with CFRunLoopActivity's bit values so masks read the same.
 public struct LoopActivity: OptionSet, Sendable, Hashable, CustomStringConvertible {

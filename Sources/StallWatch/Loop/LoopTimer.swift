@@ -1,5 +1,4 @@
 // Timers of an EventLoop: one-shot and repeating, with tolerance, kept in a heap on the loop thread.
-import CStallWatch
 import Synchronization
 
 /// A timer scheduled on an ``EventLoop``. Cancel it from any thread.

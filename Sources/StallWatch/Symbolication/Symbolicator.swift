@@ -1,5 +1,5 @@
 // Symbolicator: the symbolication stage, turning a process's raw addresses into frames and image records.
-import CStallWatch
+import CStallWatchSymbols
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,5 @@
 // A joinable POSIX thread with a kernel-visible name (Foundation's Thread cannot be joined).
-import CStallWatch
+import CStallWatchCore
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,4 @@
 // Whole reads of small /proc and /sys files.
-import CStallWatch
 
 #if canImport(Glibc)
     import Glibc

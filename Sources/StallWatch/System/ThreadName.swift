@@ -1,5 +1,5 @@
 // Naming threads, so reports (thread snapshots, blocking-thread evidence) say who is who.
-import CStallWatch
+import CStallWatchCore
 
 /// Names the calling thread as the kernel shows it (`/proc/<pid>/task/<tid>/comm`, `ps -L`, reports).
 ///

@@ -1,5 +1,5 @@
 // A unix datagram socket that plays systemd's notification listener in tests.
-import CStallWatch
+import CStallWatchCore
 import Foundation
 import Synchronization
 

@@ -1,5 +1,5 @@
 // Helpers shared by the StallWatch tests.
-import CStallWatch
+import CStallWatchCore
 
 enum StallWatchTestSupport {
     static func currentThreadID() -> Int32 { sw_gettid() }

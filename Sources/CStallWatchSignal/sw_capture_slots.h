@@ -3,6 +3,9 @@
 #ifndef SW_CAPTURE_SLOTS_H
 #define SW_CAPTURE_SLOTS_H
 #ifdef __linux__
+#ifndef __x86_64__
+#error "in-process capture is written for x86_64: a port needs the handler's ucontext register copy (copy_registers and the SP index in sw_capture_handler.c, in the unwinder's register numbering) and a spin hint for __builtin_ia32_pause in sw_capture.c"
+#endif
 #include "sw_capture.h"
 
 #include <linux/futex.h>

@@ -1,5 +1,8 @@
 // Sidecar capture through ptrace (see sw_ptrace.h): seize, interrupt, registers, one stack read, detach.
 #ifdef __linux__
+#ifndef __x86_64__
+#error "sw_ptrace.c reads x86_64 struct user_regs_struct with PTRACE_GETREGS; a port needs its architecture's register set (PTRACE_GETREGSET with NT_PRSTATUS) mapped to the unwinder's register numbering"
+#endif
 #include "sw_ptrace.h"
 
 #include <errno.h>

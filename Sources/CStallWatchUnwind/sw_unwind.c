@@ -1,5 +1,8 @@
 // libunwind remote unwinding of a copied stack (see sw_unwind.h).
 #ifdef __linux__
+#ifndef __x86_64__
+#error "sw_unwind.c maps sw_unwind_input.registers to libunwind x86_64 register numbers (UNW_X86_64_RAX … UNW_X86_64_RIP, in access_reg); a port needs that mapping for its architecture"
+#endif
 #include "sw_unwind.h"
 
 #include <errno.h>
@@ -188,20 +191,5 @@ size_t sw_unwind(sw_unwinder *u, const sw_unwind_input *input, uint64_t *address
         if (r < 0) return finish(result, count, SW_UNWIND_STEP_FAILED, r);
         if (ip == last_ip && sp == last_sp) return finish(result, count, SW_UNWIND_NO_PROGRESS, 0);
     }
-}
-
-size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t skip) {
-    unw_context_t context;
-    unw_cursor_t cursor;
-    unw_word_t ip;
-    size_t count = 0;
-    if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return 0;
-    // The cursor starts in this function's frame; each step moves one caller out.
-    while (count < max_frames && unw_step(&cursor) > 0) {
-        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-        if (skip) skip--;
-        else addresses[count++] = ip;
-    }
-    return count;
 }
 #endif

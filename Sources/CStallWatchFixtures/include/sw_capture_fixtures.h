@@ -50,6 +50,11 @@ void sw_test_gate_wait_entered(sw_test_gate *gate);
 /// Lets the parked thread leave `dl_iterate_phdr`. Async-signal-safe (sem_post).
 void sw_test_gate_open(sw_test_gate *gate);
 
+/// Unwinds the calling thread with libunwind's local API, skipping `skip` innermost frames (frame 0 is the caller
+/// of this function): the ground truth the capture tests compare against. Returns the count.
+/// Not async-signal-safe.
+size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t skip);
+
 /// Forks a child process whose main thread blocks in vfork() for `milliseconds` (a killable,
 /// uninterruptible wait: /proc shows state D, and ptrace cannot stop it) while its vfork child sleeps, then
 /// waits in pause() until killed. The caller kills and reaps it. Returns the pid or -errno.

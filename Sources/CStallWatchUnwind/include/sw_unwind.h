@@ -63,10 +63,6 @@ void sw_unwinder_flush(sw_unwinder *unwinder);
 size_t sw_unwind(sw_unwinder *unwinder, const sw_unwind_input *input, uint64_t *addresses, size_t max_frames,
                  sw_unwind_result *result);
 
-/// Test support: unwinds the calling thread with libunwind's local API, skipping `skip` innermost frames
-/// (frame 0 is the caller of this function). Returns the count. Not async-signal-safe.
-size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t skip);
-
 #ifdef __cplusplus
 }
 #endif

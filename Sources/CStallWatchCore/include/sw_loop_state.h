@@ -37,12 +37,15 @@ typedef struct sw_loop_state {
     uint64_t stall_end_ns;    // CLOCK_MONOTONIC when the loop left a followed stall (0 until then)
 } sw_loop_state;
 
+/// CLOCK_MONOTONIC_COARSE in nanoseconds (a vDSO read). Async-signal-safe.
 static inline uint64_t sw_loop_state_coarse_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/// Whether `code` is a phase in which the loop runs code (entry, beforeTimers, beforeSources, afterWaiting).
+/// Async-signal-safe; pure.
 static inline int sw_phase_is_busy(uint32_t code) {
     return code == SW_PHASE_ENTRY || code == SW_PHASE_BEFORE_TIMERS || code == SW_PHASE_BEFORE_SOURCES ||
            code == SW_PHASE_AFTER_WAITING;
@@ -87,19 +90,19 @@ static inline void sw_loop_state_read(const sw_loop_state *s, uint64_t *word, ui
 }
 
 /// Watchdog side: announce parking. Returns the word read after announcing, so the caller re-checks the
-/// phase before sleeping (the loop may have become busy in between). Lock-free.
+/// phase before sleeping (the loop may have become busy in between). Async-signal-safe; lock-free.
 static inline uint64_t sw_loop_state_park(sw_loop_state *s) {
     __atomic_store_n(&s->watchdog_parked, 1, __ATOMIC_SEQ_CST);
     return __atomic_load_n(&s->word, __ATOMIC_SEQ_CST);
 }
 
 /// Watchdog side: withdraw a parking announcement. Returns 1 if it was still set (nobody will signal),
-/// 0 if the loop already took it (a signal is on its way and must be consumed). Lock-free.
+/// 0 if the loop already took it (a signal is on its way and must be consumed). Async-signal-safe; lock-free.
 static inline int sw_loop_state_unpark(sw_loop_state *s) {
     return (int)__atomic_exchange_n(&s->watchdog_parked, 0, __ATOMIC_SEQ_CST);
 }
 
-/// Watchdog side: start or stop following a stall. Lock-free.
+/// Watchdog side: start or stop following a stall. Async-signal-safe; lock-free.
 static inline void sw_loop_state_follow(sw_loop_state *s, int on) {
     if (on) {
         __atomic_store_n(&s->stall_end_ns, 0, __ATOMIC_RELAXED);
@@ -109,7 +112,8 @@ static inline void sw_loop_state_follow(sw_loop_state *s, int on) {
     }
 }
 
-/// Watchdog side: ask for (or stop asking for) a signal on every transition (the classic strategy). Lock-free.
+/// Watchdog side: ask for (or stop asking for) a signal on every transition (the classic strategy).
+/// Async-signal-safe; lock-free.
 static inline void sw_loop_state_signal_every(sw_loop_state *s, int on) {
     if (on)
         __atomic_fetch_or(&s->flags, (uint32_t)SW_RECORD_SIGNAL_EVERY, __ATOMIC_RELEASE);
@@ -127,6 +131,7 @@ static inline int sw_loop_state_mark_stall_end(sw_loop_state *s) {
     return __atomic_compare_exchange_n(&s->stall_end_ns, &expected, now, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
+/// The end recorded by sw_loop_state_mark_stall_end, or 0. Async-signal-safe; lock-free.
 static inline uint64_t sw_loop_state_stall_end(const sw_loop_state *s) {
     return __atomic_load_n(&s->stall_end_ns, __ATOMIC_ACQUIRE);
 }
@@ -155,7 +160,7 @@ typedef struct sw_heartbeat {
 _Static_assert(sizeof(sw_heartbeat) == 128, "heartbeat layout is part of the file format");
 _Static_assert(__builtin_offsetof(sw_heartbeat, state) == 64, "heartbeat layout is part of the file format");
 
-/// Publishes the loop thread id into a heartbeat segment. Lock-free.
+/// Publishes the loop thread id into a heartbeat segment. Async-signal-safe; lock-free.
 static inline void sw_heartbeat_set_tid(sw_heartbeat *h, int32_t tid) {
     __atomic_store_n(&h->loop_tid, tid, __ATOMIC_RELEASE);
 }

@@ -1,7 +1,11 @@
 // Fixtures for capture tests and benchmarks (see sw_capture_fixtures.h).
 #ifdef __linux__
+#ifndef __x86_64__
+#error "the capture fixtures spin with __builtin_ia32_pause; a port needs its architecture's spin hint"
+#endif
 #include "sw_capture_fixtures.h"
-#include "sw_unwind.h"
+
+#include <libunwind.h>
 
 #include <errno.h>
 #include <link.h>
@@ -108,5 +112,20 @@ pid_t sw_test_spawn_vfork_blocked(unsigned milliseconds) {
     }
     if (sleeper > 0) waitpid(sleeper, NULL, 0);
     for (;;) pause();
+}
+
+size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t skip) {
+    unw_context_t context;
+    unw_cursor_t cursor;
+    unw_word_t ip;
+    size_t count = 0;
+    if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return 0;
+    // The cursor starts in this function's frame; each step moves one caller out.
+    while (count < max_frames && unw_step(&cursor) > 0) {
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        if (skip) skip--;
+        else addresses[count++] = ip;
+    }
+    return count;
 }
 #endif
