@@ -81,4 +81,21 @@ import Testing
         }
         #expect(error?.message.hasPrefix("/nonexistent/stallwatch.json: cannot read") == true)
     }
+
+    @Test func missingDefaultFileGivesDefaultsAndEnvironment() throws {
+        let config = try StallWatchConfiguration.load(
+            fileIfPresent: "/nonexistent/stallwatch.json", environment: ["STALLWATCH_THRESHOLD_MS": "300"])
+        var expected = StallWatchConfiguration()
+        expected.thresholdMs = 300
+        #expect(config == expected)
+    }
+
+    @Test func presentDefaultFileIsStillValidated() throws {
+        let path = try temporaryFile(#"{"treshold": 1}"#)
+        defer { unlink(path) }
+        let error = #expect(throws: StallWatchError.self) {
+            try StallWatchConfiguration.load(fileIfPresent: path, environment: [:])
+        }
+        #expect(error?.message.contains(#"unknown key "treshold""#) == true)
+    }
 }

@@ -18,6 +18,17 @@ extension StallWatchConfiguration {
         return config
     }
 
+    /// Like ``load(file:environment:)``, for a service's default configuration path: when `file` does not exist the
+    /// service starts with the defaults (and `STALLWATCH_<KEY>` variables). A file that exists but cannot be read
+    /// or holds invalid settings still throws: an operator's typo must not pass silently.
+    public static func load(
+        fileIfPresent file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(StallWatchError) -> StallWatchConfiguration {
+        var status = stat()
+        let missing = stat(file, &status) != 0 && errno == ENOENT
+        return try load(file: missing ? nil : file, environment: environment)
+    }
+
     /// Applies the keys of a JSON object file.
     public mutating func apply(file path: String) throws(StallWatchError) {
         let data: Data
