@@ -28,7 +28,8 @@ let package = Package(
             name: "CLibunwind", pkgConfig: "libunwind-ptrace",
             providers: [.apt(["libunwind-dev", "liblzma-dev"])]),
         .systemLibrary(
-            name: "CLibdw", pkgConfig: "libdw", providers: [.apt(["libdw-dev", "libelf-dev"])]),
+            name: "CLibdw", pkgConfig: "libdw",
+            providers: [.apt(["libdw-dev", "libelf-dev", "zlib1g-dev", "liblzma-dev"])]),
 
         // StallWatch's own C, one concern per target; every exported symbol carries the sw_ prefix and every
         // header says per function whether it is async-signal-safe.

@@ -2,9 +2,10 @@
 # Installs what StallWatch needs on a fresh Debian 12 machine. Idempotent: does nothing when all is present.
 set -euo pipefail
 
-# C libraries the package links (libunwind, libdw, liblzma) and the tools tests and benchmarks use.
+# C libraries the package links (libunwind, libdw, liblzma), found through pkg-config (pkgconf; libdw.pc also
+# requires libelf.pc, zlib.pc and liblzma.pc), and the tools tests and benchmarks use.
 # prometheus: its promtool checks the metrics text the tests produce.
-packages=(libunwind-dev libdw-dev liblzma-dev elfutils procps prometheus)
+packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()

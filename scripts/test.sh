@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: set up a fresh machine, build, and run the whole test suite.
+# The README's test command: set up a fresh machine, build, run the whole test suite, then build and run the
+# downstream example against a tagged clone (StallWatch as a versioned dependency).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +21,6 @@ echo "== tests"
 # Reports produced by the tests must validate against Config/stall-report.schema.json.
 export STALLWATCH_REQUIRE_JSONSCHEMA=1
 swift test --skip-build
+
+echo "== downstream example"
+scripts/check-example.sh
