@@ -15,7 +15,11 @@ fi
 rm -f .build-test.log
 
 echo "== format"
-swift format lint --strict --recursive --configuration .swift-format Sources Tests Package.swift
+swift format lint --strict --recursive --configuration .swift-format Sources Tests Package.swift \
+    Examples/EmbeddedService/Package.swift Examples/EmbeddedService/Sources
+
+echo "== README"
+scripts/check-readme.sh
 
 echo "== tests"
 # Reports produced by the tests must validate against Config/stall-report.schema.json.
