@@ -112,26 +112,28 @@ extension CaptureTests {
             defer { target.stop() }
             nonisolated(unsafe) let gate = try #require(sw_test_gate_create())
             defer { sw_test_gate_destroy(gate) }
-            let holder = CaptureTestThread { sw_test_gate_hold_loader_lock(gate) }
-            sw_test_gate_wait_entered(gate)
-            defer {
-                sw_test_gate_open(gate)
-                holder.join()
-            }
-
-            var pauses: [UInt64] = []
-            for _ in 0..<20 {
+            // Expectations wait until the gate is open: recording a failure takes a backtrace, and glibc's
+            // backtrace() is libunwind's in this process (LIMITS.md), which would wait for the loader lock held here.
+            let (pauses, stack) = try { () throws -> ([UInt64], UnwoundStack) in
+                let holder = CaptureTestThread { sw_test_gate_hold_loader_lock(gate) }
+                sw_test_gate_wait_entered(gate)
+                defer {
+                    sw_test_gate_open(gate)
+                    holder.join()
+                }
+                var pauses: [UInt64] = []
+                for _ in 0..<20 {
+                    let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
+                    pauses.append(capture.pauseNanoseconds)
+                }
+                // Unwinding off-thread does not need the loader lock either (libunwind-ptrace reads /proc and files).
                 let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
-                pauses.append(capture.pauseNanoseconds)
-            }
-            // A handler that touched the loader lock would block until the gate opens (never, here). The median
-            // keeps the bar meaningful on a shared 2-core machine where a runnable thread can wait for a CPU.
+                return (pauses, try StackUnwinder(processID: getpid()).unwind(capture, maxFrames: 128))
+            }()
+            // A handler that touched the loader lock would have blocked until the gate opened. The median keeps the
+            // bar meaningful on a shared 2-core machine where a runnable thread can wait for a CPU.
             let median = percentile(pauses.sorted(), 0.5)
             #expect(median < 1_000_000, "median pause \(median) ns with the loader lock held")
-
-            // Unwinding off-thread does not need the loader lock either (libunwind-ptrace reads /proc and files).
-            let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
-            let stack = try StackUnwinder(processID: getpid()).unwind(capture, maxFrames: 128)
             #expect(Array(stack.addresses.dropFirst(2)) == Array(target.truth.dropFirst(1)))
         }
 
