@@ -148,7 +148,9 @@ import Testing
             }
             #expect(began.wait(timeout: .now() + 20) == .success)
             #expect(ended.wait(timeout: .now() + 20) == .success)
-            delivered.append(Double(detectedAt.load(ordering: .acquiring) - stuckAt.load(ordering: .acquiring)) / 1e6)
+            // Wrapping: after a missed `began` the detection time predates this stall, and the failure is recorded above.
+            let latency = detectedAt.load(ordering: .acquiring) &- stuckAt.load(ordering: .acquiring)
+            delivered.append(Double(Int64(bitPattern: latency)) / 1e6)
             stuckWall["\(stuckWall.count)"] = stuckAtWall.withLock { $0 }
         }
         let reports = try Fixtures.reports(in: directory).sorted { $0.startedAt < $1.startedAt }
