@@ -103,7 +103,7 @@ enum InspectorBenchmarks {
             endedAt: start.addingTimeInterval(Double(index) * 30 + duration / 1000),
             durationMs: duration,
             detection: .init(
-                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 2000,
+                source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 2000,
                 detectedAt: start.addingTimeInterval(Double(index) * 30 + 0.25), latencyMs: 1),
             process: .init(
                 pid: 4242, executable: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "bench"),

@@ -46,7 +46,7 @@ struct StallCommand {
             case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
             case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
             case "--report-dir": configuration.reportDirectory = args.value(arg)
-            case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self).rawValue
+            case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self)
             case "--no-watchdog": watchdogEnabled = false
             case "--no-heartbeat": configuration.heartbeat = false
             case "-h", "--help":
@@ -103,10 +103,6 @@ struct StallCommand {
         }
         exit(0)
     }
-}
-
-enum DetectionStrategy: String, CaseIterable {
-    case deadline, classic
 }
 
 final class EndedCounter: @unchecked Sendable {

@@ -42,7 +42,7 @@ enum ReportFixtures {
         id: "20261130T221500.123Z-4242-3", status: .ended, severity: .stall,
         startedAt: date("2026-11-30T22:15:00.123Z"), endedAt: date("2026-11-30T22:15:00.435Z"), durationMs: 312.5,
         detection: .init(
-            source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+            source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
             detectedAt: date("2026-11-30T22:15:00.374Z"), latencyMs: 1.25),
         process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
         loop: .init(name: "main", threadId: 4242, phase: "beforeSources", iteration: 18231),
@@ -90,7 +90,7 @@ enum ReportFixtures {
         id: "20261201T080000.000Z-977-1", status: .unrecovered, severity: .hang,
         startedAt: date("2026-12-01T08:00:00.000Z"), endedAt: nil, durationMs: 63250,
         detection: .init(
-            source: "proc", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+            source: "proc", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
             detectedAt: date("2026-12-01T08:00:00.262Z"), latencyMs: 12),
         process: .init(pid: 977, executable: demo, buildId: nil, host: "web-2"),
         loop: .init(name: "main", threadId: 977, phase: "afterWaiting", iteration: 5),
@@ -119,7 +119,7 @@ enum ReportFixtures {
         id: "20261201T090000.500Z-4242-7", status: .ongoing, severity: .stall,
         startedAt: date("2026-12-01T09:00:00.500Z"), endedAt: nil, durationMs: 251,
         detection: .init(
-            source: "heartbeat", strategy: "classic", thresholdMs: 250, hangThresholdMs: 5000,
+            source: "heartbeat", strategy: .classic, thresholdMs: 250, hangThresholdMs: 5000,
             detectedAt: date("2026-12-01T09:00:00.751Z"), latencyMs: 0.5),
         process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
         loop: .init(name: "main", threadId: 4242, phase: "beforeTimers", iteration: 99),
@@ -166,7 +166,7 @@ enum ReportFixtures {
             id: "20261201T100000.000Z-4242-9", status: .ended, severity: .stall,
             startedAt: date("2026-12-01T10:00:00.000Z"), endedAt: date("2026-12-01T10:00:00.760Z"), durationMs: 760,
             detection: .init(
-                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+                source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
                 detectedAt: date("2026-12-01T10:00:00.250Z"), latencyMs: 0.2),
             process: .init(
                 pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),

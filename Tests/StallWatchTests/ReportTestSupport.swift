@@ -31,7 +31,7 @@ enum ReportSamples {
             id: id, status: status, severity: .stall, startedAt: startedAt,
             endedAt: status == .ended ? startedAt.addingTimeInterval(0.3) : nil, durationMs: 300,
             detection: .init(
-                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+                source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
                 detectedAt: startedAt.addingTimeInterval(0.251), latencyMs: 1),
             process: .init(pid: 42, executable: "/usr/bin/demo", buildId: nil, host: "test"),
             loop: .init(name: "main", threadId: 42, phase: "beforeSources", iteration: 7),

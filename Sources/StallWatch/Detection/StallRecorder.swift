@@ -81,12 +81,12 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
         self.target = target
         self.emit = emit
         let errors = target.setupErrors
-        symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolicationMode)
+        symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
         quickSymbolicator =
-            configuration.symbolicationMode == .full
+            configuration.symbolication == .full
             ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
         let directory =
-            configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
+            configuration.reportDirectoryPath
         writer = ReportWriter(directory: directory, maxReports: configuration.maxReports)
         deduplicator = StallDeduplicator(
             windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)

@@ -44,7 +44,7 @@ public final class Watchdog: @unchecked Sendable {
 
     /// Where this watchdog writes its reports.
     public var reportDirectory: String {
-        configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
+        configuration.reportDirectoryPath
     }
 
     public var isRunning: Bool { lock.withLock { $0 != nil } }

@@ -26,8 +26,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     private let segment: UnsafeMutablePointer<sw_heartbeat>
     private let withdrawn = Atomic<Bool>(false)
 
-    /// The default directory: tmpfs, so the words never reach a disk.
-    public static let defaultDirectory = "/dev/shm"
+    /// The default directory (``StallWatchConfiguration/defaultHeartbeatDirectory``).
+    public static let defaultDirectory = StallWatchConfiguration.defaultHeartbeatDirectory
     /// File names are `stallwatch.<pid>` (first loop of a process) or `stallwatch.<pid>.<n>`.
     public static let fileNamePrefix = "stallwatch."
 
@@ -52,7 +52,7 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
         throws(StallWatchError) -> HeartbeatPublisher
     {
         let publisher = try HeartbeatPublisher(
-            directory: configuration.heartbeatDirectory.isEmpty ? defaultDirectory : configuration.heartbeatDirectory,
+            directory: configuration.heartbeatDirectoryPath,
             loopName: loop.name, thresholdMs: configuration.thresholdMs, hangThresholdMs: configuration.hangThresholdMs)
         do {
             try loop.state.adopt(publisher, watchdogStarting: watchdogStarting)

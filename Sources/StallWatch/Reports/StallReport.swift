@@ -162,7 +162,7 @@ extension StallReport {
         /// (sidecar without instrumentation, from /proc evidence).
         public var source: String
         /// `deadline` (the default) or `classic` (signal per transition, N consecutive timeouts).
-        public var strategy: String
+        public var strategy: DetectionStrategy
         public var thresholdMs: Double
         public var hangThresholdMs: Double
         /// When the watchdog saw the threshold crossed (wall clock).
@@ -171,7 +171,7 @@ extension StallReport {
         public var latencyMs: Double
 
         public init(
-            source: String, strategy: String, thresholdMs: Double, hangThresholdMs: Double, detectedAt: Date,
+            source: String, strategy: DetectionStrategy, thresholdMs: Double, hangThresholdMs: Double, detectedAt: Date,
             latencyMs: Double
         ) {
             self.source = source
