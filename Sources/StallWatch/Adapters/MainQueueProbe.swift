@@ -59,7 +59,9 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     /// - Parameters:
     ///   - name: Appears in reports (`loop.name`).
     ///   - interval: Time between a ping's answer and the next ping (1 ms or more).
-    public convenience init(name: String = "main", interval: Duration = .milliseconds(100)) {
+    public convenience init(
+        name: String = StallWatchConfiguration.defaultLoopName, interval: Duration = .milliseconds(100)
+    ) {
         self.init(name: name, interval: interval, queue: .main, isMain: true)
     }
 

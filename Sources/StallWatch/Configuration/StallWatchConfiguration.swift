@@ -19,7 +19,8 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var maxSamples = 100
     /// Frames kept per sample.
     public var maxFrames = 128
-    /// Bytes of the loop thread's stack copied per sample.
+    /// Bytes of the loop thread's stack copied per sample, from SP up (in-process by the signal handler, into a
+    /// slot of ``maxStackBytesLimit`` bytes; by the sidecar with `process_vm_readv`).
     public var maxStackBytes = 65536
     /// How long to wait for the sampled thread's signal handler.
     public var captureTimeoutMs = 100
@@ -36,8 +37,9 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var reportDirectory = ""
     /// Reports kept in the directory; the oldest are removed.
     public var maxReports = 200
-    /// The loop's name in reports.
-    public var loopName = "main"
+    /// The name in reports, events and the heartbeat of a loop created without a name of its own (one still
+    /// named ``defaultLoopName``); a loop given another name keeps it. See ``name(of:)``.
+    public var loopName = StallWatchConfiguration.defaultLoopName
     /// A stall with the same signature as one reported this recently is folded into that report.
     public var dedupWindowMs = 600_000
     /// New report files per rolling hour; later stalls are counted, not written.
@@ -52,6 +54,19 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var heartbeatDirectory = ""
 
     public init() {}
+
+    /// The most `maxStackBytes` may be: the size of the in-process capture slot, preallocated per request when
+    /// the signal handler is installed (`SW_CAPTURE_DEFAULT_STACK_BYTES`).
+    public static let maxStackBytesLimit = SignalSampler.slotBytes
+
+    /// The name loops and adapters take when none is given (`EventLoop(name:)` and the others default to it).
+    public static let defaultLoopName = "main"
+
+    /// The name a watchdog with these settings gives `loop` in reports, events and its heartbeat segment:
+    /// `loopName` when the loop kept the default name, else the loop's own name.
+    public func name(of loop: any WatchedLoop) -> String {
+        loop.name == Self.defaultLoopName ? loopName : loop.name
+    }
 
     /// The detector settings these values describe.
     public var detectorConfiguration: StallDetector.Configuration {
@@ -84,6 +99,8 @@ extension StallWatchConfiguration {
 
         var name: String
         var kind: Kind
+        /// Why the allowed values are what they are, when that is not obvious.
+        var reason: String? = nil
 
         /// `thresholdMs` → `STALLWATCH_THRESHOLD_MS`.
         var environmentName: String {
@@ -96,6 +113,11 @@ extension StallWatchConfiguration {
         }
 
         var allowed: String {
+            guard let reason else { return values }
+            return values + " (" + reason + ")"
+        }
+
+        private var values: String {
             switch kind {
             case .integer(let range, _): return "an integer from \(range.lowerBound) to \(range.upperBound)"
             case .choice(let values, _, _): return "one of " + values.map { "\"\($0)\"" }.joined(separator: ", ")
@@ -125,7 +147,9 @@ extension StallWatchConfiguration {
         Key(name: "sampleIntervalMs", kind: .integer(1...60_000, \.sampleIntervalMs)),
         Key(name: "maxSamples", kind: .integer(1...10_000, \.maxSamples)),
         Key(name: "maxFrames", kind: .integer(4...1024, \.maxFrames)),
-        Key(name: "maxStackBytes", kind: .integer(4096...1_048_576, \.maxStackBytes)),
+        Key(
+            name: "maxStackBytes", kind: .integer(4096...maxStackBytesLimit, \.maxStackBytes),
+            reason: "the in-process capture slot holds \(maxStackBytesLimit) bytes"),
         Key(name: "captureTimeoutMs", kind: .integer(1...10_000, \.captureTimeoutMs)),
         Key(name: "strategy", kind: choice(\.strategy)),
         Key(name: "classicConsecutiveTimeouts", kind: .integer(1...100, \.classicConsecutiveTimeouts)),

@@ -72,7 +72,8 @@ public final class Watchdog: @unchecked Sendable {
             }
             stopRequested.store(false, ordering: .relaxed)
             publishHeartbeat()
-            let recorder = StallRecorder(configuration: configuration, loopName: loop.name, emit: onEvent)
+            let recorder = StallRecorder(
+                configuration: configuration, loopName: configuration.name(of: loop), emit: onEvent)
             self.recorder = recorder
             if case .classic = configuration.detectorConfiguration.strategy {
                 loop.state.signalEveryTransition(true)

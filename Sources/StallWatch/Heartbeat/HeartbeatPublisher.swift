@@ -37,7 +37,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     ///
     /// - Parameters:
     ///   - loop: The loop whose state is published.
-    ///   - configuration: `heartbeatDirectory`, the thresholds and the loop's name are written to the header.
+    ///   - configuration: `heartbeatDirectory`, the thresholds and the loop's name (``StallWatchConfiguration/name(of:)``)
+    ///     are written to the header.
     /// - Returns: The publisher; the loop keeps it (and the mapping) alive for as long as it uses the segment.
     /// - Throws: `.systemCall` naming the call and path when the file cannot be created; `.invalidState` when
     ///   the loop is already running or already watched.
@@ -53,7 +54,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     {
         let publisher = try HeartbeatPublisher(
             directory: configuration.heartbeatDirectoryPath,
-            loopName: loop.name, thresholdMs: configuration.thresholdMs, hangThresholdMs: configuration.hangThresholdMs)
+            loopName: configuration.name(of: loop), thresholdMs: configuration.thresholdMs,
+            hangThresholdMs: configuration.hangThresholdMs)
         do {
             try loop.state.adopt(publisher, watchdogStarting: watchdogStarting)
         } catch {

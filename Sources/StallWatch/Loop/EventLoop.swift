@@ -64,7 +64,7 @@ public final class EventLoop: @unchecked Sendable {
     /// - Parameters:
     ///   - name: Appears in reports (`loop.name`) and thread names.
     ///   - mainQueue: Whether to drain the Dispatch main queue when running on the main thread.
-    public init(name: String = "main", mainQueue: MainQueueIntegration = .automatic) {
+    public init(name: String = StallWatchConfiguration.defaultLoopName, mainQueue: MainQueueIntegration = .automatic) {
         self.name = name
         self.mainQueueIntegration = mainQueue
         let fd = sw_eventfd_create()
