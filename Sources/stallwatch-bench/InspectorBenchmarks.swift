@@ -89,7 +89,7 @@ enum InspectorBenchmarks {
                 let offset = UInt64(0x10000 + function * 0x400 + depth)
                 frames.append(
                     StackFrame(
-                        address: (0x55d0_a000_0000 + offset).hexAddress, image: executable, offset: offset.hexAddress,
+                        address: 0x55d0_a000_0000 + offset, image: executable, offset: offset,
                         symbol: "Service.Module\(function).handle(request:) -> ()", symbolOffset: depth,
                         file: "/src/service/Sources/Service/Module\(function).swift", line: 10 + depth))
             }
@@ -111,7 +111,7 @@ enum InspectorBenchmarks {
             samples: samples,
             images: [
                 ImageInfo(
-                    path: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000",
+                    path: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: 0x55d0a0000000,
                     size: 0x100000)
             ],
             signature: StallSignature.compute(samples: samples),

@@ -32,10 +32,10 @@ enum ReportFixtures {
 
     static let images = [
         ImageInfo(
-            path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000", size: 0xa000),
+            path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: 0x55d0a0000000, size: 0xa000),
         ImageInfo(
-            path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: "0x7f3a12200000", size: 0x1e1000),
-        ImageInfo(path: dispatch, buildId: nil, base: "0x7f3a11e00000", size: 0x64000),
+            path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: 0x7f3a12200000, size: 0x1e1000),
+        ImageInfo(path: dispatch, buildId: nil, base: 0x7f3a11e00000, size: 0x64000),
     ]
 
     static let endedStall = StallReport(
@@ -51,29 +51,29 @@ enum ReportFixtures {
                 offsetMs: 251.5,
                 frames: [
                     StackFrame(
-                        address: "0x7f3a1229e3c8", image: libc, offset: "0x9e3c8",
+                        address: 0x7f3a1229e3c8, image: libc, offset: 0x9e3c8,
                         symbol: "__memmove_avx_unaligned_erms",
                         symbolOffset: 120),
                     StackFrame(
-                        address: "0x55d0a0003456", image: demo, offset: "0x3456",
+                        address: 0x55d0a0003456, image: demo, offset: 0x3456,
                         symbol: "ChatDemo.SessionList.sortAndFilter() -> ()", symbolOffset: 86,
                         file: "/src/chat-demo/Sources/ChatDemo/SessionList.swift", line: 42),
                     StackFrame(
-                        address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                        address: 0x55d0a0002f10, image: demo, offset: 0x2f10,
                         symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
                         symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
-                    StackFrame(address: "0x7f3a11e1b2c0", image: dispatch, offset: "0x1b2c0"),
+                    StackFrame(address: 0x7f3a11e1b2c0, image: dispatch, offset: 0x1b2c0),
                 ],
                 pauseMicros: 18.5),
             .init(
                 offsetMs: 301.75,
                 frames: [
                     StackFrame(
-                        address: "0x55d0a0003460", image: demo, offset: "0x3460",
+                        address: 0x55d0a0003460, image: demo, offset: 0x3460,
                         symbol: "ChatDemo.SessionList.sortAndFilter() -> ()", symbolOffset: 96,
                         file: "/src/chat-demo/Sources/ChatDemo/SessionList.swift", line: 43),
                     StackFrame(
-                        address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                        address: 0x55d0a0002f10, image: demo, offset: 0x2f10,
                         symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
                         symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
                 ],
@@ -98,9 +98,9 @@ enum ReportFixtures {
             .init(
                 offsetMs: 262,
                 frames: [
-                    StackFrame(address: "0x7f3a122a1000", image: libc, offset: "0xa1000"),
-                    StackFrame(address: "0x55d0a0004100", image: demo, offset: "0x4100"),
-                    StackFrame(address: "0x1000"),
+                    StackFrame(address: 0x7f3a122a1000, image: libc, offset: 0xa1000),
+                    StackFrame(address: 0x55d0a0004100, image: demo, offset: 0x4100),
+                    StackFrame(address: 0x1000),
                 ],
                 pauseMicros: 104),
             .init(
@@ -128,13 +128,13 @@ enum ReportFixtures {
                 offsetMs: 251,
                 frames: [
                     StackFrame(
-                        address: "0x55d0a0006000", image: demo, offset: "0x6000", symbol: "sw_capture_handler",
+                        address: 0x55d0a0006000, image: demo, offset: 0x6000, symbol: "sw_capture_handler",
                         symbolOffset: 30),
                     StackFrame(
-                        address: "0x7f3a1223c050", image: libc, offset: "0x3c050", symbol: "__restore_rt",
+                        address: 0x7f3a1223c050, image: libc, offset: 0x3c050, symbol: "__restore_rt",
                         symbolOffset: 0),
                     StackFrame(
-                        address: "0x55d0a0005000", image: demo, offset: "0x5000",
+                        address: 0x55d0a0005000, image: demo, offset: 0x5000,
                         symbol: "ChatDemo.Store.save() throws -> ()",
                         symbolOffset: 40, file: "/src/chat-demo/Sources/ChatDemo/Store.swift", line: 77),
                 ])
@@ -146,16 +146,16 @@ enum ReportFixtures {
     static let diagnosedLock: StallReport = {
         let lockFrames = [
             StackFrame(
-                address: "0x7f3a1229a129", image: libc, offset: "0x9a129", symbol: "__GI___lll_lock_wait",
+                address: 0x7f3a1229a129, image: libc, offset: 0x9a129, symbol: "__GI___lll_lock_wait",
                 symbolOffset: 41),
             StackFrame(
-                address: "0x7f3a122a0482", image: libc, offset: "0xa0482", symbol: "__pthread_mutex_lock@GLIBC_2.2.5",
+                address: 0x7f3a122a0482, image: libc, offset: 0xa0482, symbol: "__pthread_mutex_lock@GLIBC_2.2.5",
                 symbolOffset: 274),
             StackFrame(
-                address: "0x55d0a0007100", image: demo, offset: "0x7100", symbol: "ChatDemo.Database.withLock() -> ()",
+                address: 0x55d0a0007100, image: demo, offset: 0x7100, symbol: "ChatDemo.Database.withLock() -> ()",
                 symbolOffset: 32, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 12),
             StackFrame(
-                address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                address: 0x55d0a0002f10, image: demo, offset: 0x2f10,
                 symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
                 symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
         ]
@@ -189,14 +189,14 @@ enum ReportFixtures {
         report.threads = [
             .init(
                 threadId: 4242, name: "chat-demo", state: "S", wchan: "futex_wait_queue", syscall: "futex",
-                waitAddress: "0x55d0a0100040", waitingForThreadId: 4250, frames: lockFrames),
+                waitAddress: 0x55d0a0100040, waitingForThreadId: 4250, frames: lockFrames),
             .init(
                 threadId: 4250, name: "db-writer", state: "D", wchan: "jbd2_log_wait_commit", syscall: "fsync",
                 frames: [
                     StackFrame(
-                        address: "0x7f3a12290a10", image: libc, offset: "0x90a10", symbol: "fsync", symbolOffset: 16),
+                        address: 0x7f3a12290a10, image: libc, offset: 0x90a10, symbol: "fsync", symbolOffset: 16),
                     StackFrame(
-                        address: "0x55d0a0007300", image: demo, offset: "0x7300",
+                        address: 0x55d0a0007300, image: demo, offset: 0x7300,
                         symbol: "ChatDemo.Database.flush() -> ()",
                         symbolOffset: 64, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 40),
                 ]),

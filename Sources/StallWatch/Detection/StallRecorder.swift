@@ -241,7 +241,7 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
             if probe.syscallKind == .lock, let address = probe.syscallArg0 {
-                snapshot.waitAddress = address.hexAddress
+                snapshot.waitAddress = address
                 snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
             }
             if tid == loopTID, let first = samples.first {
