@@ -2,6 +2,7 @@
 import Foundation
 import StallWatch
 import StallWatchInspector
+import Synchronization
 
 /// Writes 5,000 synthetic reports (4 samples of 16 frames each, 50 of them damaged) to a temporary directory
 /// (tmpfs when there is one: setting up is not what is measured) and times the inspector commands on it, one
@@ -51,11 +52,10 @@ func runInspectorBenchmarks() {
 }
 
 enum InspectorBenchmarks {
-    final class LineCounter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var count = 0
-        var lines: Int { lock.withLock { count } }
-        func add(_ text: String) { lock.withLock { count += text.utf8.filter { $0 == 10 }.count } }
+    final class LineCounter: Sendable {
+        private let count = Atomic<Int>(0)
+        var lines: Int { count.load(ordering: .relaxed) }
+        func add(_ text: String) { count.add(text.utf8.filter { $0 == 10 }.count, ordering: .relaxed) }
     }
 
     /// Writes `count` reports (every `damagedEvery`-th one damaged); returns the bytes written.

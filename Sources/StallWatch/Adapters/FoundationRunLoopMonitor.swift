@@ -25,6 +25,7 @@ import Synchronization
 /// The thread to sample is learned from the first observer callout, on the run loop's thread (which also
 /// unblocks the sampling signal there).
 public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
+    // @unchecked Sendable: All lets; `runLoop` (CFRunLoop, thread-safe to wake and observe) is not marked Sendable.
     public let name: String
     public var state: LoopState { publisher.state }
     private let runLoop: CFRunLoop

@@ -30,6 +30,7 @@ import Synchronization
 ///
 /// Cost: one block on the main queue per interval (the idle main thread wakes for it).
 public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
+    // @unchecked Sendable: all lets; `timer`, a Dispatch source, is thread-safe but not marked Sendable.
     public let name: String
     public let state = LoopState()
     /// Time between a ping's answer and the next ping.

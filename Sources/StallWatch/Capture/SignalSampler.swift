@@ -19,7 +19,7 @@ import CStallWatch
 /// - Warning: The handler runs on the sampled thread, interrupting it wherever it is. It is async-signal-safe
 ///   (C, no allocation, no lock, errno preserved), but it does interrupt blocking calls: `nanosleep`,
 ///   `epoll_wait` and similar return early with EINTR (others restart, SA_RESTART), as with any signal.
-public final class SignalSampler: @unchecked Sendable {
+public final class SignalSampler: Sendable {
     /// The real-time signal the handler is installed for.
     public let signal: Int32
     /// Bytes of stack each capture can hold (the innermost part of deeper stacks is kept).

@@ -276,6 +276,7 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
 
 /// A process-wide counter for report ids.
 final class Counter: @unchecked Sendable {
+    // @unchecked Sendable: `value` is read and written only under `lock`.
     private let lock = NSLock()
     private var value = 0
     func next() -> Int {

@@ -17,6 +17,7 @@ import Synchronization
 /// loop.run()
 /// ```
 public final class Watchdog: @unchecked Sendable {
+    // @unchecked Sendable: `recorder`/`heartbeat` change only in `lock`, before the thread using them starts.
     /// The watched loop: an ``EventLoop``, ``FoundationRunLoopMonitor`` or ``MainQueueProbe``.
     public let loop: any WatchedLoop
     public let configuration: StallWatchConfiguration

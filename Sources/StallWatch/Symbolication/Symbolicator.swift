@@ -25,6 +25,7 @@ public enum SymbolicationMode: String, Codable, Sendable, CaseIterable {
 ///
 /// Not thread-safe: use one instance per thread (the watchdog's), off the loop thread.
 public final class Symbolicator: @unchecked Sendable {
+    // @unchecked Sendable: only handed to the one thread that symbolicates (it is not thread-safe).
     public let processID: Int32
     public let mode: SymbolicationMode
     /// Problems met so far (libdwfl could not start, maps unreadable), one line each, for the report's
