@@ -47,6 +47,17 @@ import Testing
         #expect(reports.map(\.loop.name) == ["checkout"])
     }
 
+    @Test func metricsLabelAnUnnamedLoopWithLoopNameAsReportsDo() {
+        var config = StallWatchConfiguration()
+        config.loopName = "checkout"
+        let metrics = StallMetrics(loops: [EventLoop(mainQueue: .disabled)], configuration: config)
+        metrics.watch(EventLoop(name: "io", mainQueue: .disabled), configuration: config)
+        let lines = metrics.exposition().split(separator: "\n")
+        #expect(lines.contains("stallwatch_loop_transitions_total{loop=\"checkout\"} 0"))
+        #expect(lines.contains("stallwatch_loop_transitions_total{loop=\"io\"} 0"))
+        #expect(!lines.contains { $0.contains("loop=\"main\"") })
+    }
+
     @Test func maxStackBytesAboveTheCaptureSlotIsRejectedWithTheReason() {
         let error = #expect(throws: StallWatchError.self) {
             try StallWatchConfiguration.load(environment: ["STALLWATCH_MAX_STACK_BYTES": "65537"])
