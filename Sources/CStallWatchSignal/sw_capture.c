@@ -112,6 +112,7 @@ int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, int ap
     s->stack_low = stack_low;
     s->stack_high = stack_high;
     s->approximate_bounds = approximate_bounds;
+    s->copy_limit = stack_capacity;
     memset(&s->record, 0, sizeof s->record);
     s->record.thread_id = tid;
     s->record.sent_ns = now_ns();

@@ -76,6 +76,7 @@ static void capture_handler(int sig, siginfo_t *info, void *context) {
         copy_registers((const ucontext_t *)context, r->registers);
         uint64_t sp = r->registers[7];  // UNW_X86_64_RSP
         size_t capacity = atomic_load_explicit(&sw_capture_slot_bytes, memory_order_relaxed);
+        if (s->copy_limit < capacity) capacity = s->copy_limit;
         r->stack_pointer = sp;
         r->stack_size = 0;
         r->flags = 0;

@@ -37,6 +37,7 @@ typedef struct slot {
     // acquire load. The record is written by the handler before its release of DONE.
     uint64_t stack_low, stack_high;
     int approximate_bounds;
+    size_t copy_limit;  // the requester's bound on the bytes the handler copies (at most the slot size)
     uint8_t *buffer;
     sw_capture_record record;
 } slot;

@@ -63,9 +63,9 @@ public struct CallTreeView: Sendable {
             text = symbol
             if let image = frame.image { text += " (\(ReportSummary.imageName(image)))" }
         } else if let image = frame.image {
-            text = ReportSummary.imageName(image) + (frame.offset.map { " + \($0)" } ?? "")
+            text = ReportSummary.imageName(image) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
         } else {
-            text = frame.address
+            text = frame.address.hexAddress
         }
         if withLocation, let location = location(frame) { text += " " + location }
         return text
@@ -82,7 +82,9 @@ public struct CallTreeView: Sendable {
     /// The name of a frame in exports (folded, speedscope, pprof, flame graph): the function, or image +
     /// offset, or the address.
     public static func functionName(_ frame: StackFrame) -> String {
-        frame.symbol ?? frame.image.map { ReportSummary.imageName($0) + (frame.offset.map { " + \($0)" } ?? "") }
-            ?? frame.address
+        frame.symbol ?? frame.image.map {
+            ReportSummary.imageName($0) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
+        }
+            ?? frame.address.hexAddress
     }
 }

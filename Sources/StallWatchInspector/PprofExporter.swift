@@ -145,7 +145,7 @@ public struct PprofExporter: ProfileExporter {
     private mutating func mapping(for frame: StackFrame, images: [String: ImageInfo]) -> Int {
         guard let path = frame.image else { return 0 }
         let image = images[path]
-        let base = image.flatMap { UInt64(hexAddress: $0.base) } ?? 0
+        let base = image?.base ?? 0
         let key = "\(path)\u{1}\(image?.buildId ?? "")\u{1}\(base)"
         if let known = mappingIndex[key] {
             if frame.symbol != nil { mappings[known - 1].hasFunctions = true }
@@ -177,7 +177,7 @@ public struct PprofExporter: ProfileExporter {
         }
         locations.append(
             Location(
-                mapping: mapping, address: UInt64(hexAddress: frame.address) ?? 0, function: function,
+                mapping: mapping, address: frame.address, function: function,
                 line: frame.line ?? 0))
         locationIndex[key] = locations.count
         return locations.count

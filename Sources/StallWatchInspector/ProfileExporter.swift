@@ -33,7 +33,7 @@ public enum ProfileFormat: String, Sendable, CaseIterable {
 /// without a stack given the one frame `[no stack]` so that their time is not lost.
 public enum ProfileStacks {
     /// The frame that stands for a sample whose stack could not be taken.
-    public static let noStack = StackFrame(address: "0x0", symbol: "[no stack]")
+    public static let noStack = StackFrame(address: 0, symbol: "[no stack]")
 
     /// Each sample's frames, innermost first, with its offset in the stall.
     public static func samples(of report: StallReport) -> [(offsetMs: Double, frames: [StackFrame])] {

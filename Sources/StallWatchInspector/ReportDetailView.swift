@@ -100,7 +100,8 @@ public struct ReportDetailView: Sendable {
             out += ReportTextFormat.table(
                 report.images.map { image in
                     [
-                        image.base, image.size.map { "size " + $0.hexAddress } ?? "", image.buildId ?? "no build-id",
+                        image.base.hexAddress, image.size.map { "size " + $0.hexAddress } ?? "",
+                        image.buildId ?? "no build-id",
                         image.path,
                     ]
                 }
@@ -194,14 +195,14 @@ public struct ReportDetailView: Sendable {
 
     /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address.
     public static func describe(_ frame: StackFrame) -> String {
-        var text = frame.address
+        var text = frame.address.hexAddress
         if let symbol = frame.symbol {
             text += " " + symbol
             if let offset = frame.symbolOffset { text += " + \(offset)" }
             if let image = frame.image { text += " (\(ReportSummary.imageName(image)))" }
         } else if let image = frame.image {
             text += " " + ReportSummary.imageName(image)
-            if let offset = frame.offset { text += " + \(offset)" }
+            if let offset = frame.offset { text += " + " + offset.hexAddress }
         }
         if let file = frame.file {
             text += " " + file + (frame.line.map { ":\($0)" } ?? "")

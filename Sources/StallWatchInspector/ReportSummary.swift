@@ -89,9 +89,9 @@ public struct ReportSummary: Codable, Sendable, Equatable {
         if let placed = frames.first(where: { $0.image != nil && $0.offset != nil }), let image = placed.image,
             let offset = placed.offset
         {
-            return (imageName(image), offset)
+            return (imageName(image), offset.hexAddress)
         }
-        return frames.first.map { ($0.address, nil) }
+        return frames.first.map { ($0.address.hexAddress, nil) }
     }
 
     /// The last path component of an image path (`/lib/x86_64-linux-gnu/libc.so.6` → `libc.so.6`).

@@ -55,8 +55,7 @@ public struct ReportSymbolicator {
         }
         for (sampleIndex, sample) in report.samples.enumerated() {
             for (frameIndex, frame) in sample.frames.enumerated() {
-                guard let path = frame.image, let session = sessions[path], let offsetText = frame.offset,
-                    let offset = UInt64(hexAddress: offsetText)
+                guard let path = frame.image, let session = sessions[path], let offset = frame.offset
                 else { continue }
                 // Callers' addresses are return addresses: look up the call instruction before them.
                 let back: UInt64 = frameIndex == 0 || offset == 0 ? 0 : 1

@@ -112,8 +112,7 @@ public enum ReportsCommands {
     }
 
     static func defaultDirectory(_ environment: [String: String]) -> String {
-        if let configured = environment["STALLWATCH_REPORT_DIRECTORY"], !configured.isEmpty { return configured }
-        return ReportWriter.defaultDirectory
+        StallWatchConfiguration.defaultReportDirectory(environment: environment)
     }
 
     /// Local time, unless `TZ` names a zone Foundation knows (tests set `TZ=UTC`).

@@ -119,8 +119,7 @@ enum SidecarCommands {
         let configuration = try configuration(args, invocation)
         let directory =
             args.options["--heartbeat-dir"]
-            ?? (configuration.heartbeatDirectory.isEmpty
-                ? HeartbeatPublisher.defaultDirectory : configuration.heartbeatDirectory)
+            ?? configuration.heartbeatDirectoryPath
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
         let console = invocation.console
         let (metrics, server) = try startMetrics(args, console: console)
@@ -178,8 +177,7 @@ enum SidecarCommands {
 
     private static func apply(_ args: Arguments, to options: inout TargetWatcher.Options) throws {
         options.thresholdFixed = args.options["--threshold-ms"] != nil
-        let dir = options.configuration.heartbeatDirectory
-        options.heartbeatDirectory = dir.isEmpty ? HeartbeatPublisher.defaultDirectory : dir
+        options.heartbeatDirectory = options.configuration.heartbeatDirectoryPath
         if let text = args.options["--poll-ms"] { options.pollIntervalMs = try number(text, "--poll-ms", 1...60_000) }
     }
 

@@ -28,6 +28,7 @@ import Synchronization
 /// let top = sessions[safe: 0]                                 // nil when empty
 /// ```
 public final class ThreadSafeArray<Element: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable: the `var`s are read in `queue.sync` and written in barrier blocks only.
     // `storage` is read inside `queue.sync` and written inside barrier blocks only; `exclusiveOwner` and
     // `exclusiveStorage` describe the barrier block that is running user code (`mutate`), if any.
     private let queue: DispatchQueue

@@ -113,7 +113,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             }
         }
         var configuration = options.configuration
-        configuration.strategy = "deadline"  // a sidecar cannot ask for a signal per transition
+        configuration.strategy = .deadline  // a sidecar cannot ask for a signal per transition
         if let reader, !options.thresholdFixed {
             configuration.thresholdMs = Int(reader.segment.thresholdNanos / 1_000_000)
             configuration.hangThresholdMs = max(
@@ -148,8 +148,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
 
     /// Where reports go.
     public var reportDirectory: String {
-        options.configuration.reportDirectory.isEmpty
-            ? ReportWriter.defaultDirectory : options.configuration.reportDirectory
+        options.configuration.reportDirectoryPath
     }
 
     /// For tests: called with the thread id after every ptrace capture.

@@ -24,6 +24,7 @@ func runCaptureBenchmarks() {
 
 /// A thread spinning at the bottom of a C call chain (the fixture the capture tests use).
 private final class ChainThread: @unchecked Sendable {
+    // @unchecked Sendable: `sampled` is written before the target's release of chain state 1, read after.
     let chain = UnsafeMutablePointer<sw_test_chain>.allocate(capacity: 1)
     var sampled = SampledThread(threadID: 0, stackLow: 0, stackHigh: 0)
     private var thread = pthread_t()

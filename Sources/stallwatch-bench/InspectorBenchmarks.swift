@@ -2,6 +2,7 @@
 import Foundation
 import StallWatch
 import StallWatchInspector
+import Synchronization
 
 /// Writes 5,000 synthetic reports (4 samples of 16 frames each, 50 of them damaged) to a temporary directory
 /// (tmpfs when there is one: setting up is not what is measured) and times the inspector commands on it, one
@@ -51,11 +52,10 @@ func runInspectorBenchmarks() {
 }
 
 enum InspectorBenchmarks {
-    final class LineCounter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var count = 0
-        var lines: Int { lock.withLock { count } }
-        func add(_ text: String) { lock.withLock { count += text.utf8.filter { $0 == 10 }.count } }
+    final class LineCounter: Sendable {
+        private let count = Atomic<Int>(0)
+        var lines: Int { count.load(ordering: .relaxed) }
+        func add(_ text: String) { count.add(text.utf8.filter { $0 == 10 }.count, ordering: .relaxed) }
     }
 
     /// Writes `count` reports (every `damagedEvery`-th one damaged); returns the bytes written.
@@ -89,7 +89,7 @@ enum InspectorBenchmarks {
                 let offset = UInt64(0x10000 + function * 0x400 + depth)
                 frames.append(
                     StackFrame(
-                        address: (0x55d0_a000_0000 + offset).hexAddress, image: executable, offset: offset.hexAddress,
+                        address: 0x55d0_a000_0000 + offset, image: executable, offset: offset,
                         symbol: "Service.Module\(function).handle(request:) -> ()", symbolOffset: depth,
                         file: "/src/service/Sources/Service/Module\(function).swift", line: 10 + depth))
             }
@@ -103,7 +103,7 @@ enum InspectorBenchmarks {
             endedAt: start.addingTimeInterval(Double(index) * 30 + duration / 1000),
             durationMs: duration,
             detection: .init(
-                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 2000,
+                source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 2000,
                 detectedAt: start.addingTimeInterval(Double(index) * 30 + 0.25), latencyMs: 1),
             process: .init(
                 pid: 4242, executable: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "bench"),
@@ -111,7 +111,7 @@ enum InspectorBenchmarks {
             samples: samples,
             images: [
                 ImageInfo(
-                    path: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000",
+                    path: executable, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: 0x55d0a0000000,
                     size: 0x100000)
             ],
             signature: StallSignature.compute(samples: samples),

@@ -46,7 +46,7 @@ enum LoopBenchmarks {
             let loop = EventLoop(name: "bench", mainQueue: .disabled)
             var config = StallWatchConfiguration()
             config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
-            config.strategy = mode == "classic" ? "classic" : "deadline"
+            config.strategy = mode == "classic" ? .classic : .deadline
             let watchdog = Watchdog(loop: loop, configuration: config)
             if mode != "off" { try! watchdog.start() }
             let total = 2_000_000
@@ -77,7 +77,7 @@ enum LoopBenchmarks {
             let loop = EventLoop(name: "rate", mainQueue: .disabled)
             var config = StallWatchConfiguration()
             config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
-            config.strategy = mode == "classic" ? "classic" : "deadline"
+            config.strategy = mode == "classic" ? .classic : .deadline
             config.heartbeat = false
             let watchdog = Watchdog(loop: loop, configuration: config)
             if mode != "off" { try! watchdog.start() }

@@ -15,6 +15,7 @@ enum DemoLoop: String, CaseIterable {
 
 /// Lets the event handler reach the watchdog it was given to.
 final class WatchdogHolder: @unchecked Sendable {
+    // @unchecked Sendable: set once before Watchdog.start(), read on the thread that start() creates.
     var watchdog: Watchdog?
 }
 

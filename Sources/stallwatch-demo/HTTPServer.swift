@@ -134,6 +134,7 @@ final class HTTPServer: @unchecked Sendable {  // loop-confined after init
 
 /// One client connection. Loop thread only.
 final class HTTPConnection: @unchecked Sendable {
+    // @unchecked Sendable: Loop-confined: created, used and closed on the loop thread only.
     private let fd: Int32
     private let loop: EventLoop
     private let handler: HTTPServer.Handler

@@ -1,6 +1,7 @@
 // The classic ways a loop stalls, each in a non-inlined function named after it so reports can name it.
 import Foundation
 import StallWatch
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -166,17 +167,8 @@ enum Stalls {
 }
 
 /// A flag set once by one thread and read by another.
-final class DemoFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    func set() {
-        lock.lock()
-        value = true
-        lock.unlock()
-    }
-    var isSet: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return value
-    }
+final class DemoFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

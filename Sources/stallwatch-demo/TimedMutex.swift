@@ -7,6 +7,7 @@ import Foundation
 
 /// A plain pthread mutex (normal type: not reentrant, no error checking) with a timed lock.
 final class TimedMutex: @unchecked Sendable {
+    // @unchecked Sendable: the pointer never changes and a pthread mutex is made to be shared.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     init() { pthread_mutex_init(mutex, nil) }
     deinit {

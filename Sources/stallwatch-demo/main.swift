@@ -1,6 +1,7 @@
 // stallwatch-demo: a service loop with StallWatch embedded that stalls on demand, and a chat service with its load.
 import Foundation
 import StallWatch
+import Synchronization
 
 let usage = """
     usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant
@@ -46,7 +47,7 @@ struct StallCommand {
             case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
             case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
             case "--report-dir": configuration.reportDirectory = args.value(arg)
-            case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self).rawValue
+            case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self)
             case "--no-watchdog": watchdogEnabled = false
             case "--no-heartbeat": configuration.heartbeat = false
             case "-h", "--help":
@@ -105,24 +106,10 @@ struct StallCommand {
     }
 }
 
-enum DetectionStrategy: String, CaseIterable {
-    case deadline, classic
-}
-
-final class EndedCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        count += 1
-        return count
-    }
-    var value: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return count
-    }
+final class EndedCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
+    var value: Int { count.load(ordering: .relaxed) }
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())

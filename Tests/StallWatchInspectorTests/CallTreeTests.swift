@@ -4,15 +4,15 @@ import StallWatchInspector
 import Testing
 
 @Suite struct CallTreeTests {
-    static func frame(_ symbol: String?, offset: String = "0x10", line: Int? = nil) -> StackFrame {
-        StackFrame(address: "0x1" + offset.dropFirst(2), image: "/bin/app", offset: offset, symbol: symbol, line: line)
+    static func frame(_ symbol: String?, offset: UInt64 = 0x10, line: Int? = nil) -> StackFrame {
+        StackFrame(address: 0x100 + offset, image: "/bin/app", offset: offset, symbol: symbol, line: line)
     }
 
     @Test func samplesAreMergedByFunctionWithCountsAndSelfCounts() {
         let main = Self.frame("main")
         let samples: [StallReport.Sample] = [
-            .init(offsetMs: 0, frames: [Self.frame("sort", offset: "0x20", line: 1), Self.frame("work"), main]),
-            .init(offsetMs: 1, frames: [Self.frame("sort", offset: "0x24", line: 2), Self.frame("work"), main]),
+            .init(offsetMs: 0, frames: [Self.frame("sort", offset: 0x20, line: 1), Self.frame("work"), main]),
+            .init(offsetMs: 1, frames: [Self.frame("sort", offset: 0x24, line: 2), Self.frame("work"), main]),
             .init(offsetMs: 2, frames: [Self.frame("work"), main]),
             .init(offsetMs: 3, frames: [Self.frame("log"), main]),
             .init(offsetMs: 4, frames: [], error: "no stack"),
@@ -46,8 +46,8 @@ import Testing
 
     @Test func unsymbolicatedFramesMergeByImageAndOffset() {
         let samples: [StallReport.Sample] = [
-            .init(offsetMs: 0, frames: [StackFrame(address: "0x7f00", image: "/lib/a.so", offset: "0x100")]),
-            .init(offsetMs: 1, frames: [StackFrame(address: "0x9f00", image: "/lib/a.so", offset: "0x100")]),
+            .init(offsetMs: 0, frames: [StackFrame(address: 0x7f00, image: "/lib/a.so", offset: 0x100)]),
+            .init(offsetMs: 1, frames: [StackFrame(address: 0x9f00, image: "/lib/a.so", offset: 0x100)]),
         ]
         let tree = CallTree(samples: samples)
         #expect(tree.roots.count == 1, "same image + offset in two processes")

@@ -149,7 +149,7 @@ final class DataBox: @unchecked Sendable { var data = Data() }
         var exporter = PprofExporter()
         var report = ReportFixtures.endedStall
         for index in 0..<3000 {
-            report.samples[0].frames[0].address = UInt64(0x7f3a_1229_0000 + index).hexAddress
+            report.samples[0].frames[0].address = UInt64(0x7f3a_1229_0000 + index)
             exporter.add(report)
         }
         let data = exporter.data()

@@ -32,17 +32,17 @@ enum ReportFixtures {
 
     static let images = [
         ImageInfo(
-            path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: "0x55d0a0000000", size: 0xa000),
+            path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: 0x55d0a0000000, size: 0xa000),
         ImageInfo(
-            path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: "0x7f3a12200000", size: 0x1e1000),
-        ImageInfo(path: dispatch, buildId: nil, base: "0x7f3a11e00000", size: 0x64000),
+            path: libc, buildId: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", base: 0x7f3a12200000, size: 0x1e1000),
+        ImageInfo(path: dispatch, buildId: nil, base: 0x7f3a11e00000, size: 0x64000),
     ]
 
     static let endedStall = StallReport(
         id: "20261130T221500.123Z-4242-3", status: .ended, severity: .stall,
         startedAt: date("2026-11-30T22:15:00.123Z"), endedAt: date("2026-11-30T22:15:00.435Z"), durationMs: 312.5,
         detection: .init(
-            source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+            source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
             detectedAt: date("2026-11-30T22:15:00.374Z"), latencyMs: 1.25),
         process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
         loop: .init(name: "main", threadId: 4242, phase: "beforeSources", iteration: 18231),
@@ -51,29 +51,29 @@ enum ReportFixtures {
                 offsetMs: 251.5,
                 frames: [
                     StackFrame(
-                        address: "0x7f3a1229e3c8", image: libc, offset: "0x9e3c8",
+                        address: 0x7f3a1229e3c8, image: libc, offset: 0x9e3c8,
                         symbol: "__memmove_avx_unaligned_erms",
                         symbolOffset: 120),
                     StackFrame(
-                        address: "0x55d0a0003456", image: demo, offset: "0x3456",
+                        address: 0x55d0a0003456, image: demo, offset: 0x3456,
                         symbol: "ChatDemo.SessionList.sortAndFilter() -> ()", symbolOffset: 86,
                         file: "/src/chat-demo/Sources/ChatDemo/SessionList.swift", line: 42),
                     StackFrame(
-                        address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                        address: 0x55d0a0002f10, image: demo, offset: 0x2f10,
                         symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
                         symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
-                    StackFrame(address: "0x7f3a11e1b2c0", image: dispatch, offset: "0x1b2c0"),
+                    StackFrame(address: 0x7f3a11e1b2c0, image: dispatch, offset: 0x1b2c0),
                 ],
                 pauseMicros: 18.5),
             .init(
                 offsetMs: 301.75,
                 frames: [
                     StackFrame(
-                        address: "0x55d0a0003460", image: demo, offset: "0x3460",
+                        address: 0x55d0a0003460, image: demo, offset: 0x3460,
                         symbol: "ChatDemo.SessionList.sortAndFilter() -> ()", symbolOffset: 96,
                         file: "/src/chat-demo/Sources/ChatDemo/SessionList.swift", line: 43),
                     StackFrame(
-                        address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                        address: 0x55d0a0002f10, image: demo, offset: 0x2f10,
                         symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
                         symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
                 ],
@@ -90,7 +90,7 @@ enum ReportFixtures {
         id: "20261201T080000.000Z-977-1", status: .unrecovered, severity: .hang,
         startedAt: date("2026-12-01T08:00:00.000Z"), endedAt: nil, durationMs: 63250,
         detection: .init(
-            source: "proc", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+            source: "proc", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
             detectedAt: date("2026-12-01T08:00:00.262Z"), latencyMs: 12),
         process: .init(pid: 977, executable: demo, buildId: nil, host: "web-2"),
         loop: .init(name: "main", threadId: 977, phase: "afterWaiting", iteration: 5),
@@ -98,9 +98,9 @@ enum ReportFixtures {
             .init(
                 offsetMs: 262,
                 frames: [
-                    StackFrame(address: "0x7f3a122a1000", image: libc, offset: "0xa1000"),
-                    StackFrame(address: "0x55d0a0004100", image: demo, offset: "0x4100"),
-                    StackFrame(address: "0x1000"),
+                    StackFrame(address: 0x7f3a122a1000, image: libc, offset: 0xa1000),
+                    StackFrame(address: 0x55d0a0004100, image: demo, offset: 0x4100),
+                    StackFrame(address: 0x1000),
                 ],
                 pauseMicros: 104),
             .init(
@@ -119,7 +119,7 @@ enum ReportFixtures {
         id: "20261201T090000.500Z-4242-7", status: .ongoing, severity: .stall,
         startedAt: date("2026-12-01T09:00:00.500Z"), endedAt: nil, durationMs: 251,
         detection: .init(
-            source: "heartbeat", strategy: "classic", thresholdMs: 250, hangThresholdMs: 5000,
+            source: "heartbeat", strategy: .classic, thresholdMs: 250, hangThresholdMs: 5000,
             detectedAt: date("2026-12-01T09:00:00.751Z"), latencyMs: 0.5),
         process: .init(pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
         loop: .init(name: "main", threadId: 4242, phase: "beforeTimers", iteration: 99),
@@ -128,13 +128,13 @@ enum ReportFixtures {
                 offsetMs: 251,
                 frames: [
                     StackFrame(
-                        address: "0x55d0a0006000", image: demo, offset: "0x6000", symbol: "sw_capture_handler",
+                        address: 0x55d0a0006000, image: demo, offset: 0x6000, symbol: "sw_capture_handler",
                         symbolOffset: 30),
                     StackFrame(
-                        address: "0x7f3a1223c050", image: libc, offset: "0x3c050", symbol: "__restore_rt",
+                        address: 0x7f3a1223c050, image: libc, offset: 0x3c050, symbol: "__restore_rt",
                         symbolOffset: 0),
                     StackFrame(
-                        address: "0x55d0a0005000", image: demo, offset: "0x5000",
+                        address: 0x55d0a0005000, image: demo, offset: 0x5000,
                         symbol: "ChatDemo.Store.save() throws -> ()",
                         symbolOffset: 40, file: "/src/chat-demo/Sources/ChatDemo/Store.swift", line: 77),
                 ])
@@ -146,16 +146,16 @@ enum ReportFixtures {
     static let diagnosedLock: StallReport = {
         let lockFrames = [
             StackFrame(
-                address: "0x7f3a1229a129", image: libc, offset: "0x9a129", symbol: "__GI___lll_lock_wait",
+                address: 0x7f3a1229a129, image: libc, offset: 0x9a129, symbol: "__GI___lll_lock_wait",
                 symbolOffset: 41),
             StackFrame(
-                address: "0x7f3a122a0482", image: libc, offset: "0xa0482", symbol: "__pthread_mutex_lock@GLIBC_2.2.5",
+                address: 0x7f3a122a0482, image: libc, offset: 0xa0482, symbol: "__pthread_mutex_lock@GLIBC_2.2.5",
                 symbolOffset: 274),
             StackFrame(
-                address: "0x55d0a0007100", image: demo, offset: "0x7100", symbol: "ChatDemo.Database.withLock() -> ()",
+                address: 0x55d0a0007100, image: demo, offset: 0x7100, symbol: "ChatDemo.Database.withLock() -> ()",
                 symbolOffset: 32, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 12),
             StackFrame(
-                address: "0x55d0a0002f10", image: demo, offset: "0x2f10",
+                address: 0x55d0a0002f10, image: demo, offset: 0x2f10,
                 symbol: "closure #1 () -> () in ChatDemo.Server.handle(request: ChatDemo.Request) -> ()",
                 symbolOffset: 212, file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 118),
         ]
@@ -166,7 +166,7 @@ enum ReportFixtures {
             id: "20261201T100000.000Z-4242-9", status: .ended, severity: .stall,
             startedAt: date("2026-12-01T10:00:00.000Z"), endedAt: date("2026-12-01T10:00:00.760Z"), durationMs: 760,
             detection: .init(
-                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+                source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
                 detectedAt: date("2026-12-01T10:00:00.250Z"), latencyMs: 0.2),
             process: .init(
                 pid: 4242, executable: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", host: "web-1"),
@@ -189,14 +189,14 @@ enum ReportFixtures {
         report.threads = [
             .init(
                 threadId: 4242, name: "chat-demo", state: "S", wchan: "futex_wait_queue", syscall: "futex",
-                waitAddress: "0x55d0a0100040", waitingForThreadId: 4250, frames: lockFrames),
+                waitAddress: 0x55d0a0100040, waitingForThreadId: 4250, frames: lockFrames),
             .init(
                 threadId: 4250, name: "db-writer", state: "D", wchan: "jbd2_log_wait_commit", syscall: "fsync",
                 frames: [
                     StackFrame(
-                        address: "0x7f3a12290a10", image: libc, offset: "0x90a10", symbol: "fsync", symbolOffset: 16),
+                        address: 0x7f3a12290a10, image: libc, offset: 0x90a10, symbol: "fsync", symbolOffset: 16),
                     StackFrame(
-                        address: "0x55d0a0007300", image: demo, offset: "0x7300",
+                        address: 0x55d0a0007300, image: demo, offset: 0x7300,
                         symbol: "ChatDemo.Database.flush() -> ()",
                         symbolOffset: 64, file: "/src/chat-demo/Sources/ChatDemo/Database.swift", line: 40),
                 ]),

@@ -89,9 +89,12 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sw-schema-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        var report = ReportFixtures.endedStall
-        report.samples[0].frames[0].address = "7f3a1229e3c8"
-        try report.encodedJSON().write(to: directory.appendingPathComponent("bad-hex.json"))
+        // Written as text: the model holds addresses as integers and always encodes them with "0x".
+        let good = String(decoding: try ReportFixtures.endedStall.encodedJSON(), as: UTF8.self)
+        let address = ReportFixtures.endedStall.samples[0].frames[0].address.hexAddress
+        try #require(good.contains("\"\(address)\""))
+        let bad = good.replacingOccurrences(of: "\"\(address)\"", with: "\"\(address.dropFirst(2))\"")
+        try Data(bad.utf8).write(to: directory.appendingPathComponent("bad-hex.json"))
         var object = try #require(
             try JSONSerialization.jsonObject(with: ReportFixtures.endedStall.encodedJSON()) as? [String: Any])
         object["unexpected"] = true

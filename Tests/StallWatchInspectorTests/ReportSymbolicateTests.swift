@@ -37,11 +37,11 @@ import Testing
         let inner = target.functionOffset + 4
         let caller = target.functionOffset + 0x20
         report.samples[0].frames[0] = StackFrame(
-            address: (target.base + inner).hexAddress, image: target.path, offset: inner.hexAddress)
+            address: target.base + inner, image: target.path, offset: inner)
         report.samples[0].frames[1] = StackFrame(
-            address: (target.base + caller).hexAddress, image: target.path, offset: caller.hexAddress)
+            address: target.base + caller, image: target.path, offset: caller)
         report.images.append(
-            ImageInfo(path: target.path, buildId: buildID ?? target.buildID, base: target.base.hexAddress, size: nil))
+            ImageInfo(path: target.path, buildId: buildID ?? target.buildID, base: target.base, size: nil))
         return report
     }
 

@@ -25,6 +25,18 @@ import Testing
         _ = FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
     }
 
+    @Test func aLoopWithoutANameOfItsOwnPublishesTheConfiguredLoopName() throws {
+        let directory = SidecarFixtures.temporaryDirectory("hb-name")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = StallWatchConfiguration()
+        configuration.heartbeatDirectory = directory
+        configuration.loopName = "checkout"
+        let publisher = try HeartbeatPublisher.publish(
+            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+        defer { publisher.withdraw() }
+        #expect(try HeartbeatReader(path: publisher.path, expectedPID: getpid()).segment.loopName == "checkout")
+    }
+
     @Test func aPublishedSegmentValidatesAndFollowsTheLoop() throws {
         let directory = SidecarFixtures.temporaryDirectory("hb")
         defer { try? FileManager.default.removeItem(atPath: directory) }

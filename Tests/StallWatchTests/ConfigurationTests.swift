@@ -40,7 +40,7 @@ import Testing
             file: path, environment: ["STALLWATCH_THRESHOLD_MS": "300", "STALLWATCH_MAX_SAMPLES": "7"])
         #expect(config.thresholdMs == 300)
         #expect(config.maxSamples == 7)
-        #expect(config.symbolication == "fast")
+        #expect(config.symbolication == .fast)
     }
 
     @Test(arguments: [
@@ -48,6 +48,7 @@ import Testing
         (#"{"thresholdMs": "fast"}"#, "thresholdMs = \"fast\" is invalid"),
         (#"{"thresholdMs": 250.5}"#, "thresholdMs = 250.5 is invalid"),
         (#"{"symbolication": "all"}"#, #"expected one of "full", "fast", "off""#),
+        (#"{"strategy": "eager"}"#, #"strategy = eager is invalid; expected one of "deadline", "classic""#),
         (#"{"enabled": 1}"#, "enabled = 1 is invalid; expected true or false"),
         (#"{"treshold": 1}"#, #"unknown key "treshold""#),
         (#"[1, 2]"#, "expected a JSON object of settings"),
@@ -73,6 +74,36 @@ import Testing
                 == "environment variable STALLWATCH_SAMPLE_INTERVAL_MS: sampleIntervalMs = 0 is invalid; expected an integer from 1 to 60000"
         )
         #expect(error?.context["key"] == "sampleIntervalMs")
+    }
+
+    @Test func choicesAreEnumsReadFromTheirStrings() throws {
+        let config = try StallWatchConfiguration.load(
+            environment: ["STALLWATCH_STRATEGY": "classic", "STALLWATCH_SYMBOLICATION": " off "])
+        #expect(config.strategy == .classic)
+        #expect(config.symbolication == .off)
+        #expect(config.detectorConfiguration.strategy == .classic(consecutiveTimeouts: 5))
+        #expect(config.jsonObject["strategy"] as? String == "classic")
+        let error = #expect(throws: StallWatchError.self) {
+            try StallWatchConfiguration.load(environment: ["STALLWATCH_SYMBOLICATION": "some"])
+        }
+        #expect(
+            error?.message
+                == #"environment variable STALLWATCH_SYMBOLICATION: symbolication = some is invalid; expected one of "full", "fast", "off""#
+        )
+    }
+
+    @Test func emptyDirectoriesResolveToTheDefaults() {
+        var config = StallWatchConfiguration()
+        #expect(config.heartbeatDirectoryPath == "/dev/shm")
+        #expect(config.reportDirectoryPath == StallWatchConfiguration.defaultReportDirectory())
+        #expect(
+            StallWatchConfiguration.defaultReportDirectory(environment: ["STALLWATCH_REPORT_DIRECTORY": "/srv/r"])
+                == "/srv/r")
+        #expect(StallWatchConfiguration.defaultReportDirectory(environment: [:]) == "/var/tmp/stallwatch-\(geteuid())")
+        config.reportDirectory = "/srv/reports"
+        config.heartbeatDirectory = "/run/hb"
+        #expect(config.reportDirectoryPath == "/srv/reports")
+        #expect(config.heartbeatDirectoryPath == "/run/hb")
     }
 
     @Test func missingFileIsAClearError() {

@@ -65,7 +65,7 @@ import Testing
                 "no sample blocked in \(c.libcCalls): \(innermost)")
         }
         for frame in report.samples.flatMap(\.frames) {
-            #expect(UInt64(hexAddress: frame.address) != nil)
+            #expect(frame.address != 0)
         }
         #expect(report.images.contains { $0.path.hasSuffix("/stallwatch-demo") && $0.buildId != nil })
         #expect(report.signature != "unknown")

@@ -70,8 +70,8 @@ import Testing
 
     @Test func listingDecodeKeepsTheHeaderAndFirstStackAndSkipsTheHeavyParts() throws {
         var report = ReportSamples.report(id: "20261130T221500.123Z-1-1")
-        let a = StackFrame(address: "0x10", image: "/bin/a", offset: "0x10", symbol: "a")
-        let b = StackFrame(address: "0x20", image: "/bin/a", offset: "0x20", symbol: "b")
+        let a = StackFrame(address: 0x10, image: "/bin/a", offset: 0x10, symbol: "a")
+        let b = StackFrame(address: 0x20, image: "/bin/a", offset: 0x20, symbol: "b")
         report.samples = [
             .init(offsetMs: 250, frames: [], error: "timed out"), .init(offsetMs: 300, frames: [a, b]),
             .init(offsetMs: 350, frames: [b, a]),

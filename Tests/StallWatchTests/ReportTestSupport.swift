@@ -31,14 +31,14 @@ enum ReportSamples {
             id: id, status: status, severity: .stall, startedAt: startedAt,
             endedAt: status == .ended ? startedAt.addingTimeInterval(0.3) : nil, durationMs: 300,
             detection: .init(
-                source: "in-process", strategy: "deadline", thresholdMs: 250, hangThresholdMs: 5000,
+                source: "in-process", strategy: .deadline, thresholdMs: 250, hangThresholdMs: 5000,
                 detectedAt: startedAt.addingTimeInterval(0.251), latencyMs: 1),
             process: .init(pid: 42, executable: "/usr/bin/demo", buildId: nil, host: "test"),
             loop: .init(name: "main", threadId: 42, phase: "beforeSources", iteration: 7),
             samples: [
-                .init(offsetMs: 251, frames: [StackFrame(address: "0x1000", image: "/usr/bin/demo", offset: "0x1000")])
+                .init(offsetMs: 251, frames: [StackFrame(address: 0x1000, image: "/usr/bin/demo", offset: 0x1000)])
             ],
-            images: [ImageInfo(path: "/usr/bin/demo", buildId: nil, base: "0x0", size: 0x2000)], signature: "abc",
+            images: [ImageInfo(path: "/usr/bin/demo", buildId: nil, base: 0x0, size: 0x2000)], signature: "abc",
             capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
     }
 

@@ -137,7 +137,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let loop = EventLoop(name: "classic", mainQueue: .disabled)
         var config = configuration(directory: directory, thresholdMs: 100)
-        config.strategy = "classic"
+        config.strategy = .classic
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: config) { if case .ended = $0 { ended.signal() } }
         try watchdog.start()
@@ -148,7 +148,7 @@ import Testing
         watchdog.stop()
         let reports = try Fixtures.reports(in: directory)
         try #require(reports.count == 1)
-        #expect(reports[0].detection.strategy == "classic")
+        #expect(reports[0].detection.strategy == .classic)
         #expect(reports[0].durationMs >= 360 && reports[0].durationMs <= 500)
     }
 

@@ -79,7 +79,8 @@ size_t sw_capture_stack_bytes(void);
 /// frees the slot. On timeout the request is cancelled atomically, so a late handler writes nothing; a
 /// handler caught mid-copy is waited for (the copy cannot block) and its result returned.
 /// `stack_low`/`stack_high` bound the thread's stack; the handler copies from SP up to
-/// min(stack_high, SP + slot size) only if SP lies inside them. With `approximate_bounds` (bounds read from
+/// min(stack_high, SP + min(slot size, stack_capacity)) only if SP lies inside them, so `stack_capacity`
+/// bounds the work done on the target thread as well as the bytes returned. With `approximate_bounds` (bounds read from
 /// /proc/self/maps for a thread that never registered, possibly stale) the handler copies with
 /// process_vm_readv, which stops at an unmapped page instead of faulting; otherwise with memcpy.
 /// Returns SW_CAPTURE_OK or one of the negative values above. Safe to call from many threads at once,

@@ -24,6 +24,7 @@ import Synchronization
 /// The thread to sample is learned from the first observer callout, on the run loop's thread (which also
 /// unblocks the sampling signal there).
 public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
+    // @unchecked Sendable: All lets; `runLoop` (CFRunLoop, thread-safe to wake and observe) is not marked Sendable.
     public let name: String
     public var state: LoopState { publisher.state }
     private let runLoop: CFRunLoop
@@ -36,7 +37,7 @@ public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
     ///     (swift-corelibs-foundation keeps `getCFRunLoop()` internal, so another thread's `RunLoop` cannot be
     ///     mapped to its CFRunLoop; use ``init(cfRunLoop:name:)`` with `CFRunLoopGetCurrent()` from that thread.)
     ///   - name: Appears in reports (`loop.name`).
-    public convenience init(runLoop: RunLoop = .main, name: String = "main") {
+    public convenience init(runLoop: RunLoop = .main, name: String = StallWatchConfiguration.defaultLoopName) {
         let cf: CFRunLoop
         if runLoop === RunLoop.main {
             cf = CFRunLoopGetMain()
@@ -51,7 +52,7 @@ public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
     /// - Parameters:
     ///   - cfRunLoop: The CoreFoundation run loop to watch.
     ///   - name: Appears in reports (`loop.name`).
-    public init(cfRunLoop: CFRunLoop, name: String = "main") {
+    public init(cfRunLoop: CFRunLoop, name: String = StallWatchConfiguration.defaultLoopName) {
         self.name = name
         self.runLoop = cfRunLoop
         self.publisher = RunLoopActivityPublisher(state: LoopState())

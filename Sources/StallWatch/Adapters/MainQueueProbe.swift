@@ -30,6 +30,7 @@ import Synchronization
 ///
 /// Cost: one block on the main queue per interval (the idle main thread wakes for it).
 public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
+    // @unchecked Sendable: all lets; `timer`, a Dispatch source, is thread-safe but not marked Sendable.
     public let name: String
     public let state = LoopState()
     /// Time between a ping's answer and the next ping.
@@ -59,7 +60,9 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     /// - Parameters:
     ///   - name: Appears in reports (`loop.name`).
     ///   - interval: Time between a ping's answer and the next ping (1 ms or more).
-    public convenience init(name: String = "main", interval: Duration = .milliseconds(100)) {
+    public convenience init(
+        name: String = StallWatchConfiguration.defaultLoopName, interval: Duration = .milliseconds(100)
+    ) {
         self.init(name: name, interval: interval, queue: .main, isMain: true)
     }
 

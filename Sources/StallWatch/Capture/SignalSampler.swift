@@ -19,7 +19,7 @@ import CStallWatchSignal
 /// - Warning: The handler runs on the sampled thread, interrupting it wherever it is. It is async-signal-safe
 ///   (C, no allocation, no lock, errno preserved), but it does interrupt blocking calls: `nanosleep`,
 ///   `epoll_wait` and similar return early with EINTR (others restart, SA_RESTART), as with any signal.
-public final class SignalSampler: @unchecked Sendable {
+public final class SignalSampler: Sendable {
     /// The real-time signal the handler is installed for.
     public let signal: Int32
     /// Bytes of stack each capture can hold (the innermost part of deeper stacks is kept).
@@ -29,6 +29,10 @@ public final class SignalSampler: @unchecked Sendable {
         self.signal = signal
         self.stackBufferSize = stackBufferSize
     }
+
+    /// The size of every request slot's stack buffer, fixed when the handler is installed: no capture copies
+    /// more (``StallWatchConfiguration/maxStackBytes`` is validated against it).
+    public static let slotBytes = Int(SW_CAPTURE_DEFAULT_STACK_BYTES)
 
     private static let installation: Result<SignalSampler, StallWatchError> = install()
 
@@ -56,7 +60,7 @@ public final class SignalSampler: @unchecked Sendable {
             }
             requested = signal
         }
-        let result = sw_capture_install(requested, Int(SW_CAPTURE_DEFAULT_STACK_BYTES))
+        let result = sw_capture_install(requested, slotBytes)
         if result > 0 {
             return .success(SignalSampler(signal: result, stackBufferSize: sw_capture_stack_bytes()))
         }
@@ -126,17 +130,22 @@ public final class SignalSampler: @unchecked Sendable {
     /// - Parameters:
     ///   - thread: The target, from ``registerCurrentThread()`` (or ``SampledThread/current()``) called on it.
     ///   - timeout: How long the handler may take to run.
+    ///   - maxStackBytes: The most stack the handler copies, from SP up (nil or more than ``stackBufferSize``:
+    ///     the slot size). A deeper stack keeps its innermost part and the capture notes the truncation.
     /// - Returns: The capture (with `pauseNanoseconds` = signal sent → copy done), or an error:
     ///   `.captureTimedOut` naming the thread's state ("thread state D (disk sleep)"), `.noSuchProcess` if the
     ///   thread is gone, `.captureFailed` if all request slots are busy.
-    public func capture(_ thread: SampledThread, timeout: Duration) -> Result<StackCapture, StallWatchError> {
+    public func capture(_ thread: SampledThread, timeout: Duration, maxStackBytes: Int? = nil)
+        -> Result<StackCapture, StallWatchError>
+    {
         var record = sw_capture_record()
-        let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: stackBufferSize)
+        let capacity = min(stackBufferSize, max(0, maxStackBytes ?? stackBufferSize))
+        let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
         let status = sw_capture_thread(
             thread.threadID, thread.stackLow, thread.stackHigh, thread.boundsAreApproximate ? 1 : 0,
             CaptureSupport.nanoseconds(timeout), &record,
-            scratch.baseAddress, scratch.count)
+            scratch.baseAddress, capacity)
         guard Int(status) == SW_CAPTURE_OK else { return .failure(error(status, thread: thread, timeout: timeout)) }
 
         var notes: [String] = []

@@ -62,7 +62,8 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
     }
 
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
-        switch sampler.capture(thread, timeout: .milliseconds(configuration.captureTimeoutMs)) {
+        let timeout = Duration.milliseconds(configuration.captureTimeoutMs)
+        switch sampler.capture(thread, timeout: timeout, maxStackBytes: configuration.maxStackBytes) {
         case .success(let capture):
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
             var result = StackSample(
@@ -84,7 +85,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
         guard let target = ThreadStackLocator().thread(id, sampler: sampler, timeout: timeout) else {
             return StackSample(error: "stack bounds not found")
         }
-        switch sampler.capture(target, timeout: timeout) {
+        switch sampler.capture(target, timeout: timeout, maxStackBytes: configuration.maxStackBytes) {
         case .success(let capture):
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxThreadFrames)
             return StackSample(addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds)

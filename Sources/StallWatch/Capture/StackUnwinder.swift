@@ -27,6 +27,7 @@ public struct UnwoundStack: Sendable {
 /// Keep one unwinder per watchdog or sidecar and reuse it: its address space caches unwind information
 /// across samples (a fresh one costs 10–20× more per unwind). Not thread-safe; any number may coexist.
 public final class StackUnwinder: @unchecked Sendable {
+    // @unchecked Sendable: only handed to the one thread that unwinds with it (it is not thread-safe).
     public let processID: Int32
     private let handle: OpaquePointer
 

@@ -81,7 +81,8 @@ extension StallWatchConfiguration {
         for key in Self.keys {
             switch key.kind {
             case .integer(_, let path): out[key.name] = self[keyPath: path]
-            case .choice(_, let path), .text(let path): out[key.name] = self[keyPath: path]
+            case .choice(_, let get, _): out[key.name] = get(self)
+            case .text(let path): out[key.name] = self[keyPath: path]
             case .flag(let path): out[key.name] = self[keyPath: path]
             }
         }
@@ -103,9 +104,8 @@ extension StallWatchConfiguration {
         case .integer(let range, let path):
             guard let value = Int(trimmed), range.contains(value) else { throw invalid(key, text, source) }
             self[keyPath: path] = value
-        case .choice(let values, let path):
-            guard values.contains(trimmed) else { throw invalid(key, text, source) }
-            self[keyPath: path] = trimmed
+        case .choice(_, _, let set):
+            guard set(&self, trimmed) else { throw invalid(key, text, source) }
         case .text(let path):
             self[keyPath: path] = text
         case .flag(let path):

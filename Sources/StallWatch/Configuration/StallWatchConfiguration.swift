@@ -19,24 +19,27 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var maxSamples = 100
     /// Frames kept per sample.
     public var maxFrames = 128
-    /// Bytes of the loop thread's stack copied per sample.
+    /// Bytes of the loop thread's stack copied per sample, from SP up (in-process by the signal handler, into a
+    /// slot of ``maxStackBytesLimit`` bytes; by the sidecar with `process_vm_readv`).
     public var maxStackBytes = 65536
     /// How long to wait for the sampled thread's signal handler.
     public var captureTimeoutMs = 100
     /// `deadline` (default) or `classic` (signal per transition, N consecutive timeouts).
-    public var strategy = "deadline"
+    public var strategy = DetectionStrategy.deadline
     /// Timed-out checks in a row that make a stall with the classic strategy.
     public var classicConsecutiveTimeouts = 5
     /// A watchdog waking later than this is not trusted to judge the loop.
     public var lateWakeupToleranceMs = 50
     /// `full` (names + file:line), `fast` (names) or `off` (image + offset).
-    public var symbolication = "full"
-    /// Where reports are written; empty for `$STALLWATCH_REPORT_DIRECTORY` or `/var/tmp/stallwatch-<uid>`.
+    public var symbolication = SymbolicationMode.full
+    /// Where reports are written; empty for `$STALLWATCH_REPORT_DIRECTORY` or `/var/tmp/stallwatch-<uid>`
+    /// (resolved by ``reportDirectoryPath``).
     public var reportDirectory = ""
     /// Reports kept in the directory; the oldest are removed.
     public var maxReports = 200
-    /// The loop's name in reports.
-    public var loopName = "main"
+    /// The name in reports, events and the heartbeat of a loop created without a name of its own (one still
+    /// named ``defaultLoopName``); a loop given another name keeps it. See ``name(of:)``.
+    public var loopName = StallWatchConfiguration.defaultLoopName
     /// A stall with the same signature as one reported this recently is folded into that report.
     public var dedupWindowMs = 600_000
     /// New report files per rolling hour; later stalls are counted, not written.
@@ -47,20 +50,38 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var maxThreadFrames = 32
     /// Publish the loop's state in a heartbeat segment that `stallwatch watch`/`daemon` can read.
     public var heartbeat = true
-    /// Where heartbeat segments are created; empty for `/dev/shm`.
+    /// Where heartbeat segments are created; empty for `/dev/shm` (resolved by ``heartbeatDirectoryPath``).
     public var heartbeatDirectory = ""
 
     public init() {}
+
+    /// The most `maxStackBytes` may be: the size of the in-process capture slot, preallocated per request when
+    /// the signal handler is installed (`SW_CAPTURE_DEFAULT_STACK_BYTES`).
+    public static let maxStackBytesLimit = SignalSampler.slotBytes
+
+    /// The name loops and adapters take when none is given (`EventLoop(name:)` and the others default to it).
+    public static let defaultLoopName = "main"
+
+    /// The name a watchdog with these settings gives `loop` in reports, events and its heartbeat segment:
+    /// `loopName` when the loop kept the default name, else the loop's own name.
+    public func name(of loop: any WatchedLoop) -> String {
+        loop.name == Self.defaultLoopName ? loopName : loop.name
+    }
 
     /// The detector settings these values describe.
     public var detectorConfiguration: StallDetector.Configuration {
         StallDetector.Configuration(
             thresholdNanos: UInt64(thresholdMs) * 1_000_000, hangThresholdNanos: UInt64(hangThresholdMs) * 1_000_000,
             lateWakeupToleranceNanos: UInt64(lateWakeupToleranceMs) * 1_000_000,
-            strategy: strategy == "classic" ? .classic(consecutiveTimeouts: classicConsecutiveTimeouts) : .deadline)
+            strategy: detectorStrategy)
     }
 
-    public var symbolicationMode: SymbolicationMode { SymbolicationMode(rawValue: symbolication) ?? .full }
+    private var detectorStrategy: StallDetector.Strategy {
+        switch strategy {
+        case .deadline: .deadline
+        case .classic: .classic(consecutiveTimeouts: classicConsecutiveTimeouts)
+        }
+    }
 }
 
 extension StallWatchConfiguration {
@@ -68,13 +89,18 @@ extension StallWatchConfiguration {
     struct Key: Sendable {
         enum Kind: Sendable {
             case integer(ClosedRange<Int>, WritableKeyPath<StallWatchConfiguration, Int> & Sendable)
-            case choice([String], WritableKeyPath<StallWatchConfiguration, String> & Sendable)
+            /// One of `values`; `get` renders the current value, `set` stores a valid one (false: not allowed).
+            case choice(
+                [String], get: @Sendable (StallWatchConfiguration) -> String,
+                set: @Sendable (inout StallWatchConfiguration, String) -> Bool)
             case text(WritableKeyPath<StallWatchConfiguration, String> & Sendable)
             case flag(WritableKeyPath<StallWatchConfiguration, Bool> & Sendable)
         }
 
         var name: String
         var kind: Kind
+        /// Why the allowed values are what they are, when that is not obvious.
+        var reason: String? = nil
 
         /// `thresholdMs` → `STALLWATCH_THRESHOLD_MS`.
         var environmentName: String {
@@ -87,13 +113,31 @@ extension StallWatchConfiguration {
         }
 
         var allowed: String {
+            guard let reason else { return values }
+            return values + " (" + reason + ")"
+        }
+
+        private var values: String {
             switch kind {
             case .integer(let range, _): return "an integer from \(range.lowerBound) to \(range.upperBound)"
-            case .choice(let values, _): return "one of " + values.map { "\"\($0)\"" }.joined(separator: ", ")
+            case .choice(let values, _, _): return "one of " + values.map { "\"\($0)\"" }.joined(separator: ", ")
             case .text: return "a string"
             case .flag: return "true or false"
             }
         }
+    }
+
+    /// A `.choice` key over the raw values of an enum.
+    static func choice<Value: RawRepresentable & CaseIterable & SendableMetatype>(
+        _ path: WritableKeyPath<StallWatchConfiguration, Value> & Sendable
+    ) -> Key.Kind where Value.RawValue == String {
+        .choice(
+            Value.allCases.map(\.rawValue), get: { $0[keyPath: path].rawValue },
+            set: { config, text in
+                guard let value = Value(rawValue: text) else { return false }
+                config[keyPath: path] = value
+                return true
+            })
     }
 
     static let keys: [Key] = [
@@ -103,12 +147,14 @@ extension StallWatchConfiguration {
         Key(name: "sampleIntervalMs", kind: .integer(1...60_000, \.sampleIntervalMs)),
         Key(name: "maxSamples", kind: .integer(1...10_000, \.maxSamples)),
         Key(name: "maxFrames", kind: .integer(4...1024, \.maxFrames)),
-        Key(name: "maxStackBytes", kind: .integer(4096...1_048_576, \.maxStackBytes)),
+        Key(
+            name: "maxStackBytes", kind: .integer(4096...maxStackBytesLimit, \.maxStackBytes),
+            reason: "the in-process capture slot holds \(maxStackBytesLimit) bytes"),
         Key(name: "captureTimeoutMs", kind: .integer(1...10_000, \.captureTimeoutMs)),
-        Key(name: "strategy", kind: .choice(["deadline", "classic"], \.strategy)),
+        Key(name: "strategy", kind: choice(\.strategy)),
         Key(name: "classicConsecutiveTimeouts", kind: .integer(1...100, \.classicConsecutiveTimeouts)),
         Key(name: "lateWakeupToleranceMs", kind: .integer(1...60_000, \.lateWakeupToleranceMs)),
-        Key(name: "symbolication", kind: .choice(["full", "fast", "off"], \.symbolication)),
+        Key(name: "symbolication", kind: choice(\.symbolication)),
         Key(name: "reportDirectory", kind: .text(\.reportDirectory)),
         Key(name: "maxReports", kind: .integer(1...100_000, \.maxReports)),
         Key(name: "loopName", kind: .text(\.loopName)),

@@ -27,6 +27,7 @@ public struct LoopSnapshot: Sendable, Equatable {
 /// The storage is a `sw_loop_state` that may live in ordinary memory or in a heartbeat segment shared with a
 /// sidecar; either way the loop's cost per transition is the same.
 public final class LoopState: @unchecked Sendable {
+    // @unchecked Sendable: `ownStorage`'s words are touched only by C atomics; the rest is Mutex/Atomic.
     /// Replaced only while the loop is not running and before a watchdog thread starts (``adopt(_:)``), so the
     /// hot path reads it without a lock or an exclusivity check.
     @exclusivity(unchecked) private(set) var storage: UnsafeMutablePointer<sw_loop_state>

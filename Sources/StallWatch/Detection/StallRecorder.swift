@@ -81,12 +81,12 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
         self.target = target
         self.emit = emit
         let errors = target.setupErrors
-        symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolicationMode)
+        symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
         quickSymbolicator =
-            configuration.symbolicationMode == .full
+            configuration.symbolication == .full
             ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
         let directory =
-            configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
+            configuration.reportDirectoryPath
         writer = ReportWriter(directory: directory, maxReports: configuration.maxReports)
         deduplicator = StallDeduplicator(
             windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)
@@ -241,7 +241,7 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
             if probe.syscallKind == .lock, let address = probe.syscallArg0 {
-                snapshot.waitAddress = address.hexAddress
+                snapshot.waitAddress = address
                 snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
             }
             if tid == loopTID, let first = samples.first {
@@ -276,6 +276,7 @@ public final class StallRecorder: @unchecked Sendable {  // Used by one watching
 
 /// A process-wide counter for report ids.
 final class Counter: @unchecked Sendable {
+    // @unchecked Sendable: `value` is read and written only under `lock`.
     private let lock = NSLock()
     private var value = 0
     func next() -> Int {

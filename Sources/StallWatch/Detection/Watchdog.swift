@@ -17,6 +17,7 @@ import Synchronization
 /// loop.run()
 /// ```
 public final class Watchdog: @unchecked Sendable {
+    // @unchecked Sendable: `recorder`/`heartbeat` change only in `lock`, before the thread using them starts.
     /// The watched loop: an ``EventLoop``, ``FoundationRunLoopMonitor`` or ``MainQueueProbe``.
     public let loop: any WatchedLoop
     public let configuration: StallWatchConfiguration
@@ -44,7 +45,7 @@ public final class Watchdog: @unchecked Sendable {
 
     /// Where this watchdog writes its reports.
     public var reportDirectory: String {
-        configuration.reportDirectory.isEmpty ? ReportWriter.defaultDirectory : configuration.reportDirectory
+        configuration.reportDirectoryPath
     }
 
     public var isRunning: Bool { lock.withLock { $0 != nil } }
@@ -72,7 +73,8 @@ public final class Watchdog: @unchecked Sendable {
             }
             stopRequested.store(false, ordering: .relaxed)
             publishHeartbeat()
-            let recorder = StallRecorder(configuration: configuration, loopName: loop.name, emit: onEvent)
+            let recorder = StallRecorder(
+                configuration: configuration, loopName: configuration.name(of: loop), emit: onEvent)
             self.recorder = recorder
             if case .classic = configuration.detectorConfiguration.strategy {
                 loop.state.signalEveryTransition(true)

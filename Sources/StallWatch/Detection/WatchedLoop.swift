@@ -7,7 +7,9 @@ import Synchronization
 /// The loop publishes its transitions into ``state`` (lock-free stores, see ``LoopState``); the watchdog reads
 /// snapshots of it, samples ``sampledThread`` during a stall and copies ``annotations`` into the report.
 public protocol WatchedLoop: AnyObject, Sendable {
-    /// Appears in reports (`loop.name`) and metrics labels.
+    /// Appears in reports (`loop.name`) and metrics labels. A loop that keeps the default name
+    /// (``StallWatchConfiguration/defaultLoopName``) is named by the watchdog's `loopName` setting in reports,
+    /// events and the heartbeat (``StallWatchConfiguration/name(of:)``).
     var name: String { get }
     /// The published progress a watchdog reads.
     var state: LoopState { get }

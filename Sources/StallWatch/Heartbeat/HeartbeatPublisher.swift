@@ -26,8 +26,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     private let segment: UnsafeMutablePointer<sw_heartbeat>
     private let withdrawn = Atomic<Bool>(false)
 
-    /// The default directory: tmpfs, so the words never reach a disk.
-    public static let defaultDirectory = "/dev/shm"
+    /// The default directory (``StallWatchConfiguration/defaultHeartbeatDirectory``).
+    public static let defaultDirectory = StallWatchConfiguration.defaultHeartbeatDirectory
     /// File names are `stallwatch.<pid>` (first loop of a process) or `stallwatch.<pid>.<n>`.
     public static let fileNamePrefix = "stallwatch."
 
@@ -37,7 +37,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     ///
     /// - Parameters:
     ///   - loop: The loop whose state is published.
-    ///   - configuration: `heartbeatDirectory`, the thresholds and the loop's name are written to the header.
+    ///   - configuration: `heartbeatDirectory`, the thresholds and the loop's name (``StallWatchConfiguration/name(of:)``)
+    ///     are written to the header.
     /// - Returns: The publisher; the loop keeps it (and the mapping) alive for as long as it uses the segment.
     /// - Throws: `.systemCall` naming the call and path when the file cannot be created; `.invalidState` when
     ///   the loop is already running or already watched.
@@ -52,8 +53,9 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
         throws(StallWatchError) -> HeartbeatPublisher
     {
         let publisher = try HeartbeatPublisher(
-            directory: configuration.heartbeatDirectory.isEmpty ? defaultDirectory : configuration.heartbeatDirectory,
-            loopName: loop.name, thresholdMs: configuration.thresholdMs, hangThresholdMs: configuration.hangThresholdMs)
+            directory: configuration.heartbeatDirectoryPath,
+            loopName: configuration.name(of: loop), thresholdMs: configuration.thresholdMs,
+            hangThresholdMs: configuration.hangThresholdMs)
         do {
             try loop.state.adopt(publisher, watchdogStarting: watchdogStarting)
         } catch {

@@ -16,7 +16,7 @@ import Synchronization
 /// let server = try MetricsHTTPServer(address: "127.0.0.1:9464") { metrics.exposition() }
 /// try server.start()
 /// ```
-public final class MetricsHTTPServer: @unchecked Sendable {
+public final class MetricsHTTPServer: Sendable {
     /// The bound port (the one the kernel picked when the address asked for port 0).
     public let port: UInt16
     public let host: String

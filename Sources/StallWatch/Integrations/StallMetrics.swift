@@ -50,26 +50,32 @@ public final class StallMetrics: Sendable {
     }
 
     private let counters: Mutex<Counters>
-    private let loops = Mutex<[any WatchedLoop]>([])
+    /// Each watched loop with the name its labels use (``StallWatchConfiguration/name(of:)``, as in reports).
+    private let loops = Mutex<[(loop: any WatchedLoop, name: String)]>([])
     private let durationBuckets: [Double]
 
     /// - Parameters:
-    ///   - loops: Loops whose iterations and phase to expose (more with ``watch(_:)``).
+    ///   - loops: Loops whose iterations and phase to expose (more with ``watch(_:configuration:)``).
+    ///   - configuration: The watchdogs' settings, whose `loopName` names loops without a name of their own
+    ///     (so the labels match the reports).
     ///   - durationBuckets: Upper bounds (seconds, increasing) of the stall duration histogram.
     ///   - pauseBuckets: Upper bounds (seconds, increasing) of the capture pause histogram.
     public init(
-        loops: [any WatchedLoop] = [], durationBuckets: [Double] = StallMetrics.defaultDurationBuckets,
+        loops: [any WatchedLoop] = [], configuration: StallWatchConfiguration = StallWatchConfiguration(),
+        durationBuckets: [Double] = StallMetrics.defaultDurationBuckets,
         pauseBuckets: [Double] = StallMetrics.defaultPauseBuckets
     ) {
         self.durationBuckets = Histogram.normalized(durationBuckets)
         counters = Mutex(Counters(pauses: Histogram(bounds: Histogram.normalized(pauseBuckets))))
-        self.loops.withLock { $0 = loops }
+        for loop in loops { watch(loop, configuration: configuration) }
     }
 
-    /// Exposes `loop`'s iterations, phase and time in phase (read from its ``LoopState`` at each exposition).
-    public func watch(_ loop: any WatchedLoop) {
+    /// Exposes `loop`'s iterations, phase and time in phase (read from its ``LoopState`` at each exposition),
+    /// labelled with the name `configuration` gives it (``StallWatchConfiguration/name(of:)``).
+    public func watch(_ loop: any WatchedLoop, configuration: StallWatchConfiguration = StallWatchConfiguration()) {
+        let name = configuration.name(of: loop)
         loops.withLock { list in
-            if !list.contains(where: { $0 === loop }) { list.append(loop) }
+            if !list.contains(where: { $0.loop === loop }) { list.append((loop, name)) }
         }
     }
 
@@ -141,13 +147,13 @@ public final class StallMetrics: Sendable {
         return out.text
     }
 
-    private func appendLoops(_ watched: [any WatchedLoop], to out: inout PrometheusText) {
+    private func appendLoops(_ watched: [(loop: any WatchedLoop, name: String)], to out: inout PrometheusText) {
         let now = sw_monotonic_coarse_ns()  // phase starts are CLOCK_MONOTONIC_COARSE readings
-        let snapshots = watched.map { ($0, $0.state.snapshot()) }
+        let snapshots = watched.map { ($0, $0.loop.state.snapshot()) }
         out.family(
             "stallwatch_loop_iterations_total", "counter", "Loop iterations (pings answered, for a main-queue probe).")
         for (loop, _) in snapshots {
-            if let iterations = loop.iterations {
+            if let iterations = loop.loop.iterations {
                 out.sample("stallwatch_loop_iterations_total", ["loop": loop.name], iterations)
             }
         }

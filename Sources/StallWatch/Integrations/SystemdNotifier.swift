@@ -22,7 +22,7 @@ import Synchronization
 /// try notifier.startWatchdogPings(for: watchdog)
 /// try notifier.ready(status: "serving on :8080")
 /// ```
-public final class SystemdNotifier: @unchecked Sendable {
+public final class SystemdNotifier: Sendable {
     /// `NOTIFY_SOCKET` as given, or nil when absent.
     public let socketAddress: String?
     /// systemd's watchdog period for this process (`WATCHDOG_USEC`), or nil when it has none.

@@ -17,6 +17,7 @@ import Synchronization
 /// Work submitted to `DispatchQueue.main` (and so `@MainActor` work) runs on this loop when it runs on the
 /// process's main thread, through libdispatch's main-queue handle, as Foundation's RunLoop does on Linux.
 public final class EventLoop: @unchecked Sendable {
+    // @unchecked Sendable: the `var`s are the loop thread's (one run() at a time); the rest is Mutex/Atomic.
     /// How the loop treats the Dispatch main queue.
     public enum MainQueueIntegration: Sendable {
         /// Drain the main queue when `run()` is called on the process's main thread.
@@ -64,7 +65,7 @@ public final class EventLoop: @unchecked Sendable {
     /// - Parameters:
     ///   - name: Appears in reports (`loop.name`) and thread names.
     ///   - mainQueue: Whether to drain the Dispatch main queue when running on the main thread.
-    public init(name: String = "main", mainQueue: MainQueueIntegration = .automatic) {
+    public init(name: String = StallWatchConfiguration.defaultLoopName, mainQueue: MainQueueIntegration = .automatic) {
         self.name = name
         self.mainQueueIntegration = mainQueue
         let fd = sw_eventfd_create()

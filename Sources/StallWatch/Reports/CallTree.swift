@@ -56,8 +56,8 @@ public struct CallTree: Sendable, Equatable, Codable {
     public static func functionKey(_ frame: StackFrame) -> String {
         let image = frame.image ?? ""
         if let symbol = frame.symbol { return image + "\u{1}" + symbol }
-        if let offset = frame.offset { return image + "\u{2}" + offset }
-        return "\u{3}" + frame.address
+        if let offset = frame.offset { return image + "\u{2}" + offset.hexAddress }
+        return "\u{3}" + frame.address.hexAddress
     }
 
     /// Visits every node depth-first, parents before children, with its depth (roots are 0).
@@ -95,7 +95,7 @@ public struct CallTree: Sendable, Equatable, Codable {
             }
         }
 
-        private var root = MutableNode(frame: StackFrame(address: "0x0"))
+        private var root = MutableNode(frame: StackFrame(address: 0))
         private var total = 0
         private var withoutStack = 0
 

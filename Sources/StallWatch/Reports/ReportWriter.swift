@@ -17,12 +17,7 @@ import Foundation
 /// - Warning: does blocking I/O (`fsync`): call it from the watchdog or a writer thread, never the loop thread.
 public struct ReportWriter: Sendable {
     /// `$STALLWATCH_REPORT_DIRECTORY` when set and not empty, else `/var/tmp/stallwatch-<uid>`.
-    public static var defaultDirectory: String {
-        if let configured = ProcessInfo.processInfo.environment["STALLWATCH_REPORT_DIRECTORY"], !configured.isEmpty {
-            return configured
-        }
-        return "/var/tmp/stallwatch-\(geteuid())"
-    }
+    public static var defaultDirectory: String { StallWatchConfiguration.defaultReportDirectory() }
 
     public let directory: String
     /// Most report files kept (at least 1).

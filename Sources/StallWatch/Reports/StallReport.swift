@@ -5,7 +5,8 @@ import Foundation
 ///
 /// Encoded as JSON (camelCase keys) by ``ReportWriter``; the schema is published in
 /// `Config/stall-report.schema.json` and versioned by ``schemaVersion``. Addresses, offsets and load bases are
-/// hexadecimal strings (`"0x7f3a…"`) so that 64-bit values survive JSON readers that use doubles.
+/// `UInt64` in memory and hexadecimal strings (`"0x7f3a…"`) in JSON, so that 64-bit values survive JSON readers
+/// that use doubles (`ReportAddressCoding.swift` converts).
 public struct StallReport: Codable, Sendable, Equatable {
     /// The schema version this build writes. Readers skip documents with a larger version.
     public static let currentSchemaVersion = 1
@@ -162,7 +163,7 @@ extension StallReport {
         /// (sidecar without instrumentation, from /proc evidence).
         public var source: String
         /// `deadline` (the default) or `classic` (signal per transition, N consecutive timeouts).
-        public var strategy: String
+        public var strategy: DetectionStrategy
         public var thresholdMs: Double
         public var hangThresholdMs: Double
         /// When the watchdog saw the threshold crossed (wall clock).
@@ -171,7 +172,7 @@ extension StallReport {
         public var latencyMs: Double
 
         public init(
-            source: String, strategy: String, thresholdMs: Double, hangThresholdMs: Double, detectedAt: Date,
+            source: String, strategy: DetectionStrategy, thresholdMs: Double, hangThresholdMs: Double, detectedAt: Date,
             latencyMs: Double
         ) {
             self.source = source
@@ -346,8 +347,8 @@ extension StallReport {
         public var state: String
         public var wchan: String?
         public var syscall: String?
-        /// The futex word's address when the thread waits in `futex`, hex.
-        public var waitAddress: String?
+        /// The futex word's address when the thread waits in `futex` (hex in JSON).
+        public var waitAddress: UInt64?
         /// The owner of the glibc mutex the thread waits for, when it could be read.
         public var waitingForThreadId: Int32?
         /// Innermost first; empty when the stack could not be captured (see `error`).
@@ -356,7 +357,7 @@ extension StallReport {
 
         public init(
             threadId: Int32, name: String, state: String, wchan: String? = nil, syscall: String? = nil,
-            waitAddress: String? = nil, waitingForThreadId: Int32? = nil, frames: [StackFrame] = [],
+            waitAddress: UInt64? = nil, waitingForThreadId: Int32? = nil, frames: [StackFrame] = [],
             error: String? = nil
         ) {
             self.threadId = threadId
@@ -404,12 +405,12 @@ extension StallReport {
 
 /// One frame of a backtrace.
 public struct StackFrame: Codable, Sendable, Equatable, Hashable {
-    /// The program counter (innermost frame) or return address (callers), hex.
-    public var address: String
+    /// The program counter (innermost frame) or return address (callers); hex in JSON.
+    public var address: UInt64
     /// Path of the image the address falls in.
     public var image: String?
-    /// `address - image load base`, hex: with the image's build-id, enough to symbolicate anywhere.
-    public var offset: String?
+    /// `address - image load base` (hex in JSON): with the image's build-id, enough to symbolicate anywhere.
+    public var offset: UInt64?
     /// Demangled function name.
     public var symbol: String?
     /// Bytes from the start of the function.
@@ -418,7 +419,7 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
     public var line: Int?
 
     public init(
-        address: String, image: String? = nil, offset: String? = nil, symbol: String? = nil,
+        address: UInt64, image: String? = nil, offset: UInt64? = nil, symbol: String? = nil,
         symbolOffset: Int? = nil, file: String? = nil, line: Int? = nil
     ) {
         self.address = address
@@ -436,27 +437,15 @@ public struct ImageInfo: Codable, Sendable, Equatable, Hashable {
     public var path: String
     /// The GNU build-id note, lowercase hex; nil when the image has none.
     public var buildId: String?
-    /// Load base (the address of file offset 0), hex.
-    public var base: String
+    /// Load base (the address of file offset 0); hex in JSON.
+    public var base: UInt64
     /// Bytes from `base` to the end of the image's last mapping.
     public var size: UInt64?
 
-    public init(path: String, buildId: String?, base: String, size: UInt64?) {
+    public init(path: String, buildId: String?, base: UInt64, size: UInt64?) {
         self.path = path
         self.buildId = buildId
         self.base = base
         self.size = size
-    }
-}
-
-extension UInt64 {
-    /// `0x…` lowercase hexadecimal, as addresses appear in reports.
-    public var hexAddress: String { "0x" + String(self, radix: 16) }
-
-    /// Parses `0x…` (or bare) hexadecimal.
-    public init?(hexAddress text: String) {
-        let digits = text.hasPrefix("0x") || text.hasPrefix("0X") ? text.dropFirst(2) : Substring(text)
-        guard !digits.isEmpty, let value = UInt64(digits, radix: 16) else { return nil }
-        self = value
     }
 }

@@ -9,13 +9,11 @@ public enum StallSignature {
     /// name and the offset of the function's start (the frame's own offset when the symbol is unknown).
     public static func key(_ frame: StackFrame) -> String {
         let image = frame.image.map { String($0.split(separator: "/").last ?? "") } ?? "?"
-        guard let offsetText = frame.offset, let offset = UInt64(hexAddress: offsetText) else {
-            return "\(image)+\(frame.address)"
-        }
+        guard let offset = frame.offset else { return "\(image)+\(frame.address.hexAddress)" }
         if let symbolOffset = frame.symbolOffset, symbolOffset >= 0, UInt64(symbolOffset) <= offset {
             return "\(image)+\((offset - UInt64(symbolOffset)).hexAddress)"
         }
-        return "\(image)+\(offsetText)"
+        return "\(image)+\(offset.hexAddress)"
     }
 
     /// The samples worth aggregating: stacks of fewer than two frames (a failed unwind, garbage) are left out.

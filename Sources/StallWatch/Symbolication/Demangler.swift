@@ -21,6 +21,7 @@ public enum Demangler {
         ) -> UnsafeMutablePointer<CChar>?
 
     private struct Functions: @unchecked Sendable {
+        // @unchecked Sendable: Immutable C function pointers; swift_demangle and __cxa_demangle are thread-safe.
         let swift: SwiftDemangle?
         let cxx: CxxDemangle?
     }

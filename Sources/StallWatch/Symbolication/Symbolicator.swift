@@ -25,6 +25,7 @@ public enum SymbolicationMode: String, Codable, Sendable, CaseIterable {
 ///
 /// Not thread-safe: use one instance per thread (the watchdog's), off the loop thread.
 public final class Symbolicator: @unchecked Sendable {
+    // @unchecked Sendable: only handed to the one thread that symbolicates (it is not thread-safe).
     public let processID: Int32
     public let mode: SymbolicationMode
     /// Problems met so far (libdwfl could not start, maps unreadable), one line each, for the report's
@@ -81,12 +82,12 @@ public final class Symbolicator: @unchecked Sendable {
             let lookup = index == 0 || address == 0 ? address : address - 1
             guard let resolved = resolve(lookup, refreshed: &refreshed) else {
                 // Not cached: the address may belong to a library loaded later.
-                frames.append(StackFrame(address: address.hexAddress))
+                frames.append(StackFrame(address: address))
                 continue
             }
             let frame = StackFrame(
-                address: address.hexAddress, image: resolved.image.path,
-                offset: (address &- resolved.image.base).hexAddress, symbol: resolved.symbol,
+                address: address, image: resolved.image.path,
+                offset: address &- resolved.image.base, symbol: resolved.symbol,
                 symbolOffset: resolved.symbol.map { _ in
                     Int(truncatingIfNeeded: resolved.symbolOffset &+ (address &- lookup))
                 },
@@ -104,14 +105,14 @@ public final class Symbolicator: @unchecked Sendable {
         var result: [ImageInfo] = []
         for frame in frames {
             guard let path = frame.image, seen.insert(path).inserted else { continue }
-            let byAddress = UInt64(hexAddress: frame.address).flatMap { currentImageMap()?.image(containing: $0) }
+            let byAddress = currentImageMap()?.image(containing: frame.address)
             guard let image = byAddress?.path == path ? byAddress : currentImageMap()?.image(path: path) else {
-                result.append(ImageInfo(path: path, buildId: buildID(ofImageAt: path), base: "0x0", size: nil))
+                result.append(ImageInfo(path: path, buildId: buildID(ofImageAt: path), base: 0, size: nil))
                 continue
             }
             result.append(
                 ImageInfo(
-                    path: path, buildId: buildID(ofImageAt: path), base: image.base.hexAddress, size: image.size))
+                    path: path, buildId: buildID(ofImageAt: path), base: image.base, size: image.size))
         }
         return result
     }
@@ -125,7 +126,7 @@ public final class Symbolicator: @unchecked Sendable {
         if path.hasSuffix(" (deleted)") { path.removeLast(" (deleted)".count) }
         let image = currentImageMap()?.image(path: path)
         return ImageInfo(
-            path: path, buildId: buildID(ofImageAt: path), base: (image?.base ?? 0).hexAddress, size: image?.size)
+            path: path, buildId: buildID(ofImageAt: path), base: image?.base ?? 0, size: image?.size)
     }
 
     // MARK: - Lookup

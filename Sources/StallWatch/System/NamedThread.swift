@@ -7,6 +7,7 @@ import CStallWatchCore
 
 /// A named thread running one closure; ``join()`` waits for it to return.
 final class NamedThread: @unchecked Sendable {
+    // @unchecked Sendable: `handle`/`joined` are used by the one owner that joins (owners keep it behind a Mutex).
     private final class Box {
         let name: String
         let body: () -> Void
