@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "StallWatch", targets: ["StallWatch"]),
         .library(name: "StallWatchInspector", targets: ["StallWatchInspector"]),
+        .library(name: "StallWatchCommands", targets: ["StallWatchCommands"]),
         .library(name: "StallWatchRemedies", targets: ["StallWatchRemedies"]),
         .library(name: "StallWatchSidecar", targets: ["StallWatchSidecar"]),
         .executable(name: "stallwatch", targets: ["stallwatch"]),
@@ -34,25 +35,31 @@ let package = Package(
         ),
         // What a service embeds: run loop, watchdog, in-process capture, symbolication, reports.
         .target(name: "StallWatch", dependencies: ["CStallWatch"]),
-        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, watch/run/daemon.
+        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop and
+        // the child process `run` starts.
         .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatch"]),
-        // Reading, summarising and rendering reports for the CLI.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "StallWatchSidecar"]),
+        // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch"]),
+        // The command line: command table, arguments, console, exit codes; watch/run/daemon/reports as glue.
+        .target(name: "StallWatchCommands", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,
         // chunked and idle execution, off-loop work with on-loop delivery.
         .target(name: "StallWatchRemedies", dependencies: ["StallWatch"]),
-        .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
+        .executableTarget(name: "stallwatch", dependencies: ["StallWatchCommands"]),
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(
             name: "stallwatch-bench",
-            dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatch"]),
+            dependencies: [
+                "StallWatch", "StallWatchInspector", "StallWatchCommands", "StallWatchSidecar", "CStallWatch",
+            ]),
         .testTarget(name: "StallWatchTests", dependencies: ["StallWatch", "CStallWatch"]),
         .testTarget(
             name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatch"],
             exclude: ["Fixtures"]),
         .testTarget(
-            name: "StallWatchInspectorTests", dependencies: ["StallWatchInspector", "StallWatch"],
+            name: "StallWatchInspectorTests",
+            dependencies: ["StallWatchInspector", "StallWatchCommands", "StallWatch"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
     ],

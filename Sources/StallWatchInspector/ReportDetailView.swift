@@ -14,11 +14,11 @@ public struct ReportDetailView: Sendable {
 
     /// The lines of `reports show`; `allThreads` adds the snapshot of the process's other threads.
     public func lines(_ report: StallReport, path: String? = nil, allThreads: Bool = false) -> [String] {
-        let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
-        func heading(_ text: String) -> String { console.styled(text, "1") }
+        let style = TextStyle(useColor: useColor)
+        func heading(_ text: String) -> String { style.styled(text, "1") }
         let ms = ReportTextFormat.number
         var out: [String] = []
-        let severity = report.severity == .hang ? console.styled("hang", "31") : "stall"
+        let severity = report.severity == .hang ? style.styled("hang", "31") : "stall"
         out.append(heading("Stall report \(report.id)"))
         var header: [[String]] = []
         let ended = report.endedAt.map { " to \(format.localTime($0, milliseconds: true))" } ?? ""

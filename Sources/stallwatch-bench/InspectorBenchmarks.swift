@@ -1,6 +1,7 @@
 // Inspector benchmarks: how long `reports list`, `summary`, `export` and `html` take on 5,000 reports, 1% damaged.
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 
 /// Writes 5,000 synthetic reports (4 samples of 16 frames each, 50 of them damaged) to a temporary directory

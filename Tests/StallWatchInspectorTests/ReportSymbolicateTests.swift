@@ -2,6 +2,7 @@
 import CStallWatch
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Testing
 
