@@ -214,7 +214,7 @@ enum SidecarCommands {
                 line = [
                     "event": "ended", "id": r.id, "pid": r.process.pid, "status": r.status.rawValue,
                     "durationMs": r.durationMs, "samples": r.samples.count,
-                    "top": r.samples.lazy.flatMap(\.frames).first { $0.symbol != nil }?.symbol ?? "?",
+                    "top": r.applicationFrame?.function ?? "?",
                     "cause": r.cause?.kind.rawValue ?? "unknown",
                 ]
             case .lateWakeup(let delay): line = ["event": "lateWakeup", "delayMs": delay]

@@ -61,9 +61,9 @@ public struct CallTreeView: Sendable {
         var text: String
         if let symbol = frame.symbol {
             text = symbol
-            if let image = frame.image { text += " (\(ReportSummary.imageName(image)))" }
+            if let image = frame.image { text += " (\(ApplicationFrame.imageName(image)))" }
         } else if let image = frame.image {
-            text = ReportSummary.imageName(image) + (frame.offset.map { " + \($0)" } ?? "")
+            text = ApplicationFrame.imageName(image) + (frame.offset.map { " + \($0)" } ?? "")
         } else {
             text = frame.address
         }
@@ -82,7 +82,7 @@ public struct CallTreeView: Sendable {
     /// The name of a frame in exports (folded, speedscope, pprof, flame graph): the function, or image +
     /// offset, or the address.
     public static func functionName(_ frame: StackFrame) -> String {
-        frame.symbol ?? frame.image.map { ReportSummary.imageName($0) + (frame.offset.map { " + \($0)" } ?? "") }
+        frame.symbol ?? frame.image.map { ApplicationFrame.imageName($0) + (frame.offset.map { " + \($0)" } ?? "") }
             ?? frame.address
     }
 }

@@ -189,7 +189,7 @@ public struct ReportDetailView: Sendable {
 
     /// Signal trampolines and StallWatch's capture code, trimmed from the inner end of call-tree stacks.
     static func isMachinery(_ frame: StackFrame) -> Bool {
-        frame.symbol.map(ReportSummary.isMachinery) ?? false
+        frame.symbol.map(ApplicationFrame.isMachinery) ?? false
     }
 
     /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address.
@@ -198,9 +198,9 @@ public struct ReportDetailView: Sendable {
         if let symbol = frame.symbol {
             text += " " + symbol
             if let offset = frame.symbolOffset { text += " + \(offset)" }
-            if let image = frame.image { text += " (\(ReportSummary.imageName(image)))" }
+            if let image = frame.image { text += " (\(ApplicationFrame.imageName(image)))" }
         } else if let image = frame.image {
-            text += " " + ReportSummary.imageName(image)
+            text += " " + ApplicationFrame.imageName(image)
             if let offset = frame.offset { text += " + \(offset)" }
         }
         if let file = frame.file {

@@ -55,7 +55,7 @@ public struct StallGrouper: Sendable {
         switch key {
         case .signature: report.signature
         case .cause: ReportSummary.causeKind(of: report)
-        case .frame: ReportSummary.topFunction(of: report) ?? "(no stack)"
+        case .frame: report.applicationFrame?.function ?? "(no stack)"
         }
     }
 
@@ -65,12 +65,12 @@ public struct StallGrouper: Sendable {
             partial[name]
             ?? Partial(
                 firstSeen: report.startedAt, lastSeen: report.startedAt,
-                latest: (report.id, path, ReportSummary.topFrame(of: report)))
+                latest: (report.id, path, report.applicationFrame?.description))
         group.durations.append(report.durationMs)
         group.firstSeen = min(group.firstSeen, report.startedAt)
         if report.startedAt >= group.lastSeen {
             group.lastSeen = report.startedAt
-            group.latest = (report.id, path, ReportSummary.topFrame(of: report))
+            group.latest = (report.id, path, report.applicationFrame?.description)
         }
         if report.severity == .hang { group.hangs += 1 }
         if report.status == .unrecovered { group.unrecovered += 1 }

@@ -11,8 +11,8 @@ import Synchronization
 /// Keys (stable; new ones may be added, none renamed):
 /// - `began`: `event`, `id`, `loop`, `phase`, `thresholdMs`
 /// - `escalated`: `event`, `id`, `loop`, `severity`
-/// - `ended`: `event`, `id`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (innermost
-///   named frame, `"?"` when none), `cause` (when classified)
+/// - `ended`: `event`, `id`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (the function
+///   of ``StallReport/applicationFrame``, `"?"` without frames), `cause` (when classified)
 /// - `lateWakeup`: `event`, `delayMs`; `reportFailed`: `event`, `error`
 ///
 /// Samples are not written (they would be one line per 50 ms during a stall).
@@ -72,7 +72,7 @@ public final class JSONLinesEventWriter: Sendable {
                 "event": .string("ended"), "id": .string(r.id), "loop": .string(r.loop.name),
                 "phase": .string(r.loop.phase), "status": .string(r.status.rawValue),
                 "severity": .string(r.severity.rawValue), "durationMs": .double(r.durationMs),
-                "samples": .int(r.samples.count), "top": .string(StallEventFields.topFrame(r) ?? "?"),
+                "samples": .int(r.samples.count), "top": .string(r.applicationFrame?.function ?? "?"),
             ]
             if let cause = r.cause?.kind.rawValue { fields["cause"] = .string(cause) }
             return fields
