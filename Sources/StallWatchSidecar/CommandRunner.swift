@@ -1,5 +1,4 @@
 // CommandRunner: `stallwatch run`'s process handling — start a command, watch its loop, pass signals on, wait.
-import Foundation
 import StallWatch
 import Synchronization
 
@@ -41,44 +40,50 @@ public enum CommandRunner {
         var options = options
         options.pid = started.pid
 
-        let done = DispatchSemaphore(value: 0)
         let watcherBox = Mutex<TargetWatcher?>(nil)
         let stopped = Atomic<Bool>(false)
-        let watchOptions = options
-        let waitNanos =
-            heartbeatWait.components.seconds * 1_000_000_000 + heartbeatWait.components.attoseconds / 1_000_000_000
-        let thread = Thread {
-            defer { done.signal() }
-            // Give the command time to publish its heartbeat before settling for /proc evidence.
-            let deadline = DispatchTime.now() + .nanoseconds(Int(waitNanos))
-            var watcher: TargetWatcher?
-            while !stopped.load(ordering: .acquiring) {
-                do throws(SidecarError) {
-                    let candidate = try TargetWatcher(options: watchOptions) { onEvent(.target($0)) }
-                    if candidate.source == "heartbeat" || watchOptions.mode == .proc || DispatchTime.now() >= deadline {
-                        watcher = candidate
-                        break
-                    }
-                } catch {
-                    if error.code != .noSuchProcess { onEvent(.watchFailed(error)) }  // else: it exited already
-                    return
-                }
-                usleep(20_000)
+        let watching = Result { () throws(StallWatchError) in
+            try NamedThread(name: "stallwatch-run") { [options] in
+                watch(options, heartbeatWait: heartbeatWait, stopped: stopped, watcherBox: watcherBox, onEvent: onEvent)
             }
-            guard let watcher else { return }
-            watcherBox.withLock { $0 = watcher }
-            if stopped.load(ordering: .acquiring) { return }
-            _ = watcher.run()
         }
-        thread.name = "stallwatch-run-watch"
-        thread.start()
+        if case .failure(let error) = watching {
+            onEvent(.watchFailed(SidecarError(.systemCall, "cannot watch the command: \(error.message)")))
+        }
         let status = started.wait()
         stopped.store(true, ordering: .releasing)
         watcherBox.withLock {
             $0?.stop(reason: "the command exited (status \(status)) while its loop was still stuck")
         }
-        done.wait()
+        if case .success(let thread) = watching { thread.join() }
         watcherBox.withLock { $0?.stop() }
         return status
+    }
+
+    /// The watching thread: waits for the child's heartbeat (or settles for /proc evidence), then watches until
+    /// `stopped`.
+    private static func watch(
+        _ options: TargetWatcher.Options, heartbeatWait: Duration, stopped: borrowing Atomic<Bool>,
+        watcherBox: borrowing Mutex<TargetWatcher?>, onEvent: @escaping @Sendable (Event) -> Void
+    ) {
+        let deadline = ContinuousClock.now + heartbeatWait
+        var watcher: TargetWatcher?
+        while !stopped.load(ordering: .acquiring) {
+            do throws(SidecarError) {
+                let candidate = try TargetWatcher(options: options) { onEvent(.target($0)) }
+                if candidate.source == "heartbeat" || options.mode == .proc || ContinuousClock.now >= deadline {
+                    watcher = candidate
+                    break
+                }
+            } catch {
+                if error.code != .noSuchProcess { onEvent(.watchFailed(error)) }  // else: it exited already
+                return
+            }
+            usleep(20_000)
+        }
+        guard let watcher else { return }
+        watcherBox.withLock { $0 = watcher }
+        if stopped.load(ordering: .acquiring) { return }
+        _ = watcher.run()
     }
 }

@@ -104,13 +104,17 @@ public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread;
     private func start(_ watcher: TargetWatcher, path: String) {
         let done = DispatchSemaphore(value: 0)
         watchers.withLock { $0[path] = (watcher, done) }
-        let thread = Thread { [self] in
-            _ = watcher.run()
-            // Dropped once its process is gone; a restarted process publishes a new segment.
+        do {
+            // Not joined: `done` says when it has finished (dropping the handle detaches it).
+            _ = try NamedThread(name: "sw-watch-\(watcher.options.pid)") { [self] in
+                _ = watcher.run()
+                // Dropped once its process is gone; a restarted process publishes a new segment.
+                watchers.withLock { _ = $0.removeValue(forKey: path) }
+                done.signal()
+            }
+        } catch {
             watchers.withLock { _ = $0.removeValue(forKey: path) }
-            done.signal()
+            onEvent(.skipped(path: path, SidecarError(.systemCall, error.message, context: error.context)))
         }
-        thread.name = "stallwatch-watch-\(watcher.options.pid)"
-        thread.start()
     }
 }
