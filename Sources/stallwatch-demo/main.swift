@@ -1,6 +1,7 @@
 // stallwatch-demo: a service loop with StallWatch embedded that stalls on demand, and a chat service with its load.
 import Foundation
 import StallWatch
+import Synchronization
 
 let usage = """
     usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant
@@ -109,20 +110,12 @@ enum DetectionStrategy: String, CaseIterable {
     case deadline, classic
 }
 
-final class EndedCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        count += 1
-        return count
-    }
-    var value: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return count
-    }
+/// Counts the stalls that ended, from the watchdog's thread; read from the loop.
+final class EndedCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    /// - Returns: The count after this one.
+    func increment() -> Int { count.add(1, ordering: .acquiringAndReleasing).newValue }
+    var value: Int { count.load(ordering: .acquiring) }
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
