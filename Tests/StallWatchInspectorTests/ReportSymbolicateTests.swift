@@ -90,6 +90,17 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: output), "nothing written")
     }
 
+    @Test func theLibraryRefusesAWrongBuildWithItsOwnError() throws {
+        let target = try Self.target()
+        let wrong = String(repeating: "ab", count: 20)
+        let symbolicator = ReportSymbolicator(debugDirectory: "/nonexistent")
+        let error = try #require(throws: InspectorError.self) {
+            try symbolicator.symbolicate(Self.report(target, buildID: wrong))
+        }
+        #expect(error.code == .buildIDMismatch)
+        #expect(error.context == ["path": target.path, "expected": wrong, "found": target.buildID])
+    }
+
     @Test func aSeparateDebugFileIsFoundByBuildID() throws {
         let target = try Self.target()
         // A fake /usr/lib/debug/.build-id tree holding (a copy of) this binary under its build-id, and a report
