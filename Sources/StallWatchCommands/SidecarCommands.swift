@@ -75,10 +75,7 @@ enum SidecarCommands {
     static func daemon(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
         let configuration = try configuration(args, invocation)
-        let directory =
-            args.options["--heartbeat-dir"]
-            ?? (configuration.heartbeatDirectory.isEmpty
-                ? HeartbeatPublisher.defaultDirectory : configuration.heartbeatDirectory)
+        let directory = configuration.heartbeatDirectory
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
         let console = invocation.console
         let (metrics, server) = try startMetrics(args, console: console)
@@ -125,13 +122,16 @@ enum SidecarCommands {
             configuration.sampleIntervalMs = try number(text, "--sample-interval-ms", 1...60_000)
         }
         if let dir = args.options["--heartbeat-dir"] { configuration.heartbeatDirectory = dir }
+        // Resolved here, once: everything after reads the directory it names.
+        if configuration.heartbeatDirectory.isEmpty {
+            configuration.heartbeatDirectory = HeartbeatPublisher.defaultDirectory
+        }
         return configuration
     }
 
     private static func apply(_ args: Arguments, to options: inout TargetWatcher.Options) throws {
         options.thresholdFixed = args.options["--threshold-ms"] != nil
-        let dir = options.configuration.heartbeatDirectory
-        options.heartbeatDirectory = dir.isEmpty ? HeartbeatPublisher.defaultDirectory : dir
+        options.heartbeatDirectory = options.configuration.heartbeatDirectory
         if let text = args.options["--poll-ms"] { options.pollIntervalMs = try number(text, "--poll-ms", 1...60_000) }
     }
 

@@ -7,7 +7,7 @@ import StallWatch
 
 /// A child started with `posix_spawnp`, with a clean signal mask and default dispositions, so it behaves as if
 /// started by a shell; being our child also lets us ptrace it under Yama's `ptrace_scope = 1`.
-public final class ChildProcess: @unchecked Sendable {
+public final class ChildProcess: Sendable {
     public let pid: Int32
     public let arguments: [String]
 

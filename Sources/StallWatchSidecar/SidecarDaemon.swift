@@ -6,7 +6,7 @@ import Synchronization
 /// Scans the heartbeat directory periodically; starts a ``TargetWatcher`` (heartbeat mode, its own thread) for
 /// every segment that validates, and drops it when its process exits. Segments that fail validation are
 /// reported once each (per distinct reason) and skipped, never trusted.
-public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread; stop() from any.
+public final class SidecarDaemon: Sendable {  // run() on one thread; stop() from any.
     /// What the daemon reports, on its own or a watcher's thread.
     public enum Event: Sendable {
         case skipped(path: String, SidecarError)
