@@ -62,6 +62,9 @@ let package = Package(
             dependencies: ["StallWatchInspector", "StallWatchCommands", "StallWatch"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
+        .testTarget(
+            name: "StallWatchCommandsTests",
+            dependencies: ["StallWatchCommands", "StallWatchInspector", "StallWatchSidecar", "StallWatch"]),
     ],
     swiftLanguageModes: [.v6]
 )
