@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "StallWatchInspector", targets: ["StallWatchInspector"]),
         .library(name: "StallWatchRemedies", targets: ["StallWatchRemedies"]),
         .library(name: "StallWatchSidecar", targets: ["StallWatchSidecar"]),
+        .library(name: "StallWatchCommands", targets: ["StallWatchCommands"]),
         .executable(name: "stallwatch", targets: ["stallwatch"]),
         .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
     ],
@@ -57,20 +58,24 @@ let package = Package(
             dependencies: [
                 "CStallWatchCore", "CStallWatchSignal", "CStallWatchUnwind", "CStallWatchSymbols", "CStallWatchPtrace",
             ]),
-        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, watch/run/daemon.
+        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop and
+        // the child process `run` starts.
         .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore"]),
-        // Reading, summarising and rendering reports for the CLI.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "StallWatchSidecar", "CStallWatchSymbols"]),
+        // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CStallWatchSymbols"]),
+        // The command line: command table, arguments, console, exit codes; watch/run/daemon/reports as glue.
+        .target(name: "StallWatchCommands", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,
         // chunked and idle execution, off-loop work with on-loop delivery.
         .target(name: "StallWatchRemedies", dependencies: ["StallWatch"]),
-        .executableTarget(name: "stallwatch", dependencies: ["StallWatch", "StallWatchInspector"]),
+        .executableTarget(name: "stallwatch", dependencies: ["StallWatchCommands"]),
         .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(
             name: "stallwatch-bench",
             dependencies: [
-                "StallWatch", "StallWatchInspector", "StallWatchSidecar", "CStallWatchCore", "CStallWatchFixtures",
+                "StallWatch", "StallWatchInspector", "StallWatchCommands", "StallWatchSidecar", "CStallWatchCore",
+                "CStallWatchFixtures",
             ]),
         .testTarget(
             name: "StallWatchTests",
@@ -82,8 +87,11 @@ let package = Package(
             exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchInspectorTests",
-            dependencies: ["StallWatchInspector", "StallWatch", "CStallWatchSymbols"],
+            dependencies: ["StallWatchInspector", "StallWatchCommands", "StallWatch", "CStallWatchSymbols"],
             resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "StallWatchCommandsTests",
+            dependencies: ["StallWatchCommands", "StallWatchInspector", "StallWatchSidecar", "StallWatch"]),
         .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
     ],
     swiftLanguageModes: [.v6]

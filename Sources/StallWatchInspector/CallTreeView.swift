@@ -61,9 +61,9 @@ public struct CallTreeView: Sendable {
         var text: String
         if let symbol = frame.symbol {
             text = symbol
-            if let image = frame.image { text += " (\(ReportSummary.imageName(image)))" }
+            if let image = frame.image { text += " (\(ApplicationFrame.imageName(image)))" }
         } else if let image = frame.image {
-            text = ReportSummary.imageName(image) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
+            text = ApplicationFrame.imageName(image) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
         } else {
             text = frame.address.hexAddress
         }
@@ -83,7 +83,7 @@ public struct CallTreeView: Sendable {
     /// offset, or the address.
     public static func functionName(_ frame: StackFrame) -> String {
         frame.symbol ?? frame.image.map {
-            ReportSummary.imageName($0) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
+            ApplicationFrame.imageName($0) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
         }
             ?? frame.address.hexAddress
     }

@@ -28,7 +28,7 @@ public struct HTMLReport {
         for sample in ProfileStacks.samples(of: report) { tree.add(innermostFirst: sample.frames) }
         grouper.add(report, path: path)
         stalls.append(
-            (report.id, report.startedAt, report.durationMs, report.severity, ReportSummary.topFrame(of: report)))
+            (report.id, report.startedAt, report.durationMs, report.severity, report.applicationFrame?.description))
     }
 
     /// The whole page.
@@ -74,7 +74,7 @@ public struct HTMLReport {
         rows.append(("Cause", ReportSummary.causeKind(of: report)))
         rows.append(("Phase", "\(report.loop.phase), iteration \(report.loop.iteration)"))
         rows.append(("Loop", "\(report.loop.name) (thread \(report.loop.threadId))"))
-        rows.append(("Top frame", ReportSummary.topFrame(of: report) ?? "-"))
+        rows.append(("Top frame", report.applicationFrame?.description ?? "-"))
         let detection = report.detection
         rows.append(
             (

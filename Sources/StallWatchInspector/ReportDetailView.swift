@@ -14,11 +14,11 @@ public struct ReportDetailView: Sendable {
 
     /// The lines of `reports show`; `allThreads` adds the snapshot of the process's other threads.
     public func lines(_ report: StallReport, path: String? = nil, allThreads: Bool = false) -> [String] {
-        let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
-        func heading(_ text: String) -> String { console.styled(text, "1") }
+        let style = TextStyle(useColor: useColor)
+        func heading(_ text: String) -> String { style.styled(text, "1") }
         let ms = ReportTextFormat.number
         var out: [String] = []
-        let severity = report.severity == .hang ? console.styled("hang", "31") : "stall"
+        let severity = report.severity == .hang ? style.styled("hang", "31") : "stall"
         out.append(heading("Stall report \(report.id)"))
         var header: [[String]] = []
         let ended = report.endedAt.map { " to \(format.localTime($0, milliseconds: true))" } ?? ""
@@ -190,7 +190,7 @@ public struct ReportDetailView: Sendable {
 
     /// Signal trampolines and StallWatch's capture code, trimmed from the inner end of call-tree stacks.
     static func isMachinery(_ frame: StackFrame) -> Bool {
-        frame.symbol.map(ReportSummary.isMachinery) ?? false
+        frame.symbol.map(ApplicationFrame.isMachinery) ?? false
     }
 
     /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address.
@@ -199,9 +199,9 @@ public struct ReportDetailView: Sendable {
         if let symbol = frame.symbol {
             text += " " + symbol
             if let offset = frame.symbolOffset { text += " + \(offset)" }
-            if let image = frame.image { text += " (\(ReportSummary.imageName(image)))" }
+            if let image = frame.image { text += " (\(ApplicationFrame.imageName(image)))" }
         } else if let image = frame.image {
-            text += " " + ReportSummary.imageName(image)
+            text += " " + ApplicationFrame.imageName(image)
             if let offset = frame.offset { text += " + " + offset.hexAddress }
         }
         if let file = frame.file {

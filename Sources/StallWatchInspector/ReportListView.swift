@@ -39,11 +39,11 @@ public struct ReportListView: Sendable {
                 Self.shortened(summary.topFrame ?? "-", to: 100),
             ]
         }
-        let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
+        let style = TextStyle(useColor: useColor)
         return ReportTextFormat.table([header] + rows) { row, column, cell in
-            if row == 0 { return console.styled(cell, "1") }
-            if column == 2, summaries[row - 1].severity == .hang { return console.styled(cell, "31") }
-            if column == 3, summaries[row - 1].status != .ended { return console.styled(cell, "33") }
+            if row == 0 { return style.styled(cell, "1") }
+            if column == 2, summaries[row - 1].severity == .hang { return style.styled(cell, "31") }
+            if column == 3, summaries[row - 1].status != .ended { return style.styled(cell, "33") }
             return cell
         }
     }

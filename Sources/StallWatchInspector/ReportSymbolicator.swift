@@ -27,9 +27,9 @@ public struct ReportSymbolicator {
         self.debugDirectory = debugDirectory
     }
 
-    /// - Throws: ``CommandError`` (failure) naming the image and both build-ids when a binary at an image's path
+    /// - Throws: ``InspectorError`` (`buildIDMismatch`) naming the image and both build-ids when a binary at an image's path
     ///   is a different build and no debug file with the right build-id exists.
-    public func symbolicate(_ report: StallReport) throws(CommandError) -> Outcome {
+    public func symbolicate(_ report: StallReport) throws(InspectorError) -> Outcome {
         var outcome = Outcome(report: report, framesFilled: 0, filesUsed: [], warnings: [])
         var wanted: [String] = []
         for sample in report.samples {
@@ -95,7 +95,7 @@ public struct ReportSymbolicator {
         "\(debugDirectory)/\(buildID.prefix(2))/\(buildID.dropFirst(2)).debug"
     }
 
-    private func fileToRead(for path: String, in report: StallReport, warnings: inout [String]) throws(CommandError)
+    private func fileToRead(for path: String, in report: StallReport, warnings: inout [String]) throws(InspectorError)
         -> String?
     {
         let expected =
@@ -110,10 +110,11 @@ public struct ReportSymbolicator {
         let debug = debugFile(forBuildID: expected)
         if FileManager.default.fileExists(atPath: debug) { return debug }
         if FileManager.default.fileExists(atPath: path) {
-            throw CommandError(
-                .failure,
+            throw InspectorError(
+                .buildIDMismatch,
                 "refusing \(path): its build-id is \(local ?? "absent") but the report's is \(expected) (a different "
-                    + "build); install the matching binary, or its debug file as \(debug)")
+                    + "build); install the matching binary, or its debug file as \(debug)",
+                context: ["path": path, "expected": expected, "found": local ?? "absent"])
         }
         warnings.append("\(path): not on this machine and no debug file \(debug); left as is")
         return nil

@@ -52,7 +52,7 @@ public struct SpeedscopeExporter: ProfileExporter {
         }
         let name =
             "\(report.id) (\(ReportTextFormat.duration(report.durationMs, status: report.status)), "
-            + "\(report.loop.phase), \(ReportSummary.imageName(report.process.executable)))"
+            + "\(report.loop.phase), \(ApplicationFrame.imageName(report.process.executable)))"
         profiles.append(
             Profile(
                 name: name, startValue: 0, endValue: weight * Double(stacks.count), samples: stacks,

@@ -55,7 +55,7 @@ public struct StallGrouper: Sendable {
         switch key {
         case .signature: report.signature
         case .cause: ReportSummary.causeKind(of: report)
-        case .frame: ReportSummary.topFunction(of: report) ?? "(no stack)"
+        case .frame: report.applicationFrame?.function ?? "(no stack)"
         }
     }
 
@@ -65,12 +65,12 @@ public struct StallGrouper: Sendable {
             partial[name]
             ?? Partial(
                 firstSeen: report.startedAt, lastSeen: report.startedAt,
-                latest: (report.id, path, ReportSummary.topFrame(of: report)))
+                latest: (report.id, path, report.applicationFrame?.description))
         group.durations.append(report.durationMs)
         group.firstSeen = min(group.firstSeen, report.startedAt)
         if report.startedAt >= group.lastSeen {
             group.lastSeen = report.startedAt
-            group.latest = (report.id, path, ReportSummary.topFrame(of: report))
+            group.latest = (report.id, path, report.applicationFrame?.description)
         }
         if report.severity == .hang { group.hangs += 1 }
         if report.status == .unrecovered { group.unrecovered += 1 }
@@ -121,10 +121,10 @@ public struct StallGroupView: Sendable {
                 ReportListView.shortened(group.topFrame ?? "-", to: 100),
             ]
         }
-        let console = Console(output: { _ in }, errorOutput: { _ in }, useColor: useColor)
+        let style = TextStyle(useColor: useColor)
         return ReportTextFormat.table([header] + rows) { row, column, cell in
-            if row == 0 { return console.styled(cell, "1") }
-            if column == 1, groups[row - 1].hangs > 0 { return console.styled(cell, "31") }
+            if row == 0 { return style.styled(cell, "1") }
+            if column == 1, groups[row - 1].hangs > 0 { return style.styled(cell, "31") }
             return cell
         }
     }
@@ -137,6 +137,13 @@ public struct StallGroupView: Sendable {
         /// Files skipped as unreadable or not reports.
         public var skipped: Int
         public var groups: [StallGroup]
+
+        public init(by: StallGroup.Key, reports: Int, skipped: Int, groups: [StallGroup]) {
+            self.by = by
+            self.reports = reports
+            self.skipped = skipped
+            self.groups = groups
+        }
     }
 
     public static func json(_ document: Document) throws -> String {

@@ -1,5 +1,5 @@
 // ChildProcess: the command `stallwatch run` starts, waits for and passes signals to.
-import Foundation
+import StallWatch
 
 #if canImport(Glibc)
     import Glibc
@@ -98,14 +98,13 @@ public enum TerminationSignals {
             sigaddset(&set, signal)
             pthread_sigmask(SIG_UNBLOCK, &set, nil)
         }
-        let thread = Thread {
+        // Never joined: it lives as long as the process (dropping the handle detaches it).
+        _ = try? NamedThread(name: "stallwatch-sigs") {
             var byte: UInt8 = 0
             while true {
                 let n = read(readFD, &byte, 1)
                 if n == 1 { handler(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
             }
         }
-        thread.name = "stallwatch-signals"
-        thread.start()
     }
 }

@@ -108,7 +108,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
             }
             return HeartbeatState(
                 snapshot: LoopSnapshot(
-                    sequence: state.word >> 8, activity: Self.activity(code: UInt32(state.word & 0xff)),
+                    sequence: state.word >> 8, activity: LoopActivity(phaseCode: UInt32(state.word & 0xff)),
                     phaseStartNanos: state.phase_start_ns),
                 stallEndNanos: state.stall_end_ns, loopThreadID: decoded.loopThreadID)
         }
@@ -173,7 +173,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
         guard started == segment.startTimeTicks else {
             throw invalid(path, "start_time_ticks", "pid \(pid) was reused: a stale segment of an exited process")
         }
-        if let status = ProcText.read("/proc/\(pid)/status"), let state = ProcText.field(status, "State"),
+        if let status = ProcFile.text("/proc/\(pid)/status"), let state = ProcFile.statusField(status, "State"),
             state.hasPrefix("Z") || state.hasPrefix("X")
         {
             throw SidecarError.noSuchProcess(pid: pid)
@@ -182,7 +182,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
             throw invalid(
                 path, "pid", "pid \(pid) runs as uid \(procInfo.st_uid) but the file belongs to uid \(fileOwner)")
         }
-        guard let maps = ProcText.read("/proc/\(pid)/maps", limit: 16 << 20) else {
+        guard let maps = ProcFile.text("/proc/\(pid)/maps") else {
             if errno == EACCES || errno == EPERM {
                 throw SidecarError.permissionDenied(pid: pid, doing: "reading /proc/\(pid)/maps")
             }
@@ -220,10 +220,6 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
 
     private static func loopState(_ bytes: [UInt8]) -> sw_loop_state {
         bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: stateOffset, as: sw_loop_state.self) }
-    }
-
-    static func activity(code: UInt32) -> LoopActivity {
-        code == 0 || code > 8 ? [] : LoopActivity(rawValue: 1 << (code - 1))
     }
 
     static func invalid(_ path: String, _ field: String, _ why: String) -> SidecarError {

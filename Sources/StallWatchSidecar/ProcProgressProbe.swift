@@ -40,8 +40,8 @@ public struct ProcProgressProbe: Sendable {
     /// What the thread looks like now; nil when it is gone.
     public mutating func observe(now: UInt64) -> LoopSnapshot? {
         let dir = "/proc/\(processID)/task/\(threadID)"
-        guard let status = ProcText.read("\(dir)/status") else { return nil }
-        let state = ProcText.field(status, "State")?.first ?? "?"
+        guard let status = ProcFile.text("\(dir)/status") else { return nil }
+        let state = ProcFile.statusField(status, "State")?.first ?? "?"
         if state == "Z" || state == "X" { return nil }
         if state == "T" || state == "t" {
             counters = nil
@@ -83,21 +83,21 @@ public struct ProcProgressProbe: Sendable {
     }
 
     private func inIdleWait(_ dir: String) -> Bool {
-        if let line = ProcText.read("\(dir)/syscall"), let first = line.split(separator: " ").first {
+        if let line = ProcFile.text("\(dir)/syscall"), let first = line.split(separator: " ").first {
             guard let number = Int(first), number >= 0 else { return false }  // "running" or -1: user space
             return SyscallTable.kind(number) == .idleWait
         }
         // syscall needs ptrace-attach rights; wchan only read rights.
-        guard let wchan = ProcText.read("\(dir)/wchan") else { return false }
+        guard let wchan = ProcFile.text("\(dir)/wchan") else { return false }
         return ["do_epoll_wait", "ep_poll", "do_sys_poll", "do_select", "core_sys_select", "io_cqring_wait"]
             .contains(where: { wchan.hasPrefix($0) })
     }
 
     private func readCounters(_ dir: String, status: String) -> [UInt64] {
-        var values = [UInt64(ProcText.field(status, "voluntary_ctxt_switches") ?? "") ?? 0]
-        if let io = ProcText.read("\(dir)/io") {
-            values.append(UInt64(ProcText.field(io, "syscr") ?? "") ?? 0)
-            values.append(UInt64(ProcText.field(io, "syscw") ?? "") ?? 0)
+        var values = [UInt64(ProcFile.statusField(status, "voluntary_ctxt_switches") ?? "") ?? 0]
+        if let io = ProcFile.text("\(dir)/io") {
+            values.append(UInt64(ProcFile.statusField(io, "syscr") ?? "") ?? 0)
+            values.append(UInt64(ProcFile.statusField(io, "syscw") ?? "") ?? 0)
         }
         return values
     }

@@ -6,7 +6,7 @@ import Synchronization
 /// Scans the heartbeat directory periodically; starts a ``TargetWatcher`` (heartbeat mode, its own thread) for
 /// every segment that validates, and drops it when its process exits. Segments that fail validation are
 /// reported once each (per distinct reason) and skipped, never trusted.
-public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread; stop() from any.
+public final class SidecarDaemon: Sendable {  // run() on one thread; stop() from any.
     /// What the daemon reports, on its own or a watcher's thread.
     public enum Event: Sendable {
         case skipped(path: String, SidecarError)
@@ -104,13 +104,17 @@ public final class SidecarDaemon: @unchecked Sendable {  // run() on one thread;
     private func start(_ watcher: TargetWatcher, path: String) {
         let done = DispatchSemaphore(value: 0)
         watchers.withLock { $0[path] = (watcher, done) }
-        let thread = Thread { [self] in
-            _ = watcher.run()
-            // Dropped once its process is gone; a restarted process publishes a new segment.
+        do {
+            // Not joined: `done` says when it has finished (dropping the handle detaches it).
+            _ = try NamedThread(name: "sw-watch-\(watcher.options.pid)") { [self] in
+                _ = watcher.run()
+                // Dropped once its process is gone; a restarted process publishes a new segment.
+                watchers.withLock { _ = $0.removeValue(forKey: path) }
+                done.signal()
+            }
+        } catch {
             watchers.withLock { _ = $0.removeValue(forKey: path) }
-            done.signal()
+            onEvent(.skipped(path: path, SidecarError(.systemCall, error.message, context: error.context)))
         }
-        thread.name = "stallwatch-watch-\(watcher.options.pid)"
-        thread.start()
     }
 }

@@ -55,7 +55,7 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         SidecarError(
             .permissionDenied, "permission denied \(doing) of pid \(pid): " + permissionAdvice,
             context: [
-                "pid": String(pid), "yamaPtraceScope": ProcText.read("/proc/sys/kernel/yama/ptrace_scope") ?? "absent",
+                "pid": String(pid), "yamaPtraceScope": ProcFile.text("/proc/sys/kernel/yama/ptrace_scope") ?? "absent",
             ])
     }
 
@@ -65,44 +65,5 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         case "permissionDenied": return SidecarError(.permissionDenied, error.message, context: error.context)
         default: return SidecarError(.systemCall, error.message, context: error.context)
         }
-    }
-}
-
-/// Small whole-file reads of /proc (the sidecar's own: StallWatch's ProcFile is internal).
-enum ProcText {
-    /// The file's text without trailing newlines; nil if unreadable. `errno` tells why.
-    static func read(_ path: String, limit: Int = 1 << 20) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < limit {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
-            if n == 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-        }
-        var text = String(decoding: bytes, as: UTF8.self)
-        while text.hasSuffix("\n") { text.removeLast() }
-        return text
-    }
-
-    /// `Key:\tvalue` of a status file.
-    static func field(_ text: String, _ key: String) -> String? {
-        for line in text.split(separator: "\n") where line.hasPrefix(key + ":") {
-            return String(line.dropFirst(key.count + 1)).trimmedSpaces()
-        }
-        return nil
-    }
-}
-
-extension String {
-    func trimmedSpaces() -> String {
-        let blank: Set<Character> = [" ", "\t"]
-        return String(drop(while: { blank.contains($0) }).reversed().drop(while: { blank.contains($0) }).reversed())
     }
 }

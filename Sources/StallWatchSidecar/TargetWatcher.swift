@@ -123,7 +123,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         var info = stat()
         guard stat("/proc/\(pid)/task/\(tid)", &info) == 0 else { throw SidecarError.noSuchProcess(pid: pid, tid: tid) }
         // /proc/<pid>/task/<tid>/syscall needs the same rights as ptrace: a cheap, attach-free permission check.
-        if ProcText.read("/proc/\(pid)/task/\(tid)/syscall") == nil, errno == EACCES || errno == EPERM {
+        if ProcFile.text("/proc/\(pid)/task/\(tid)/syscall") == nil, errno == EACCES || errno == EPERM {
             throw SidecarError.permissionDenied(pid: pid, doing: "reading /proc/\(pid)/task/\(tid)/syscall")
         }
         heartbeat = reader
@@ -136,7 +136,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         var finalOptions = options
         finalOptions.configuration = configuration
         self.options = finalOptions
-        let loopName = reader?.segment.loopName ?? (ProcText.read("/proc/\(pid)/task/\(tid)/comm") ?? "main")
+        let loopName = reader?.segment.loopName ?? (ProcFile.text("/proc/\(pid)/task/\(tid)/comm") ?? "main")
         recorder = StallRecorder(
             configuration: configuration, loopName: loopName.isEmpty ? "main" : loopName,
             target: StallRecorder.Target(
@@ -236,15 +236,16 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         guard let started = HeartbeatPublisher.startTimeTicks(pid: options.pid), started == startTimeTicks else {
             return false
         }
-        guard let status = ProcText.read("/proc/\(options.pid)/status"), let state = ProcText.field(status, "State")
+        guard let status = ProcFile.text("/proc/\(options.pid)/status"),
+            let state = ProcFile.statusField(status, "State")
         else { return false }
         return !(state.hasPrefix("Z") || state.hasPrefix("X"))
     }
 
     /// Stopped by a signal or a debugger: not the loop's fault.
     private func threadStopped() -> Bool {
-        guard let status = ProcText.read("/proc/\(options.pid)/task/\(threadID)/status"),
-            let state = ProcText.field(status, "State")
+        guard let status = ProcFile.text("/proc/\(options.pid)/task/\(threadID)/status"),
+            let state = ProcFile.statusField(status, "State")
         else { return false }
         return state.hasPrefix("T") || state.hasPrefix("t")
     }

@@ -1,6 +1,7 @@
 // Inspector benchmarks: how long `reports list`, `summary`, `export` and `html` take on 5,000 reports, 1% damaged.
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Synchronization
 

@@ -106,10 +106,12 @@ struct StallCommand {
     }
 }
 
+/// Counts the stalls that ended, from the watchdog's thread; read from the loop.
 final class EndedCounter: Sendable {
     private let count = Atomic<Int>(0)
-    func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
-    var value: Int { count.load(ordering: .relaxed) }
+    /// - Returns: The count after this one.
+    func increment() -> Int { count.add(1, ordering: .acquiringAndReleasing).newValue }
+    var value: Int { count.load(ordering: .acquiring) }
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())

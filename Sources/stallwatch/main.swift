@@ -1,6 +1,6 @@
 // The stallwatch executable: parses the command line, runs the library, maps errors to exit codes.
 import Foundation
-import StallWatchInspector
+import StallWatchCommands
 
 #if canImport(Glibc)
     import Glibc

@@ -37,7 +37,7 @@ import Testing
             .init(
                 offsetMs: 0, frames: [Self.frame("sw_capture_handler"), Self.frame("__restore_rt"), Self.frame("main")])
         ]
-        let tree = CallTree(samples: samples) { $0.symbol.map(ReportSummary.isMachinery) ?? false }
+        let tree = CallTree(samples: samples) { $0.symbol.map(ApplicationFrame.isMachinery) ?? false }
         #expect(tree.roots.count == 1)
         #expect(tree.roots[0].frame.symbol == "main")
         #expect(tree.roots[0].children.isEmpty)

@@ -1,6 +1,7 @@
 // Tests of `stallwatch reports html`: a self-contained page, titles for hover, and a real browser's rendering.
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Testing
 

@@ -1,6 +1,7 @@
 // Tests on a directory of 5,000 reports, 1% of them damaged: list and summary finish, warn once per bad file.
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Testing
 

@@ -1,6 +1,7 @@
 // Tests of `stallwatch reports export`: folded stacks add up, speedscope validates, pprof decodes.
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Testing
 

@@ -2,6 +2,7 @@
 import CStallWatchSymbols
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Testing
 
@@ -87,6 +88,17 @@ import Testing
             console.standardError.hasPrefix(
                 "stallwatch: refusing \(target.path): its build-id is \(target.buildID) but the report's is \(wrong)"))
         #expect(!FileManager.default.fileExists(atPath: output), "nothing written")
+    }
+
+    @Test func theLibraryRefusesAWrongBuildWithItsOwnError() throws {
+        let target = try Self.target()
+        let wrong = String(repeating: "ab", count: 20)
+        let symbolicator = ReportSymbolicator(debugDirectory: "/nonexistent")
+        let error = try #require(throws: InspectorError.self) {
+            try symbolicator.symbolicate(Self.report(target, buildID: wrong))
+        }
+        #expect(error.code == .buildIDMismatch)
+        #expect(error.context == ["path": target.path, "expected": wrong, "found": target.buildID])
     }
 
     @Test func aSeparateDebugFileIsFoundByBuildID() throws {

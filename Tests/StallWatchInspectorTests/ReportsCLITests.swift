@@ -1,6 +1,7 @@
 // Tests of `stallwatch reports list|show`: golden text on the fixtures, JSON output, exit codes, usage errors.
 import Foundation
 import StallWatch
+import StallWatchCommands
 import StallWatchInspector
 import Testing
 

@@ -11,7 +11,7 @@ import Testing
         let demo = try Spawned(
             SidecarFixtures.executable("stallwatch-demo"),
             [
-                "stall", "--kind", "sleep", "--duration-ms", "600", "--threshold-ms", "150", "--delay-ms", "1000",
+                "stall", "--kind", "sleep", "--duration-ms", "600", "--threshold-ms", "150", "--delay-ms", "3000",
                 "--no-watchdog", "--no-heartbeat", "--report-dir", directory,
             ])
         let sidecar = try Spawned(

@@ -132,12 +132,12 @@ import Testing
         let began = JSONLinesEventWriter.line(for: .began(Self.report(status: .ongoing, cause: nil)))
         #expect(
             began
-                == #"{"event":"began","id":"20261130T221500.123Z-42-1","loop":"api \"v2\"","phase":"beforeSources","thresholdMs":250}"#
+                == #"{"event":"began","id":"20261130T221500.123Z-42-1","loop":"api \"v2\"","phase":"beforeSources","pid":42,"source":"in-process","thresholdMs":250}"#
         )
         let ended = JSONLinesEventWriter.line(for: .ended(Self.report(status: .ended, cause: .sleep)))
         #expect(
             ended
-                == #"{"cause":"sleep","durationMs":752.31,"event":"ended","id":"20261130T221500.123Z-42-1","loop":"api \"v2\"","phase":"beforeSources","samples":1,"severity":"stall","status":"ended","top":"Stalls.stallInSleep(durationMs:)"}"#
+                == #"{"cause":"sleep","durationMs":752.31,"event":"ended","id":"20261130T221500.123Z-42-1","loop":"api \"v2\"","phase":"beforeSources","pid":42,"samples":1,"severity":"stall","status":"ended","top":"Stalls.stallInSleep(durationMs:)"}"#
         )
         #expect(JSONLinesEventWriter.line(for: .sampled(reportID: "x", index: 0, pauseMicros: 12)) == nil)
         #expect(JSONLinesEventWriter.encode(["k": .string("a\u{1}\n\\")]) == #"{"k":"a\u0001\n\\"}"#)

@@ -8,11 +8,14 @@ import Synchronization
 /// Writes stall events as JSON lines: one object per line, keys sorted, one `write(2)` per line (so lines
 /// from several threads never interleave on a pipe, up to `PIPE_BUF` bytes).
 ///
+/// The one encoder of event lines: the embedded watchdog's, the demo's and `stallwatch watch`/`run`/`daemon`'s
+/// (whose own events, such as `watching`, go through ``encode(_:)`` too).
+///
 /// Keys (stable; new ones may be added, none renamed):
-/// - `began`: `event`, `id`, `loop`, `phase`, `thresholdMs`
+/// - `began`: `event`, `id`, `pid`, `loop`, `phase`, `source` (the detection source), `thresholdMs`
 /// - `escalated`: `event`, `id`, `loop`, `severity`
-/// - `ended`: `event`, `id`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (innermost
-///   named frame, `"?"` when none), `cause` (when classified)
+/// - `ended`: `event`, `id`, `pid`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (the function
+///   of ``StallReport/applicationFrame``, `"?"` without frames), `cause` (when classified)
 /// - `lateWakeup`: `event`, `delayMs`; `reportFailed`: `event`, `error`
 ///
 /// Samples are not written (they would be one line per 50 ms during a stall).
@@ -41,8 +44,12 @@ public final class JSONLinesEventWriter: Sendable {
 
     /// Writes the event's line, if it has one. Errors (a closed pipe) are ignored: logging never stops detection.
     public func write(_ event: StallEvent) {
-        guard let line = Self.line(for: event) else { return }
-        let bytes = Array((line + "\n").utf8)
+        if let fields = Self.fields(for: event) { write(fields) }
+    }
+
+    /// Writes one line of `fields` (``encode(_:)``): for events other than stall events.
+    public func write(_ fields: [String: Value]) {
+        let bytes = Array((Self.encode(fields) + "\n").utf8)
         lock.withLock { _ in
             var offset = 0
             while offset < bytes.count {
@@ -59,8 +66,9 @@ public final class JSONLinesEventWriter: Sendable {
         switch event {
         case .began(let r):
             return [
-                "event": .string("began"), "id": .string(r.id), "loop": .string(r.loop.name),
-                "phase": .string(r.loop.phase), "thresholdMs": .double(r.detection.thresholdMs),
+                "event": .string("began"), "id": .string(r.id), "pid": .int(Int(r.process.pid)),
+                "loop": .string(r.loop.name), "phase": .string(r.loop.phase), "source": .string(r.detection.source),
+                "thresholdMs": .double(r.detection.thresholdMs),
             ]
         case .escalated(let r):
             return [
@@ -69,10 +77,10 @@ public final class JSONLinesEventWriter: Sendable {
             ]
         case .ended(let r):
             var fields: [String: Value] = [
-                "event": .string("ended"), "id": .string(r.id), "loop": .string(r.loop.name),
-                "phase": .string(r.loop.phase), "status": .string(r.status.rawValue),
+                "event": .string("ended"), "id": .string(r.id), "pid": .int(Int(r.process.pid)),
+                "loop": .string(r.loop.name), "phase": .string(r.loop.phase), "status": .string(r.status.rawValue),
                 "severity": .string(r.severity.rawValue), "durationMs": .double(r.durationMs),
-                "samples": .int(r.samples.count), "top": .string(StallEventFields.topFrame(r) ?? "?"),
+                "samples": .int(r.samples.count), "top": .string(r.applicationFrame?.function ?? "?"),
             ]
             if let cause = r.cause?.kind.rawValue { fields["cause"] = .string(cause) }
             return fields
@@ -90,7 +98,7 @@ public final class JSONLinesEventWriter: Sendable {
         fields(for: event).map(encode)
     }
 
-    /// A flat JSON object with sorted keys.
+    /// A flat JSON object with sorted keys: the encoding of every event line, whoever emits it.
     public static func encode(_ fields: [String: Value]) -> String {
         var out = "{"
         for (index, key) in fields.keys.sorted().enumerated() {

@@ -32,7 +32,8 @@ public protocol StallLogSink: Sendable {
 /// Levels: a stall's beginning and end `warning` (a hang `error`; a stall the watchdog stopped during
 /// `error`), a sample `trace`, a late wake-up `notice`, a report that could not be written `error`.
 /// Metadata keys are stable: `stall_id`, `loop`, `phase`, `threshold_ms`, `status`, `severity`, `duration_ms`,
-/// `cause`, `top_frame`, `samples`, `report_dir` (when known), `error`.
+/// `cause`, `top_frame` (the function of ``StallReport/applicationFrame``), `samples`, `report_dir` (when known),
+/// `error`.
 public struct StallEventLogger: Sendable {
     public let sink: any StallLogSink
     /// Records below this level are not passed to the sink.
@@ -80,7 +81,7 @@ public struct StallEventLogger: Sendable {
                 "samples": String(r.samples.count),
             ]
             if let cause = r.cause?.kind.rawValue { metadata["cause"] = cause }
-            if let top = StallEventFields.topFrame(r) { metadata["top_frame"] = top }
+            if let top = r.applicationFrame?.function { metadata["top_frame"] = top }
             let duration = StallEventFields.number(r.durationMs)
             let message =
                 r.status == .unrecovered
@@ -106,12 +107,6 @@ public struct StallEventLogger: Sendable {
 
 /// Shared formatting of event fields for logs and JSON lines.
 enum StallEventFields {
-    /// The innermost named frame of the point stack (the stack most samples share), else of any sample.
-    static func topFrame(_ report: StallReport) -> String? {
-        if let symbol = report.pointStack?.frames.lazy.compactMap(\.symbol).first { return symbol }
-        return report.samples.lazy.flatMap(\.frames).compactMap(\.symbol).first
-    }
-
     /// `250` for whole numbers, `752.31` otherwise.
     static func number(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"

@@ -34,10 +34,10 @@ public struct LoopActivity: OptionSet, Sendable, Hashable, CustomStringConvertib
     }
 
     /// The phase code stored in the loop-state word: the activity's bit position plus one (0 = not running).
-    var phaseCode: UInt32 { rawValue == 0 ? 0 : UInt32(rawValue.trailingZeroBitCount) + 1 }
+    package var phaseCode: UInt32 { rawValue == 0 ? 0 : UInt32(rawValue.trailingZeroBitCount) + 1 }
 
     /// The activity for a phase code read from a loop-state word; empty for "not running" or an unknown code.
-    init(phaseCode: UInt32) {
+    package init(phaseCode: UInt32) {
         self = phaseCode == 0 || phaseCode > 8 ? [] : LoopActivity(rawValue: 1 << (phaseCode - 1))
     }
 

@@ -6,7 +6,9 @@ import CStallWatchCore
 #endif
 
 /// A named thread running one closure; ``join()`` waits for it to return.
-final class NamedThread: @unchecked Sendable {
+///
+/// `package`: the sidecar's threads are named the same way.
+package final class NamedThread: @unchecked Sendable {
     // @unchecked Sendable: `handle`/`joined` are used by the one owner that joins (owners keep it behind a Mutex).
     private final class Box {
         let name: String
@@ -21,7 +23,7 @@ final class NamedThread: @unchecked Sendable {
     private var joined = false
 
     /// Starts `body` on a new thread named `name` (at most 15 bytes are kept by the kernel).
-    init(name: String, _ body: @escaping @Sendable () -> Void) throws(StallWatchError) {
+    package init(name: String, _ body: @escaping @Sendable () -> Void) throws(StallWatchError) {
         let box = Unmanaged.passRetained(Box(name: name, body: body))
         var thread = pthread_t()
         let rc = pthread_create(
@@ -40,7 +42,7 @@ final class NamedThread: @unchecked Sendable {
     }
 
     /// Waits for the thread to finish. Call once, not from the thread itself.
-    func join() {
+    package func join() {
         guard !joined else { return }
         joined = true
         pthread_join(handle, nil)

@@ -5,14 +5,16 @@
 #endif
 
 /// Whole-file reads for /proc files, whose stat size is 0, and small ELF reads.
-enum ProcFile {
+///
+/// `package`: the sidecar reads another process's /proc files with the same code.
+package enum ProcFile {
     /// Reads `path` to the end.
-    static func read(_ path: String) throws(StallWatchError) -> String {
+    package static func read(_ path: String) throws(StallWatchError) -> String {
         let bytes = try readBytes(path)
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    static func readBytes(_ path: String) throws(StallWatchError) -> [UInt8] {
+    package static func readBytes(_ path: String) throws(StallWatchError) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Syscall.error("open", errno: errno, path: path) }
         defer { close(fd) }
@@ -31,15 +33,22 @@ enum ProcFile {
 }
 
 extension ProcFile {
-    /// The file's text without trailing newlines; nil if it cannot be read (the thread or process is gone).
-    static func text(_ path: String) -> String? {
-        guard var text = try? read(path) else { return nil }
+    /// The file's text without trailing newlines; nil if it cannot be read (the thread or process is gone, or
+    /// access is refused), with `errno` saying why.
+    package static func text(_ path: String) -> String? {
+        var text: String
+        do {
+            text = try read(path)
+        } catch {
+            errno = error.errno ?? EIO
+            return nil
+        }
         while text.hasSuffix("\n") { text.removeLast() }
         return text
     }
 
     /// The value of a `Key:\tvalue` line of a status file.
-    static func statusField(_ status: String, _ key: String) -> String? {
+    package static func statusField(_ status: String, _ key: String) -> String? {
         for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
             return line.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces)
         }

@@ -1,6 +1,7 @@
 // ReportsCommands: the `stallwatch reports list` and `stallwatch reports show` subcommands.
 import Foundation
 import StallWatch
+import StallWatchInspector
 
 /// The functions behind the `reports` subcommands (see ``StallWatchCLI/subcommands``).
 public enum ReportsCommands {

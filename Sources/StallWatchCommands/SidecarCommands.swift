@@ -1,8 +1,6 @@
 // SidecarCommands: `stallwatch watch`, `run` and `daemon` — watching other processes from outside.
-import Foundation
 import StallWatch
 import StallWatchSidecar
-import Synchronization
 
 /// `stallwatch run` ends with the command's own status, which is not one of ``ExitCode``'s: `main` exits with it.
 public struct ChildExitStatus: Error, Sendable, Equatable {
@@ -38,7 +36,7 @@ enum SidecarCommands {
         defer { server?.stop() }
         let watcher = try TargetWatcher(options: options) { event in
             if case .stall(let stall) = event { metrics?.observe(stall) }
-            print(event, console: console)
+            emit(event.lineFields, console: console)
         }
         TerminationSignals.install { _ in
             watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
@@ -59,55 +57,15 @@ enum SidecarCommands {
         let console = invocation.console
         let (metrics, server) = try startMetrics(args, console: console, toError: true)
         defer { server?.stop() }
-        // Forward SIGINT/SIGTERM/SIGHUP to the child; we exit when it does.
-        let child = Mutex<ChildProcess?>(nil)
-        TerminationSignals.install { signal in child.withLock { $0?.send(signal) } }
-        let started = try ChildProcess.spawn(args.positionals)
-        child.withLock { $0 = started }
-        options.pid = started.pid
-
-        let done = DispatchSemaphore(value: 0)
-        let watcherBox = Mutex<TargetWatcher?>(nil)
-        let stopped = Atomic<Bool>(false)
-        let watchOptions = options
-        let thread = Thread {
-            defer { done.signal() }
-            // Give the command time to publish its heartbeat before settling for /proc evidence.
-            let deadline = DispatchTime.now() + .milliseconds(waitMs)
-            var watcher: TargetWatcher?
-            while !stopped.load(ordering: .acquiring) {
-                do {
-                    let candidate = try TargetWatcher(options: watchOptions) { event in
-                        if case .stall(let stall) = event { metrics?.observe(stall) }
-                        print(event, console: console, toError: true)
-                    }
-                    if candidate.source == "heartbeat" || watchOptions.mode == .proc || DispatchTime.now() >= deadline {
-                        watcher = candidate
-                        break
-                    }
-                } catch let error as SidecarError {
-                    if error.code == .noSuchProcess { return }  // the command exited already
-                    console.printError("stallwatch: \(error.message)")
-                    return
-                } catch {
-                    return
-                }
-                usleep(20_000)
+        let status = try CommandRunner.run(args.positionals, options: options, heartbeatWait: .milliseconds(waitMs)) {
+            event in
+            switch event {
+            case .target(let event):
+                if case .stall(let stall) = event { metrics?.observe(stall) }
+                emit(event.lineFields, console: console, toError: true)
+            case .watchFailed(let error): console.printError("stallwatch: \(error.message)")
             }
-            guard let watcher else { return }
-            watcherBox.withLock { $0 = watcher }
-            if stopped.load(ordering: .acquiring) { return }
-            _ = watcher.run()
         }
-        thread.name = "stallwatch-run-watch"
-        thread.start()
-        let status = started.wait()
-        stopped.store(true, ordering: .releasing)
-        watcherBox.withLock {
-            $0?.stop(reason: "the command exited (status \(status)) while its loop was still stuck")
-        }
-        done.wait()
-        watcherBox.withLock { $0?.stop() }
         if status == 0 { return .ok }
         throw ChildExitStatus(status: status)
     }
@@ -117,9 +75,7 @@ enum SidecarCommands {
     static func daemon(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
         let configuration = try configuration(args, invocation)
-        let directory =
-            args.options["--heartbeat-dir"]
-            ?? configuration.heartbeatDirectoryPath
+        let directory = configuration.heartbeatDirectoryPath
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
         let console = invocation.console
         let (metrics, server) = try startMetrics(args, console: console)
@@ -127,15 +83,8 @@ enum SidecarCommands {
         let daemon = SidecarDaemon(
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
         ) { event in
-            switch event {
-            case .skipped(let path, let error):
-                emit(["event": "skipped", "path": path, "error": error.message], console: console)
-            case .removedStale(let path, let pid):
-                emit(["event": "removedStale", "path": path, "pid": Int(pid)], console: console)
-            case .target(_, let event):
-                if case .stall(let stall) = event { metrics?.observe(stall) }
-                print(event, console: console)
-            }
+            if case .target(_, .stall(let stall)) = event { metrics?.observe(stall) }
+            emit(event.lineFields, console: console)
         }
         TerminationSignals.install { _ in daemon.stop() }
         try daemon.run()
@@ -153,11 +102,12 @@ enum SidecarCommands {
         let metrics = StallMetrics()
         let server = try MetricsHTTPServer(address: address) { metrics.exposition() }
         try server.start()
-        let line: [String: Any] = ["event": "metrics", "address": "\(server.host):\(server.port)", "path": "/metrics"]
-        if let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) {
-            let text = String(decoding: data, as: UTF8.self)
-            if toError { console.printError(text) } else { console.print(text) }
-        }
+        emit(
+            [
+                "event": .string("metrics"), "address": .string("\(server.host):\(server.port)"),
+                "path": .string("/metrics"),
+            ],
+            console: console, toError: toError)
         return (metrics, server)
     }
 
@@ -189,43 +139,11 @@ enum SidecarCommands {
         return value
     }
 
-    /// One JSON line per event: on stdout for `watch`/`daemon`, on stderr for `run` (stdout is the command's).
-    static func print(_ event: SidecarEvent, console: Console, toError: Bool = false) {
-        var line: [String: Any]
-        switch event {
-        case .watching(let pid, let tid, let source, let threshold):
-            line = ["event": "watching", "pid": pid, "threadId": tid, "source": source, "thresholdMs": threshold]
-        case .heartbeatRejected(let error):
-            line = ["event": "heartbeatRejected", "error": error.message]
-        case .targetExited(let pid):
-            line = ["event": "targetExited", "pid": pid]
-        case .stall(let stall):
-            switch stall {
-            case .began(let r):
-                line = [
-                    "event": "began", "id": r.id, "pid": r.process.pid, "phase": r.loop.phase,
-                    "source": r.detection.source, "thresholdMs": r.detection.thresholdMs,
-                ]
-            case .sampled: return
-            case .escalated(let r): line = ["event": "escalated", "id": r.id, "severity": r.severity.rawValue]
-            case .ended(let r):
-                line = [
-                    "event": "ended", "id": r.id, "pid": r.process.pid, "status": r.status.rawValue,
-                    "durationMs": r.durationMs, "samples": r.samples.count,
-                    "top": r.samples.lazy.flatMap(\.frames).first { $0.symbol != nil }?.symbol ?? "?",
-                    "cause": r.cause?.kind.rawValue ?? "unknown",
-                ]
-            case .lateWakeup(let delay): line = ["event": "lateWakeup", "delayMs": delay]
-            case .reportFailed(let error): line = ["event": "reportFailed", "error": error.message]
-            }
-        }
-        emit(line, console: console, toError: toError)
-    }
-
-    private static func emit(_ line: [String: Any], console: Console, toError: Bool = false) {
-        guard let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]),
-            let text = String(data: data, encoding: .utf8)
-        else { return }
-        if toError { console.printError(text) } else { console.print(text) }
+    /// One JSON line per event (``JSONLinesEventWriter/encode(_:)``): on stdout for `watch`/`daemon`, on stderr
+    /// for `run` (stdout is the command's); nothing for events without a line (samples).
+    private static func emit(_ fields: [String: JSONLinesEventWriter.Value]?, console: Console, toError: Bool = false) {
+        guard let fields else { return }
+        let line = JSONLinesEventWriter.encode(fields)
+        if toError { console.printError(line) } else { console.print(line) }
     }
 }

@@ -1,5 +1,6 @@
 // ExitCode: the stallwatch CLI's exit statuses and the one mapping from errors to them.
 import StallWatch
+import StallWatchInspector
 import StallWatchSidecar
 
 /// How `stallwatch` exits. The numbers are part of the CLI's contract: scripts test them.
@@ -32,7 +33,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         }
     }
 
-    /// The one place errors become exit codes: ``CommandError`` carries its own, everything else is a failure.
+    /// The one place errors become exit codes: ``CommandError`` carries its own, the sidecar's name the target's
+    /// fate; everything else (`StallWatchError`, `InspectorError`, …) is a failure.
     public init(for error: any Error) {
         switch error {
         case let error as CommandError: self = error.exitCode
@@ -70,6 +72,7 @@ extension ExitCode {
         case let error as CommandError: "stallwatch: \(error.message)"
         case let error as StallWatchError: "stallwatch: \(error.message)"
         case let error as SidecarError: "stallwatch: \(error.message)"
+        case let error as InspectorError: "stallwatch: \(error.message)"
         default: "stallwatch: \(error)"
         }
     }

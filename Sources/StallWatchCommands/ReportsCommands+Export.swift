@@ -1,6 +1,7 @@
 // The `stallwatch reports export` subcommand, and the report input and file output that export and html share.
 import Foundation
 import StallWatch
+import StallWatchInspector
 
 extension ReportsCommands {
     /// `reports export FILE|DIR|ID… --format folded|speedscope|pprof [-o PATH] [filters]`: every sample of the

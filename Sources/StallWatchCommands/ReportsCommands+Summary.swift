@@ -1,6 +1,7 @@
 // The `stallwatch reports summary` subcommand: which stalls cost the most, grouped.
 import Foundation
 import StallWatch
+import StallWatchInspector
 
 extension ReportsCommands {
     /// `reports summary [DIR|FILE…] [--by signature|cause|frame] [filters] [--json]`: groups, the most total

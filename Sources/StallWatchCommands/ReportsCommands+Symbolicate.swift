@@ -1,6 +1,7 @@
 // The `stallwatch reports symbolicate` subcommand: a report with its missing symbols and file:line filled in.
 import Foundation
 import StallWatch
+import StallWatchInspector
 
 extension ReportsCommands {
     /// `reports symbolicate FILE|ID [-o OUT] [--dir DIR]`: writes the symbolicated report (JSON, same format) to

@@ -1,5 +1,6 @@
 // Console: where CLI output goes, and whether it may be coloured.
 import Foundation
+import StallWatchInspector
 
 #if canImport(Glibc)
     import Glibc
@@ -61,6 +62,6 @@ public struct Console: Sendable {
 
     /// `text` wrapped in an SGR sequence (`"1"` bold, `"31"` red, …) when colour is on.
     public func styled(_ text: String, _ code: String) -> String {
-        useColor && !text.isEmpty ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+        TextStyle(useColor: useColor).styled(text, code)
     }
 }

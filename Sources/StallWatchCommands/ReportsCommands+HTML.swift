@@ -1,6 +1,7 @@
 // The `stallwatch reports html` subcommand: one self-contained page with a flame graph and a timeline.
 import Foundation
 import StallWatch
+import StallWatchInspector
 
 extension ReportsCommands {
     /// `reports html FILE|DIR|ID… [-o report.html] [filters]`: the page for one report (its header) or many
