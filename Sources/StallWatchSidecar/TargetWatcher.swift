@@ -208,7 +208,9 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             for event in events {
                 switch event {
                 case .began(let stall):
-                    recorder.begin(stall, threadID: threadID, now: now)
+                    recorder.begin(
+                        stall, thread: SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0), annotations: [:],
+                        now: now)
                     probe?.noteCapture()
                 case .escalated(let stall): recorder.escalate(stall)
                 case .ended(_, let endNanos, _): recorder.end(endNanos: endNanos)
