@@ -59,9 +59,6 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     package var isFollowing: Bool { collector.evidence != nil }
 
-    /// Where reports are written.
-    var writer: ReportWriter { publisher.writer }
-
     /// Pays the symbolicator's set-up (mappings, libdwfl session, symbol tables of the images) when the watchdog
     /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
     /// the first samples.
