@@ -1,4 +1,5 @@
 // ProcProgressProbe: zero-instrumentation progress evidence for a thread nobody instrumented, from /proc.
+import Dispatch
 import StallWatch
 
 #if canImport(Glibc)
@@ -23,6 +24,8 @@ import StallWatch
 public struct ProcProgressProbe: Sendable {
     public let processID: Int32
     public let threadID: Int32
+    /// How the follower waits between looks.
+    package var polling = PollingWait(intervalNanos: 50_000_000, wakeup: DispatchSemaphore(value: 0))
     private var sequence: UInt64 = 1
     private var phaseStart: UInt64
     private var idle = false
@@ -35,6 +38,12 @@ public struct ProcProgressProbe: Sendable {
         self.processID = processID
         self.threadID = threadID
         phaseStart = now
+    }
+
+    /// A probe whose follower waits with `polling`.
+    package init(processID: Int32, threadID: Int32, now: UInt64, polling: PollingWait) {
+        self.init(processID: processID, threadID: threadID, now: now)
+        self.polling = polling
     }
 
     /// What the thread looks like now; nil when it is gone.
@@ -100,5 +109,18 @@ public struct ProcProgressProbe: Sendable {
             values.append(UInt64(ProcFile.statusField(io, "syscw") ?? "") ?? 0)
         }
         return values
+    }
+}
+
+extension ProcProgressProbe: ProgressSource {
+    package var sampledThread: SampledThread? { SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0) }
+
+    package mutating func read(now: UInt64) -> ProgressReading {
+        guard let snapshot = observe(now: now) else { return .ended(reason: "the watched thread \(threadID) exited") }
+        return .progress(snapshot)
+    }
+
+    package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+        polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
 }

@@ -20,8 +20,8 @@ public enum SidecarEvent: Sendable {
     case targetExited(pid: Int32)
 }
 
-/// Watches one loop thread of another process from a sidecar, with the same ``StallDetector`` and the same
-/// report code (``StallRecorder``) as the embedded watchdog, polling at a modest interval.
+/// Watches one loop thread of another process from a sidecar with the embedded watchdog's driver
+/// (``StallFollower``: the same ``StallDetector`` and report code), polling at a modest interval.
 ///
 /// - With a valid heartbeat segment the detector reads the loop's own published words (`detection.source`
 ///   `heartbeat`, phases known).
@@ -70,7 +70,6 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     public let source: String
     public let thresholdMs: Int
     private let heartbeat: HeartbeatReader?
-    private var probe: ProcProgressProbe?
     private let sampling: PtraceStackSampling
     private let recorder: StallRecorder
     private let onEvent: @Sendable (SidecarEvent) -> Void
@@ -130,7 +129,6 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         threadID = tid
         source = reader == nil ? "proc" : "heartbeat"
         thresholdMs = configuration.thresholdMs
-        if reader == nil { probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns()) }
         sampling = PtraceStackSampling(
             processID: pid, captureTimeout: .milliseconds(configuration.captureTimeoutMs))
         var finalOptions = options
@@ -164,89 +162,23 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     /// Watches until ``stop(reason:)`` or until the target exits. Blocks the calling thread.
     public func run() -> Outcome {
         onEvent(.watching(pid: options.pid, threadID: threadID, source: source, thresholdMs: thresholdMs))
-        var detector = StallDetector(configuration: options.configuration.detectorConfiguration)
         let poll = UInt64(max(10, options.pollIntervalMs ?? options.configuration.thresholdMs / 5)) * 1_000_000
-        var heartbeat = self.heartbeat
-        while !stopRequested.load(ordering: .acquiring) {
-            let now = sw_monotonic_ns()
-            guard targetAlive() else {
-                recorder.abandon(now: now, reason: "the target exited while its loop was still stuck")
-                onEvent(.targetExited(pid: options.pid))
-                return .targetExited
-            }
-            var snapshot: LoopSnapshot?
-            var stallEnd: UInt64 = 0
-            if let reader = heartbeat {
-                do {
-                    let state = try reader.read()
-                    snapshot = state.snapshot
-                    stallEnd = state.stallEndNanos
-                    if state.snapshot.isBusy, threadStopped() { snapshot?.activity = [] }
-                } catch {
-                    // Lost or rewritten: carry on from /proc rather than trust it.
-                    onEvent(.heartbeatRejected(error))
-                    recorder.addNote("the heartbeat became invalid during the stall: \(error.message)")
-                    heartbeat = nil
-                    probe = ProcProgressProbe(processID: options.pid, threadID: threadID, now: now)
-                    continue
-                }
-            } else {
-                snapshot = probe?.observe(now: now)
-            }
-            guard let snapshot else {
-                if targetAlive() {
-                    recorder.abandon(now: now, reason: "the watched thread \(threadID) exited")
-                }
-                onEvent(.targetExited(pid: options.pid))
-                return .targetExited
-            }
-            let observation = StallDetector.Observation(
-                snapshot: snapshot, now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
-                stallEndNanos: stallEnd, timedOut: true)
-            let (events, wait) = detector.observe(observation)
-            for event in events {
-                switch event {
-                case .began(let stall):
-                    recorder.begin(stall, threadID: threadID, now: now)
-                    probe?.noteCapture()
-                case .escalated(let stall): recorder.escalate(stall)
-                case .ended(_, let endNanos, _): recorder.end(endNanos: endNanos)
-                case .lateWakeup(let delay):
-                    recorder.addNote("the sidecar woke \(delay / 1_000_000) ms late during the stall")
-                    onEvent(.stall(.lateWakeup(delayMs: Double(delay) / 1e6)))
-                }
-            }
-            let after = sw_monotonic_ns()
-            if detector.current != nil, recorder.sampleIfDue(now: after) {
-                probe?.noteCapture()
-            }
-            var deadline = after &+ poll
-            if case .until(let t) = wait, t > after { deadline = min(deadline, t) }
-            if detector.current != nil, let next = recorder.nextSampleAt { deadline = min(deadline, max(next, after)) }
-            let nowAgain = sw_monotonic_ns()
-            if deadline > nowAgain { _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - nowAgain))) }
+        let progress = TargetProgress(
+            processID: options.pid, threadID: threadID, startTimeTicks: startTimeTicks, heartbeat: heartbeat,
+            polling: PollingWait(intervalNanos: poll, wakeup: wakeup), now: sw_monotonic_ns()
+        ) { [onEvent] in onEvent(.heartbeatRejected($0)) }
+        var follower = StallFollower(
+            source: progress, recorder: recorder, configuration: options.configuration.detectorConfiguration,
+            watcherName: "sidecar")
+        switch follower.run(while: { !stopRequested.load(ordering: .acquiring) }) {
+        case .sourceEnded:
+            onEvent(.targetExited(pid: options.pid))
+            return .targetExited
+        case .stopped:
+            let reason = stopReason.withLock { $0 }
+            recorder.abandon(
+                now: sw_monotonic_ns(), reason: reason ?? "the sidecar stopped while the loop was still stuck")
+            return .stopped
         }
-        let reason = stopReason.withLock { $0 }
-        recorder.abandon(now: sw_monotonic_ns(), reason: reason ?? "the sidecar stopped while the loop was still stuck")
-        return .stopped
-    }
-
-    /// The same process (not a reused pid) exists and is not a zombie.
-    private func targetAlive() -> Bool {
-        guard let started = HeartbeatPublisher.startTimeTicks(pid: options.pid), started == startTimeTicks else {
-            return false
-        }
-        guard let status = ProcFile.text("/proc/\(options.pid)/status"),
-            let state = ProcFile.statusField(status, "State")
-        else { return false }
-        return !(state.hasPrefix("Z") || state.hasPrefix("X"))
-    }
-
-    /// Stopped by a signal or a debugger: not the loop's fault.
-    private func threadStopped() -> Bool {
-        guard let status = ProcFile.text("/proc/\(options.pid)/task/\(threadID)/status"),
-            let state = ProcFile.statusField(status, "State")
-        else { return false }
-        return state.hasPrefix("T") || state.hasPrefix("t")
     }
 }

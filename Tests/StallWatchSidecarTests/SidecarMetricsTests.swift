@@ -11,6 +11,8 @@ import Testing
         let demo = try Spawned(
             SidecarFixtures.executable("stallwatch-demo"),
             [
+                // The demo exits --delay-ms after the stall, and the sidecar with it: long enough for the fetch below
+                // to start (a python3 start-up took over 0.9 s on a loaded 2-core machine).
                 "stall", "--kind", "sleep", "--duration-ms", "600", "--threshold-ms", "150", "--delay-ms", "3000",
                 "--no-watchdog", "--no-heartbeat", "--report-dir", directory,
             ])

@@ -127,72 +127,14 @@ public final class Watchdog: @unchecked Sendable {
     // MARK: The watchdog thread
 
     private func watch(_ recorder: StallRecorder) {
-        let state = loop.state
-        var detector = StallDetector(configuration: configuration.detectorConfiguration)
         recorder.warmUp()
-        var timedOut = true
-        while !stopRequested.load(ordering: .acquiring) {
-            let now = sw_monotonic_ns()
-            let observation = StallDetector.Observation(
-                snapshot: state.snapshot(), now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
-                stallEndNanos: sw_loop_state_stall_end(state.storage), timedOut: timedOut)
-            let (events, wait) = detector.observe(observation)
-            var skipWait = false
-            for event in events {
-                switch event {
-                case .began(let stall):
-                    sw_loop_state_follow(state.storage, 1)
-                    stallInProgress.store(true, ordering: .releasing)
-                    recorder.begin(stall, thread: loop.sampledThread, annotations: loop.annotations, now: now)
-                    // The loop may have moved on before it saw the follow flag: look again at once.
-                    skipWait = true
-                case .escalated(let stall):
-                    recorder.escalate(stall)
-                case .ended(_, let endNanos, _):
-                    sw_loop_state_follow(state.storage, 0)
-                    recorder.end(endNanos: endNanos)
-                    stallInProgress.store(false, ordering: .releasing)
-                case .lateWakeup(let delay):
-                    recorder.addNote("the watchdog woke \(delay / 1_000_000) ms late during the stall")
-                    onEvent(.lateWakeup(delayMs: StallRecorder.millis(delay)))
-                }
-            }
-            if skipWait {
-                timedOut = false
-                continue
-            }
-            var deadline: UInt64?
-            if case .until(let t) = wait { deadline = t }
-            if detector.current != nil {
-                let after = sw_monotonic_ns()
-                if recorder.sampleIfDue(now: after) {
-                    timedOut = false
-                    continue
-                }
-                if let next = recorder.nextSampleAt { deadline = min(deadline ?? next, next) }
-            }
-            timedOut = sleep(until: deadline, state: state)
-        }
+        let source = LoopProgressSource(loop: loop) { [self] in stopRequested.load(ordering: .acquiring) }
+        var follower = StallFollower(
+            source: source, recorder: recorder, configuration: configuration.detectorConfiguration,
+            watcherName: "watchdog"
+        ) { [self] in stallInProgress.store($0, ordering: .releasing) }
+        _ = follower.run { !stopRequested.load(ordering: .acquiring) }
         recorder.abandon(now: sw_monotonic_ns())
         stallInProgress.store(false, ordering: .releasing)
-    }
-
-    /// Sleeps until `deadline` (or parks when nil). Returns true if the wait timed out.
-    private func sleep(until deadline: UInt64?, state: LoopState) -> Bool {
-        guard let deadline else {
-            let word = sw_loop_state_park(state.storage)
-            if LoopActivity(phaseCode: UInt32(word & 0xff)).isBusy || stopRequested.load(ordering: .acquiring) {
-                // Became busy (or stopping) while parking: withdraw; if the loop already took the flag, its
-                // signal is on the way and is consumed here.
-                if sw_loop_state_unpark(state.storage) == 0 { state.wakeup.wait() }
-                return false
-            }
-            state.wakeup.wait()
-            _ = sw_loop_state_unpark(state.storage)
-            return false
-        }
-        let now = sw_monotonic_ns()
-        guard deadline > now else { return true }
-        return state.wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) == .timedOut
     }
 }

@@ -5,21 +5,21 @@
 
 extension StallRecorder {
     /// The watched process and how stalls in it are detected and sampled; one report schema for all of them.
-    public struct Target: Sendable {
+    package struct Target: Sendable {
         /// The process whose loop is watched (and whose /proc files and maps are read).
-        public var processID: Int32
+        package var processID: Int32
         /// `in-process`, `heartbeat` or `proc`: the report's `detection.source`.
-        public var detectionSource: String
+        package var detectionSource: String
         /// Takes the stack samples; nil records samples without frames.
-        public var sampler: (any StackSampling)?
+        package var sampler: (any StackSampling)?
         /// The report's `process` block.
-        public var process: StallReport.ProcessDescription
+        package var process: StallReport.ProcessDescription
         /// False when the loop's phase is not published (zero-instrumentation): reports say `unknown`.
-        public var phaseKnown: Bool
+        package var phaseKnown: Bool
         /// Problems met while setting up, repeated in every report's `capture.errors`.
-        public var setupErrors: [String]
+        package var setupErrors: [String]
 
-        public init(
+        package init(
             processID: Int32, detectionSource: String, sampler: (any StackSampling)?,
             process: StallReport.ProcessDescription, phaseKnown: Bool, setupErrors: [String] = []
         ) {

@@ -1,0 +1,60 @@
+// LoopProgressSource: the in-process loop's own state words, waited on with a semaphore and a deadline.
+import CStallWatchCore
+import Dispatch
+
+/// Progress of a loop in this process, read from its ``LoopState`` (lock-free loads), for the ``Watchdog``.
+///
+/// The wait is what keeps the watchdog free at rest: parked on the loop's semaphore with no timeout while the
+/// loop is idle (the loop signals once on its idle → busy edge), otherwise a timed wait until the detector's
+/// deadline or the next sample. While a stall is followed the loop is asked to record the precise moment it
+/// moves on (the follow flag).
+struct LoopProgressSource: ProgressSource {
+    let loop: any WatchedLoop
+    private let state: LoopState
+    /// True once the watchdog is asked to stop; a park must not begin then.
+    private let isStopping: () -> Bool
+
+    init(loop: any WatchedLoop, isStopping: @escaping () -> Bool) {
+        self.loop = loop
+        self.state = loop.state
+        self.isStopping = isStopping
+    }
+
+    var sampledThread: SampledThread? { loop.sampledThread }
+    var annotations: [String: String] { loop.annotations }
+    /// Reads are two atomic loads: look again at once rather than sleep through the stall's end.
+    var looksAgainAtOnce: Bool { true }
+
+    func read(now: UInt64) -> ProgressReading {
+        .progress(state.snapshot(), stallEndNanos: sw_loop_state_stall_end(state.storage))
+    }
+
+    func stallBegan() { sw_loop_state_follow(state.storage, 1) }
+    func stallEnded() { sw_loop_state_follow(state.storage, 0) }
+
+    func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+        var deadline: UInt64?
+        if case .until(let t) = wait { deadline = t }
+        if let next = nextSampleAt { deadline = min(deadline ?? next, next) }
+        return sleep(until: deadline)
+    }
+
+    /// Sleeps until `deadline` (or parks when nil). Returns true if the wait timed out.
+    private func sleep(until deadline: UInt64?) -> Bool {
+        guard let deadline else {
+            let word = sw_loop_state_park(state.storage)
+            if LoopActivity(phaseCode: UInt32(word & 0xff)).isBusy || isStopping() {
+                // Became busy (or stopping) while parking: withdraw; if the loop already took the flag, its
+                // signal is on the way and is consumed here.
+                if sw_loop_state_unpark(state.storage) == 0 { state.wakeup.wait() }
+                return false
+            }
+            state.wakeup.wait()
+            _ = sw_loop_state_unpark(state.storage)
+            return false
+        }
+        let now = sw_monotonic_ns()
+        guard deadline > now else { return true }
+        return state.wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) == .timedOut
+    }
+}

@@ -1,0 +1,56 @@
+// ProgressSource: where a StallFollower reads a loop's progress, and how it waits for the next change.
+
+/// One reading of a ``ProgressSource``.
+package enum ProgressReading: Sendable, Equatable {
+    /// The loop's progress now, as the detector reads it.
+    ///
+    /// - `stallEndNanos`: when the loop left a followed stall, as the loop itself recorded it (0 if it did not).
+    /// - `notes`: facts the report of a stall being followed should carry (the source changed, …).
+    case progress(LoopSnapshot, stallEndNanos: UInt64 = 0, notes: [String] = [])
+    /// The source can no longer be read (the process or the thread exited). A stall being followed gets `notes`
+    /// and is finished as `unrecovered` with `reason` as its last note; a nil reason leaves it as it is.
+    case ended(reason: String?, notes: [String] = [])
+}
+
+/// A source of progress evidence for one watched thread, read by a ``StallFollower`` on its watching thread.
+///
+/// A source says two things: what the thread's progress looks like now (``read(now:)``: a sequence that moves
+/// on every transition, the phase, and when the phase began), and how to wait for the next look
+/// (``wait(for:nextSampleAt:)``: the in-process loop state parks on a semaphore while the loop is idle and
+/// otherwise sleeps exactly until the deadline; a sidecar polls). Sources today: the in-process loop state
+/// (``LoopProgressSource``), a heartbeat segment and /proc evidence (in `StallWatchSidecar`). A process may have
+/// several — a Concurrency pool worker's job slot, threads found by name — each with its own follower and
+/// detector.
+package protocol ProgressSource {
+    /// The thread to sample during a stall, with its stack bounds when known; nil while unknown.
+    var sampledThread: SampledThread? { get }
+    /// Key/values in force now, copied into the report of a stall.
+    var annotations: [String: String] { get }
+    /// True when a look costs nearly nothing and is exact (the loop's own words): the follower looks again at
+    /// once after a stall begins or a sample is taken, to see the end as early as possible. A polled source
+    /// (false) waits for its next look instead.
+    var looksAgainAtOnce: Bool { get }
+
+    /// The progress evidence now (`now` on CLOCK_MONOTONIC).
+    mutating func read(now: UInt64) -> ProgressReading
+
+    /// Waits until the next look is due: the detector's `wait`, or the next sample (CLOCK_MONOTONIC) when a stall
+    /// is being followed, whichever comes first — or earlier, when the source sees a change.
+    ///
+    /// - Returns: True when the wait ran to its deadline, false when something woke it.
+    mutating func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool
+
+    /// A stall began (before its first sample) or ended (before its final report).
+    mutating func stallBegan()
+    mutating func stallEnded()
+    /// A stack sample of the thread was taken (a ptrace stop is a context switch the source must not count).
+    mutating func noteCapture()
+}
+
+extension ProgressSource {
+    package var annotations: [String: String] { [:] }
+    package var looksAgainAtOnce: Bool { false }
+    package mutating func stallBegan() {}
+    package mutating func stallEnded() {}
+    package mutating func noteCapture() {}
+}

@@ -1,0 +1,126 @@
+// StallFollower: the one loop that follows stalls, shared by the embedded watchdog and the sidecar.
+import CStallWatchCore
+
+/// Reads a ``ProgressSource``, feeds a ``StallDetector``, and drives a ``StallRecorder`` through each stall:
+/// begin (first sample, provisional report), samples while it lasts, escalation to a hang, end (final report).
+/// Between looks it waits as the source says.
+///
+/// The embedded ``Watchdog`` runs one on its thread over the loop's own state; the sidecar runs one over a
+/// heartbeat segment or /proc evidence. Late wake-ups and suspends (the detector's guards) become a note in the
+/// stall's report and a `lateWakeup` event.
+package struct StallFollower<Source: ProgressSource> {
+    /// Why ``run(while:)`` returned.
+    package enum Outcome: Sendable, Equatable {
+        /// The caller's condition turned false; a stall being followed is still open (see
+        /// ``StallRecorder/abandon(now:reason:)``).
+        case stopped
+        /// The source ended (``ProgressReading/ended(reason:notes:)``).
+        case sourceEnded
+    }
+
+    package private(set) var source: Source
+    package let recorder: StallRecorder
+    private var detector: StallDetector
+    /// Who watches, in notes: `watchdog` or `sidecar`.
+    private let watcherName: String
+    /// Told true just before a stall's first sample and false once its final report is out.
+    private let following: (Bool) -> Void
+
+    /// - Parameters:
+    ///   - source: Where progress is read and how to wait.
+    ///   - recorder: Samples and reports the stalls.
+    ///   - configuration: The detector's thresholds and strategy.
+    ///   - watcherName: `watchdog` or `sidecar`, for the late wake-up note.
+    ///   - following: Called on the watching thread when following a stall starts and stops.
+    package init(
+        source: Source, recorder: StallRecorder, configuration: StallDetector.Configuration, watcherName: String,
+        following: @escaping (Bool) -> Void = { _ in }
+    ) {
+        self.source = source
+        self.recorder = recorder
+        self.detector = StallDetector(configuration: configuration)
+        self.watcherName = watcherName
+        self.following = following
+    }
+
+    /// True while a stall is being followed.
+    package var isFollowing: Bool { detector.current != nil }
+
+    /// What a look asks for next.
+    package enum Next: Sendable, Equatable {
+        /// Look again at once.
+        case lookAgain
+        /// Wait as the detector says (and for the next sample, when a stall is followed), then look again.
+        case wait(StallDetector.Wait, nextSampleAt: UInt64?)
+        /// The source ended; a stall being followed was finished if the source gave a reason.
+        case sourceEnded
+    }
+
+    /// Follows stalls until `keepGoing` returns false (asked before every look) or the source ends, waiting
+    /// between looks as the source says. Blocks the calling thread.
+    package mutating func run(while keepGoing: () -> Bool) -> Outcome {
+        var timedOut = true
+        while keepGoing() {
+            switch look(timedOut: timedOut) {
+            case .sourceEnded: return .sourceEnded
+            case .lookAgain: timedOut = false
+            case .wait(let wait, let nextSampleAt): timedOut = source.wait(for: wait, nextSampleAt: nextSampleAt)
+            }
+        }
+        return .stopped
+    }
+
+    /// One look: reads the source, feeds the detector, drives the recorder through what it reports, and takes
+    /// a sample if one is due. A driver of several sources on one thread calls this for each and waits for the
+    /// earliest of their deadlines.
+    ///
+    /// - Parameter timedOut: The wait before this look ran to its deadline (the detector's classic strategy
+    ///   counts such waits).
+    package mutating func look(timedOut: Bool) -> Next {
+        let now = sw_monotonic_ns()
+        let snapshot: LoopSnapshot
+        let stallEnd: UInt64
+        switch source.read(now: now) {
+        case .ended(let reason, let notes):
+            for note in notes { recorder.addNote(note) }
+            if let reason { recorder.abandon(now: now, reason: reason) }
+            following(false)
+            return .sourceEnded
+        case .progress(let reading, let stallEndNanos, let notes):
+            for note in notes { recorder.addNote(note) }
+            snapshot = reading
+            stallEnd = stallEndNanos
+        }
+        let observation = StallDetector.Observation(
+            snapshot: snapshot, now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
+            stallEndNanos: stallEnd, timedOut: timedOut)
+        let (events, wait) = detector.observe(observation)
+        var lookAgain = false
+        for event in events {
+            switch event {
+            case .began(let stall):
+                source.stallBegan()
+                following(true)
+                recorder.begin(stall, thread: source.sampledThread, annotations: source.annotations, now: now)
+                source.noteCapture()
+                // The loop may have moved on before it saw the follow flag: look again at once.
+                lookAgain = source.looksAgainAtOnce
+            case .escalated(let stall):
+                recorder.escalate(stall)
+            case .ended(_, let endNanos, _):
+                source.stallEnded()
+                recorder.end(endNanos: endNanos)
+                following(false)
+            case .lateWakeup(let delay):
+                recorder.addNote("the \(watcherName) woke \(delay / 1_000_000) ms late during the stall")
+                recorder.emit(.lateWakeup(delayMs: StallRecorder.millis(delay)))
+            }
+        }
+        if lookAgain { return .lookAgain }
+        if detector.current != nil, recorder.sampleIfDue(now: sw_monotonic_ns()) {
+            source.noteCapture()
+            if source.looksAgainAtOnce { return .lookAgain }
+        }
+        return .wait(wait, nextSampleAt: detector.current != nil ? recorder.nextSampleAt : nil)
+    }
+}

@@ -1,0 +1,152 @@
+// EvidenceCollector: samples, probes and the all-thread snapshot of the stall being followed, into StallEvidence.
+import CStallWatchCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Collects the evidence of one stall at a time, on the watching thread: a sample of the stuck thread at
+/// detection and then every interval (at most `maxSamples`), its /proc state with each sample, every other
+/// thread's state and stack at the first sample, and the process's CPU context over the stall.
+///
+/// Capture problems (a handler that did not run, a stack that would not unwind) are recorded in the evidence,
+/// never thrown: a partial report beats no report.
+struct EvidenceCollector {
+    let configuration: StallWatchConfiguration
+    /// What is watched and how it is sampled.
+    let target: StallRecorder.Target
+    var pid: Int32 { target.processID }
+
+    /// The stall being followed; nil between stalls.
+    private(set) var evidence: StallEvidence?
+    private var thread: SampledThread?
+    private var contextProbe: SystemContextProbe?
+    /// When the next sample is due (CLOCK_MONOTONIC), nil when none is.
+    private(set) var nextSampleAt: UInt64?
+
+    init(configuration: StallWatchConfiguration, target: StallRecorder.Target) {
+        self.configuration = configuration
+        self.target = target
+    }
+
+    /// A stall began on `thread` (detected at `now`): the first sample, the thread's state, every thread's
+    /// state and the context at detection.
+    mutating func begin(
+        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], reportID: String,
+        now: UInt64
+    ) {
+        self.thread = thread
+        var evidence = StallEvidence(
+            stall: stall, threadID: thread?.threadID, reportID: reportID, wallAtBegin: sw_realtime_ns(),
+            monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
+        evidence.annotations = annotations
+        evidence.setupErrors = target.setupErrors
+        if let tid = thread?.threadID {
+            evidence.firstProbe = ThreadProbe.read(pid: pid, tid: tid)
+            contextProbe = SystemContextProbe(pid: pid, loopThreadID: tid, monotonicNanos: now)
+            if let status = ProcFile.text("/proc/\(pid)/status"),
+                let tracer = ProcFile.statusField(status, "TracerPid"),
+                tracer != "0"
+            {
+                evidence.notes.append(
+                    "a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
+            }
+        }
+        self.evidence = evidence
+        takeSample(now: now)
+        let threads = snapshotThreads()
+        self.evidence?.threads = threads
+    }
+
+    /// Stretches the sampling interval by `scale` from `now` on, with a note saying why.
+    mutating func slowDown(by scale: UInt64, now: UInt64) {
+        guard scale > 1, var evidence else { return }
+        evidence.intervalNanos *= scale
+        nextSampleAt = now &+ evidence.intervalNanos
+        evidence.notes.append(
+            "sampled every \(evidence.intervalNanos / 1_000_000) ms: this stall signature was seen recently")
+        self.evidence = evidence
+    }
+
+    mutating func escalate(_ stall: StallDetector.Stall) { evidence?.stall = stall }
+
+    mutating func addNote(_ note: String) { evidence?.notes.append(note) }
+
+    /// Reads the context's end state (for the final report).
+    mutating func closeContext(now: UInt64) {
+        evidence?.context = contextProbe?.finish(monotonicNanos: now)
+    }
+
+    mutating func reset() {
+        evidence = nil
+        thread = nil
+        contextProbe = nil
+        nextSampleAt = nil
+    }
+
+    /// Takes one sample of the stuck thread; returns it (nil when no stall is followed).
+    @discardableResult
+    mutating func takeSample(now: UInt64) -> StallEvidence.Sample? {
+        guard var evidence else { return nil }
+        defer { self.evidence = evidence }
+        nextSampleAt = evidence.samples.count + 1 < configuration.maxSamples ? now &+ evidence.intervalNanos : nil
+        var sample = StallEvidence.Sample(offsetNanos: now &- evidence.stall.startNanos, addresses: [])
+        guard let thread else {
+            sample.error = "the loop thread is unknown"
+            evidence.samples.append(sample)
+            return sample
+        }
+        if let sampler = target.sampler {
+            let taken = sampler.sample(thread, configuration: configuration)
+            sample.addresses = taken.addresses
+            sample.pauseNanos = taken.pauseNanos
+            sample.unwindNanos = taken.unwindNanos
+            sample.error = taken.error
+            if let failure = taken.failure {
+                evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)")
+            }
+        } else {
+            sample.error = "no sampler"
+        }
+        sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
+        if let probe = sample.probe, probe.syscallKind == .lock, let address = probe.syscallArg0 {
+            sample.lockOwner =
+                LockOwner.owner(
+                    pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
+        }
+        evidence.samples.append(sample)
+        return sample
+    }
+
+    /// Every other thread's state, wait target and stack at the first sample, bounded by `maxThreads` (the loop
+    /// thread first, then by thread id). The watching thread itself is left out.
+    private func snapshotThreads() -> [StallEvidence.Thread] {
+        guard configuration.maxThreads > 0 else { return [] }
+        let me = pid == getpid() ? sw_gettid() : 0
+        let loopTID = thread?.threadID
+        let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
+        let ordered = tids.filter { $0 == loopTID } + tids.filter { $0 != loopTID }
+        let all = Set(tids)
+        var result: [StallEvidence.Thread] = []
+        for tid in ordered.prefix(configuration.maxThreads) {
+            guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
+            var addresses: [UInt64] = []
+            var snapshot = StallReport.ThreadSnapshot(
+                threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
+            if probe.syscallKind == .lock, let address = probe.syscallArg0 {
+                snapshot.waitAddress = address
+                snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
+            }
+            if tid == loopTID, let first = evidence?.samples.first {
+                addresses = first.addresses
+                snapshot.error = first.error
+            } else if let sampler = target.sampler {
+                let taken = sampler.sampleThread(id: tid, configuration: configuration)
+                addresses = taken.addresses
+                snapshot.error = taken.error
+            }
+            result.append(StallEvidence.Thread(snapshot: snapshot, addresses: addresses))
+        }
+        return result
+    }
+}

@@ -1,0 +1,63 @@
+// StallEvidence: everything recorded about one stall while it lasts, as a plain value a report is built from.
+
+/// What was recorded about one stall: the detector's verdict, the samples of the stuck thread with their /proc
+/// probes, the other threads at the first sample, and the notes and errors met along the way.
+///
+/// Addresses stay raw here; symbolication happens when a report is built (``StallReportBuilder``), so the same
+/// evidence can be rendered quickly for the provisional report and in full for the final one.
+struct StallEvidence: Sendable {
+    /// One stack sample of the stuck thread and the thread's kernel-side state at that moment.
+    struct Sample: Sendable, Equatable {
+        /// Since the stall's start (the moment the loop entered the stuck phase).
+        var offsetNanos: UInt64
+        /// Innermost first; empty when the capture failed.
+        var addresses: [UInt64]
+        var pauseNanos: UInt64?
+        var unwindNanos: UInt64?
+        var error: String?
+        var probe: ThreadProbe?
+        /// The thread holding the lock the stuck thread waits for, when the probe shows a futex wait.
+        var lockOwner: Int32?
+    }
+
+    /// A thread of the all-thread snapshot with its stack still as raw addresses.
+    struct Thread: Sendable {
+        var snapshot: StallReport.ThreadSnapshot
+        var addresses: [UInt64] = []
+    }
+
+    var stall: StallDetector.Stall
+    /// The stuck thread; nil when the loop's thread was not known.
+    var threadID: Int32?
+    var annotations: [String: String] = [:]
+    var reportID: String
+    /// CLOCK_REALTIME and CLOCK_MONOTONIC read together at detection: the pair that turns monotonic times into
+    /// dates.
+    var wallAtBegin: UInt64
+    var monoAtBegin: UInt64
+    var samples: [Sample] = []
+    /// The interval samples are taken at (longer for a signature seen recently).
+    var intervalNanos: UInt64
+    var threads: [Thread] = []
+    /// The stuck thread's state at detection, the base of the CPU and run-queue deltas.
+    var firstProbe: ThreadProbe?
+    /// CPU and scheduling context over the stall; filled in when the final report is built.
+    var context: StallReport.SystemContext?
+    var notes: [String] = []
+    var captureErrors: [String] = []
+    /// Problems met when the watching was set up, repeated in every report.
+    var setupErrors: [String] = []
+
+    init(
+        stall: StallDetector.Stall, threadID: Int32?, reportID: String, wallAtBegin: UInt64, monoAtBegin: UInt64,
+        intervalNanos: UInt64
+    ) {
+        self.stall = stall
+        self.threadID = threadID
+        self.reportID = reportID
+        self.wallAtBegin = wallAtBegin
+        self.monoAtBegin = monoAtBegin
+        self.intervalNanos = intervalNanos
+        notes = stall.notes
+    }
+}

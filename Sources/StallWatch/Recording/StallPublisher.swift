@@ -1,0 +1,88 @@
+// StallPublisher: writes reports, and folds a repeat of a recent stall into the report kept in memory.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Publishes the reports of one watched loop: provisional reports as they come, and for each final report the
+/// deduplicator's decision — a file of its own, a fold into the recent report with the same signature, or (over
+/// the hourly cap) only a count.
+///
+/// A fold rewrites the last report written for the signature, kept here in memory (no file is read back); the
+/// reports kept are those still inside the dedup window, so memory follows the number of distinct recent stalls.
+struct StallPublisher {
+    let writer: ReportWriter
+    private let emit: @Sendable (StallEvent) -> Void
+    private var deduplicator: StallDeduplicator
+    /// The last report written per signature, with the time (CLOCK_MONOTONIC) of its last occurrence.
+    private var recent: [String: (report: StallReport, lastSeenNanos: UInt64)] = [:]
+
+    init(configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void) {
+        writer = ReportWriter(directory: configuration.reportDirectoryPath, maxReports: configuration.maxReports)
+        deduplicator = StallDeduplicator(
+            windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)
+        self.emit = emit
+    }
+
+    /// The sampling interval multiplier for a stall whose first sample has `signature` (annealing).
+    func samplingScale(signature: String, now: UInt64) -> UInt64 {
+        deduplicator.samplingScale(signature: signature, now: now)
+    }
+
+    /// Writes a provisional report (at detection, or on escalation to a hang).
+    func publishProvisional(_ report: StallReport) {
+        persist(report)
+    }
+
+    /// Publishes the final report of a stall that ended at `now`; returns it as listeners should see it (with
+    /// the occurrence count when it was folded).
+    mutating func publishFinal(_ report: StallReport, now: UInt64) -> StallReport {
+        var report = report
+        let window = deduplicator.windowNanos
+        recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
+        switch deduplicator.decide(signature: report.signature, reportID: report.id, now: now) {
+        case .writeNew:
+            let suppressed = deduplicator.takeSuppressed()
+            if suppressed > 0 {
+                report.notes.append("\(suppressed) earlier stall(s) were not written: over maxReportsPerHour")
+            }
+            persist(report)
+            if report.signature != "unknown" { recent[report.signature] = (report, now) }
+        case .fold(let existingID, let occurrences):
+            removeFile(of: report.id)
+            fold(report, into: existingID, occurrences: occurrences, now: now)
+            report.occurrences = occurrences
+        case .suppress:
+            removeFile(of: report.id)
+        }
+        return report
+    }
+
+    /// Bumps `occurrences`/`lastSeen` of the recent report and rewrites it (atomically); if its file is gone
+    /// (pruned, deleted), this stall's report is written instead.
+    private mutating func fold(_ report: StallReport, into id: String, occurrences: Int, now: UInt64) {
+        guard var existing = recent[report.signature]?.report, existing.id == id,
+            access(path(of: id), F_OK) == 0
+        else {
+            persist(report)
+            return
+        }
+        existing.occurrences = occurrences
+        existing.firstSeen = existing.firstSeen ?? existing.startedAt
+        existing.lastSeen = report.startedAt
+        persist(existing)
+        recent[report.signature] = (existing, now)
+    }
+
+    private func persist(_ report: StallReport) {
+        do {
+            try writer.write(report)
+        } catch {
+            emit(.reportFailed(error))
+        }
+    }
+
+    private func path(of id: String) -> String { writer.directory + "/" + ReportWriter.fileName(forReportID: id) }
+
+    /// Removes the provisional report of a stall that gets no file of its own.
+    private func removeFile(of id: String) { unlink(path(of: id)) }
+}

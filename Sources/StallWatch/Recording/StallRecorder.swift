@@ -1,0 +1,170 @@
+// StallRecorder: follows one detected stall through its stages: collecting evidence, building, publishing.
+import CStallWatchCore
+import Foundation
+
+/// Follows one stall at a time on the watching thread, in three stages: the ``EvidenceCollector`` samples the
+/// stuck thread at detection and then every `sampleIntervalMs` (at most `maxSamples`; less often for a
+/// signature seen before), the ``StallReportBuilder`` turns the evidence into a report, and the
+/// ``StallPublisher`` writes the provisional report at detection and the final one at the end (or folds it into
+/// a recent report with the same signature).
+package final class StallRecorder: @unchecked Sendable {  // Used by one watching thread only, after hand-off.
+    let configuration: StallWatchConfiguration
+    /// What is watched and how it is sampled (this process by signal, or another one by ptrace).
+    let target: Target
+    /// The configured mode, for final reports.
+    let symbolicator: Symbolicator
+    /// Names only (no DWARF line tables, whose first load can take tens of ms), for the provisional report
+    /// that must be on disk within a few ms of detection.
+    let quickSymbolicator: Symbolicator
+    let emit: @Sendable (StallEvent) -> Void
+    private var collector: EvidenceCollector
+    private let builder: StallReportBuilder
+    private var publisher: StallPublisher
+    /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
+    package var nextSampleAt: UInt64? { collector.nextSampleAt }
+    private static let counter = Counter()
+
+    /// A recorder for a loop of this process, sampled by signal.
+    convenience init(
+        configuration: StallWatchConfiguration, loopName: String, emit: @escaping @Sendable (StallEvent) -> Void
+    ) {
+        self.init(configuration: configuration, loopName: loopName, target: .inProcess(), emit: emit)
+    }
+
+    /// A recorder for `target`'s loop.
+    ///
+    /// - Parameters:
+    ///   - configuration: Thresholds, sampling, symbolication and report settings.
+    ///   - loopName: The loop's name in reports.
+    ///   - target: The process, how it is sampled and how its stalls were detected.
+    ///   - emit: Called for every stall event on the calling thread.
+    package init(
+        configuration: StallWatchConfiguration, loopName: String, target: Target,
+        emit: @escaping @Sendable (StallEvent) -> Void
+    ) {
+        self.configuration = configuration
+        self.target = target
+        self.emit = emit
+        symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
+        quickSymbolicator =
+            configuration.symbolication == .full
+            ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
+        collector = EvidenceCollector(configuration: configuration, target: target)
+        builder = StallReportBuilder(
+            configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
+            process: target.process, phaseKnown: target.phaseKnown,
+            captureMethod: target.sampler?.captureMethod ?? "none", clock: { sw_monotonic_ns() })
+        publisher = StallPublisher(configuration: configuration, emit: emit)
+    }
+
+    package var isFollowing: Bool { collector.evidence != nil }
+
+    /// Pays the symbolicator's set-up (mappings, libdwfl session, symbol tables of the images) when the watchdog
+    /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
+    /// the first samples.
+    func warmUp() {
+        let here = UInt64(
+            UInt(bitPattern: unsafeBitCast(sw_monotonic_ns as @convention(c) () -> UInt64, to: UnsafeRawPointer.self)))
+        _ = quickSymbolicator.symbolicate([here])
+    }
+
+    // MARK: Lifecycle of one stall
+
+    /// A stall began on `thread` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
+    /// threads' state, provisional report.
+    package func begin(
+        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64
+    ) {
+        let reportID = Self.makeID(wallNanos: sw_realtime_ns())
+        collector.begin(stall, thread: thread, annotations: annotations, reportID: reportID, now: now)
+        guard let evidence = collector.evidence else { return }
+        // Annealing: a stall that looks like one reported recently is sampled less often.
+        let first = evidence.samples.first?.addresses ?? []
+        let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
+        collector.slowDown(by: publisher.samplingScale(signature: firstSignature, now: now), now: now)
+        if let report = provisional() { emit(.began(report)) }
+        emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
+    }
+
+    /// Takes a sample if one is due; returns true if it did.
+    @discardableResult
+    package func sampleIfDue(now: UInt64) -> Bool {
+        guard let due = collector.nextSampleAt, now >= due else { return false }
+        guard let sample = collector.takeSample(now: now), let evidence = collector.evidence else { return true }
+        emit(
+            .sampled(
+                reportID: evidence.reportID, index: evidence.samples.count - 1,
+                pauseMicros: sample.pauseNanos.map(Self.micros)))
+        return true
+    }
+
+    package func escalate(_ stall: StallDetector.Stall) {
+        collector.escalate(stall)
+        if let report = provisional() { emit(.escalated(report)) }
+    }
+
+    package func end(endNanos: UInt64) {
+        guard collector.evidence != nil else { return }
+        if let report = finish(status: .ended, endNanos: endNanos, now: endNanos) { emit(.ended(report)) }
+        collector.reset()
+    }
+
+    /// The watching is stopping while the loop is still stuck (`reason` replaces the default note).
+    package func abandon(now: UInt64, reason: String? = nil) {
+        guard collector.evidence != nil else { return }
+        collector.addNote(reason ?? "the watchdog stopped while the loop was still stuck")
+        if let report = finish(status: .unrecovered, endNanos: nil, now: now) { emit(.ended(report)) }
+        collector.reset()
+    }
+
+    package func addNote(_ note: String) { collector.addNote(note) }
+
+    // MARK: Reports
+
+    /// Builds and writes the provisional report (at detection, or on escalation to a hang).
+    private func provisional() -> StallReport? {
+        guard let evidence = collector.evidence else { return nil }
+        let report = builder.build(
+            evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
+        publisher.publishProvisional(report)
+        return report
+    }
+
+    /// The final report, published; returns the report of this stall either way, for listeners.
+    private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
+        collector.closeContext(now: now)
+        guard let evidence = collector.evidence else { return nil }
+        let report = builder.build(
+            evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
+        return publisher.publishFinal(report, now: now)
+    }
+
+    // MARK: Identity and units
+
+    static func millis(_ nanos: UInt64) -> Double { StallReportBuilder.millis(nanos) }
+    static func micros(_ nanos: UInt64) -> Double { StallReportBuilder.micros(nanos) }
+
+    /// `20261130T221500.123Z-4242-3`: sortable, unique per process.
+    static func makeID(wallNanos: UInt64) -> String {
+        var t = time_t(wallNanos / 1_000_000_000)
+        var tm = tm()
+        gmtime_r(&t, &tm)
+        let stamp = String(
+            format: "%04d%02d%02dT%02d%02d%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+            tm.tm_min, tm.tm_sec, Int(wallNanos / 1_000_000 % 1000))
+        return "\(stamp)-\(getpid())-\(counter.next())"
+    }
+}
+
+/// A process-wide counter for report ids.
+final class Counter: @unchecked Sendable {
+    // @unchecked Sendable: `value` is read and written only under `lock`.
+    private let lock = NSLock()
+    private var value = 0
+    func next() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value += 1
+        return value
+    }
+}

@@ -1,0 +1,158 @@
+// StallReportBuilder: turns recorded StallEvidence into a StallReport; no threads, signals or /proc reads.
+import Foundation
+
+/// What the builder needs of a symbolicator: frames for addresses, the images those frames point into, and the
+/// problems met. ``Symbolicator`` is one; tests give a table.
+protocol FrameResolving: AnyObject {
+    func symbolicate(_ addresses: [UInt64]) -> [StackFrame]
+    func images(for frames: [StackFrame]) -> [ImageInfo]
+    var errors: [String] { get }
+}
+
+extension Symbolicator: FrameResolving {}
+
+/// Builds the report of one stall from its evidence: frames, call tree and point stack, signature, cause,
+/// capture costs, and the dates of the detector's monotonic times.
+///
+/// Pure given its resolver and clock (the clock only times symbolication for `capture.symbolicationMicros`):
+/// the same evidence gives the same report, so reports can be tested from hand-made evidence.
+struct StallReportBuilder {
+    let configuration: StallWatchConfiguration
+    let loopName: String
+    /// The report's `detection.source`, `process` block, and whether the loop's phase is known.
+    let detectionSource: String
+    let process: StallReport.ProcessDescription
+    let phaseKnown: Bool
+    /// The report's `capture.method`.
+    let captureMethod: String
+    /// CLOCK_MONOTONIC, read around symbolication.
+    var clock: () -> UInt64
+
+    init(
+        configuration: StallWatchConfiguration, loopName: String, detectionSource: String,
+        process: StallReport.ProcessDescription, phaseKnown: Bool, captureMethod: String,
+        clock: @escaping () -> UInt64
+    ) {
+        self.configuration = configuration
+        self.loopName = loopName
+        self.detectionSource = detectionSource
+        self.process = process
+        self.phaseKnown = phaseKnown
+        self.captureMethod = captureMethod
+        self.clock = clock
+    }
+
+    /// The report of `evidence`.
+    ///
+    /// - Parameters:
+    ///   - status: `ongoing` for the provisional report, `ended` or `unrecovered` for the final one.
+    ///   - endNanos: When the loop moved on (CLOCK_MONOTONIC); nil while it has not.
+    ///   - final: All samples and the context (else the first sample only, for a report that must be quick).
+    ///   - now: The duration's end when `endNanos` is nil; nil reads the clock.
+    ///   - symbols: Resolves the addresses.
+    func build(
+        _ evidence: StallEvidence, status: StallReport.Status, endNanos: UInt64?, final: Bool, now: UInt64?,
+        symbols: any FrameResolving
+    ) -> StallReport {
+        let stall = evidence.stall
+        let samples = evidence.samples
+        let current = now ?? clock()
+        let durationNanos = (endNanos ?? current) &- stall.startNanos
+        let symbolStart = clock()
+        let chosen = final ? samples : Array(samples.prefix(1))
+        let sampleFrames = chosen.map { symbols.symbolicate($0.addresses) }
+        var threads = evidence.threads.map(\.snapshot)
+        for (index, raw) in evidence.threads.enumerated() {
+            threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))
+            if threads[index].frames.isEmpty && threads[index].error == nil {
+                threads[index].error = "stack not captured"
+            }
+        }
+        let symbolicationNanos = clock() &- symbolStart
+        let reportSamples = zip(chosen, sampleFrames).map { raw, frames in
+            StallReport.Sample(
+                offsetMs: Self.millis(raw.offsetNanos), frames: frames, pauseMicros: raw.pauseNanos.map(Self.micros),
+                error: raw.error, thread: raw.probe.map { threadState($0, first: evidence.firstProbe) })
+        }
+        let tree = CallTree(samples: StallSignature.aggregatable(reportSamples))
+        let pointStack = StallSignature.dominantStack(of: tree)
+        let pauses = samples.compactMap(\.pauseNanos).map(Self.micros).sorted()
+        let unwinds = samples.compactMap(\.unwindNanos).map(Self.micros).sorted()
+        let severity: StallReport.Severity =
+            durationNanos >= UInt64(configuration.hangThresholdMs) * 1_000_000 || stall.isHang ? .hang : .stall
+        let wallDate = { (mono: UInt64) in Self.wallDate(mono, evidence: evidence) }
+        var report = StallReport(
+            id: evidence.reportID, status: status, severity: severity, startedAt: wallDate(stall.startNanos),
+            endedAt: endNanos.map(wallDate), durationMs: Self.millis(durationNanos),
+            detection: .init(
+                source: detectionSource, strategy: configuration.strategy,
+                thresholdMs: Double(configuration.thresholdMs),
+                hangThresholdMs: Double(configuration.hangThresholdMs), detectedAt: wallDate(stall.detectedNanos),
+                latencyMs: Self.millis(stall.latencyNanos)),
+            process: process,
+            loop: .init(
+                name: loopName, threadId: evidence.threadID ?? 0,
+                phase: phaseKnown ? stall.activity.description : "unknown",
+                iteration: stall.sequence),
+            samples: reportSamples,
+            images: symbols.images(for: sampleFrames.flatMap { $0 } + (pointStack?.frames ?? [])),
+            signature: StallSignature.compute(stack: pointStack?.frames),
+            capture: .init(
+                method: captureMethod, sampleIntervalMs: Double(evidence.intervalNanos) / 1e6,
+                samplesTaken: samples.count, samplesFailed: samples.filter { $0.error != nil }.count,
+                pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
+                unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],
+                symbolicationMicros: Self.micros(symbolicationNanos),
+                errors: evidence.setupErrors + evidence.captureErrors + symbols.errors),
+            notes: evidence.notes, annotations: evidence.annotations)
+        report.pointStack = pointStack
+        report.callTree = tree.roots.isEmpty ? nil : tree.roots
+        report.threads = threads.isEmpty ? nil : threads
+        report.occurrences = 1
+        report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
+        if final { report.context = evidence.context }
+        return report
+    }
+
+    private func classify(
+        _ evidence: StallEvidence, wallNanos: UInt64, reportSamples: [StallReport.Sample],
+        threads: [StallReport.ThreadSnapshot]
+    ) -> StallReport.Cause? {
+        guard let tid = evidence.threadID else { return nil }
+        let samples = evidence.samples
+        let observations = zip(samples, reportSamples).compactMap { raw, sample -> CauseClassifier.Observation? in
+            guard let probe = raw.probe else { return nil }
+            return .init(
+                state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
+                symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner)
+        }
+        var loopCPU: UInt64?
+        if let first = evidence.firstProbe?.cpuNanos, let last = samples.last?.probe?.cpuNanos, last >= first {
+            loopCPU = last - first
+        }
+        // The CPU delta covers first → last sample, not the whole stall: compare it with that span.
+        let span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
+        return CauseClassifier.classify(
+            .init(
+                loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
+                loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads))
+    }
+
+    private func threadState(_ probe: ThreadProbe, first: ThreadProbe?) -> StallReport.ThreadState {
+        let cpu = first.map { probe.cpuNanos &- $0.cpuNanos } ?? 0
+        let wait = first.map { probe.runQueueWaitNanos &- $0.runQueueWaitNanos } ?? 0
+        return .init(
+            state: probe.state, wchan: probe.wchan, syscall: probe.syscallName, syscallNumber: probe.syscall,
+            cpuTimeMs: Self.millis(cpu), voluntarySwitches: probe.voluntarySwitches,
+            involuntarySwitches: probe.involuntarySwitches, runQueueWaitMs: Self.millis(wait))
+    }
+
+    /// The date of a CLOCK_MONOTONIC time, from the realtime/monotonic pair read at detection.
+    static func wallDate(_ mono: UInt64, evidence: StallEvidence) -> Date {
+        let wall = Double(evidence.wallAtBegin) - (Double(evidence.monoAtBegin) - Double(mono))
+        return Date(timeIntervalSince1970: wall / 1e9)
+    }
+
+    static func millis(_ nanos: UInt64) -> Double { (Double(nanos) / 1e4).rounded() / 100 }
+    static func micros(_ nanos: UInt64) -> Double { (Double(nanos) / 10).rounded() / 100 }
+}

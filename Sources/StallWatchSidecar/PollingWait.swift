@@ -1,0 +1,30 @@
+// PollingWait: how a sidecar waits between looks at another process: a poll interval, cut short by a stop.
+import CStallWatchCore
+import Dispatch
+import StallWatch
+
+/// The wait of the sidecar's progress sources: another process cannot signal the sidecar, so it looks every
+/// poll interval — sooner when the detector's deadline or the next sample comes first — and a stop request
+/// (``wakeup``) cuts the wait short.
+package struct PollingWait: Sendable {
+    /// Time between looks.
+    package let intervalNanos: UInt64
+    /// Signalled to end a wait early (a stop).
+    package let wakeup: DispatchSemaphore
+
+    package init(intervalNanos: UInt64, wakeup: DispatchSemaphore) {
+        self.intervalNanos = intervalNanos
+        self.wakeup = wakeup
+    }
+
+    /// Waits until the next look; always reports a timeout (a poll has no other reason to end but a stop).
+    package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+        let after = sw_monotonic_ns()
+        var deadline = after &+ intervalNanos
+        if case .until(let t) = wait, t > after { deadline = min(deadline, t) }
+        if let next = nextSampleAt { deadline = min(deadline, max(next, after)) }
+        let now = sw_monotonic_ns()
+        if deadline > now { _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) }
+        return true
+    }
+}

@@ -1,0 +1,81 @@
+// TargetProgress: a sidecar's progress source for one thread of another process: heartbeat, else /proc.
+import StallWatch
+
+/// What a ``TargetWatcher`` follows: the thread's heartbeat segment while it validates, /proc evidence
+/// otherwise — and from the moment a heartbeat is lost or rewritten, since it can no longer be trusted.
+///
+/// Every look first checks that the target is still the same live process (a reused pid is not): when it is
+/// gone, a stall being followed is finished as `unrecovered`.
+package struct TargetProgress: ProgressSource {
+    package let processID: Int32
+    package let threadID: Int32
+    private let startTimeTicks: UInt64?
+    private let polling: PollingWait
+    private var heartbeat: HeartbeatProgress?
+    private var proc: ProcProgressProbe?
+    /// Told when the heartbeat is lost and watching goes on from /proc.
+    private let onHeartbeatLost: (SidecarError) -> Void
+
+    package init(
+        processID: Int32, threadID: Int32, startTimeTicks: UInt64?, heartbeat: HeartbeatReader?, polling: PollingWait,
+        now: UInt64, onHeartbeatLost: @escaping (SidecarError) -> Void
+    ) {
+        self.processID = processID
+        self.threadID = threadID
+        self.startTimeTicks = startTimeTicks
+        self.polling = polling
+        self.onHeartbeatLost = onHeartbeatLost
+        if let heartbeat {
+            self.heartbeat = HeartbeatProgress(
+                reader: heartbeat, processID: processID, threadID: threadID, polling: polling)
+        } else {
+            proc = ProcProgressProbe(processID: processID, threadID: threadID, now: now, polling: polling)
+        }
+    }
+
+    package var sampledThread: SampledThread? { SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0) }
+
+    package mutating func read(now: UInt64) -> ProgressReading {
+        guard targetAlive() else { return .ended(reason: "the target exited while its loop was still stuck") }
+        var notes: [String] = []
+        if let heartbeat {
+            do {
+                return try heartbeat.readSegment()
+            } catch {
+                // Lost or rewritten: carry on from /proc rather than trust it.
+                onHeartbeatLost(error)
+                notes.append("the heartbeat became invalid during the stall: \(error.message)")
+                self.heartbeat = nil
+                proc = ProcProgressProbe(processID: processID, threadID: threadID, now: now, polling: polling)
+                guard targetAlive() else {
+                    return .ended(reason: "the target exited while its loop was still stuck", notes: notes)
+                }
+            }
+        }
+        switch proc?.read(now: now) {
+        case .progress(let snapshot, let stallEnd, _)?:
+            return .progress(snapshot, stallEndNanos: stallEnd, notes: notes)
+        case .ended(let reason, _)?:
+            // The thread is gone; when the whole process is, the stall is left as it is.
+            return .ended(reason: targetAlive() ? reason : nil, notes: notes)
+        case nil:
+            return .ended(reason: nil, notes: notes)
+        }
+    }
+
+    package mutating func noteCapture() { proc?.noteCapture() }
+
+    package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+        polling.wait(for: wait, nextSampleAt: nextSampleAt)
+    }
+
+    /// The same process (not a reused pid) exists and is not a zombie.
+    private func targetAlive() -> Bool {
+        guard let started = HeartbeatPublisher.startTimeTicks(pid: processID), started == startTimeTicks else {
+            return false
+        }
+        guard let status = ProcFile.text("/proc/\(processID)/status"), let state = ProcFile.statusField(status, "State")
+        else { return false }
+        return !(state.hasPrefix("Z") || state.hasPrefix("X"))
+    }
+}

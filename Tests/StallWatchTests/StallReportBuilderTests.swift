@@ -1,0 +1,157 @@
+// Building reports from hand-made evidence: no threads, no signals, no /proc; a table stands in for symbols.
+import Foundation
+import Testing
+
+@testable import StallWatch
+
+/// Resolves addresses from a fixed table: `0x1000` → `work`, `0x2000` → `caller`, `0x3000` → `main`.
+final class TableResolver: FrameResolving {
+    let names: [UInt64: String] = [0x1000: "work", 0x2000: "caller", 0x3000: "main", 0x4000: "pthread_mutex_lock"]
+    var errors: [String] = []
+
+    func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
+        addresses.map { address in
+            guard let name = names[address] else { return StackFrame(address: address) }
+            return StackFrame(
+                address: address, image: "/usr/bin/service", offset: address, symbol: name)
+        }
+    }
+
+    func images(for frames: [StackFrame]) -> [ImageInfo] {
+        Set(frames.compactMap(\.image)).sorted().map { ImageInfo(path: $0, buildId: "ab12", base: 0, size: nil) }
+    }
+}
+
+@Suite struct StallReportBuilderTests {
+    static let ms: UInt64 = 1_000_000
+    /// The stall: the loop entered `afterWaiting` at 1 000 ms and the detector saw it at 1 260 ms.
+    static let stall = StallDetector.Stall(
+        sequence: 41, activity: .afterWaiting, startNanos: 1_000 * ms, detectedNanos: 1_260 * ms,
+        latencyNanos: 10 * ms, isHang: false, notes: [])
+
+    static func builder(phaseKnown: Bool = true) -> StallReportBuilder {
+        var configuration = StallWatchConfiguration()
+        configuration.thresholdMs = 250
+        configuration.hangThresholdMs = 2_000
+        return StallReportBuilder(
+            configuration: configuration, loopName: "main", detectionSource: "in-process",
+            process: .init(pid: 42, executable: "/usr/bin/service", buildId: nil, host: "test"),
+            phaseKnown: phaseKnown, captureMethod: "signal", clock: { 0 })
+    }
+
+    static func probe(state: String = "R", syscall: Int? = nil, arg0: UInt64? = nil, cpuMs: UInt64) -> ThreadProbe {
+        ThreadProbe(
+            threadID: 42, name: "service", state: state, wchan: nil, syscall: syscall, syscallArg0: arg0,
+            cpuNanos: cpuMs * ms, voluntarySwitches: 3, involuntarySwitches: 1, runQueueWaitNanos: 0)
+    }
+
+    /// Two samples of a thread running `work` ← `caller` ← `main`, 50 ms apart, with CPU time growing alongside.
+    static func onCPUEvidence() -> StallEvidence {
+        var evidence = StallEvidence(
+            stall: stall, threadID: 42, reportID: "r1", wallAtBegin: 1_790_000_000_000 * ms, monoAtBegin: 1_260 * ms,
+            intervalNanos: 50 * ms)
+        evidence.firstProbe = probe(cpuMs: 500)
+        let stack: [UInt64] = [0x1000, 0x2000, 0x3000]
+        evidence.samples = [
+            .init(offsetNanos: 260 * ms, addresses: stack, pauseNanos: 20_000, probe: probe(cpuMs: 500)),
+            .init(offsetNanos: 310 * ms, addresses: stack, pauseNanos: 40_000, probe: probe(cpuMs: 550)),
+        ]
+        evidence.threads = [
+            .init(snapshot: .init(threadId: 42, name: "service", state: "R"), addresses: stack),
+            .init(snapshot: .init(threadId: 43, name: "worker", state: "S")),
+        ]
+        evidence.context = StallReport.SystemContext()
+        evidence.setupErrors = ["set-up problem"]
+        evidence.captureErrors = ["sample 1: late"]
+        return evidence
+    }
+
+    @Test func finalReportCarriesEverySampleTheDatesAndTheCause() throws {
+        let report = Self.builder().build(
+            Self.onCPUEvidence(), status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+            symbols: TableResolver())
+        #expect(report.id == "r1")
+        #expect(report.status == .ended)
+        #expect(report.severity == .stall)
+        #expect(report.durationMs == 400)
+        // Detection happened at wallAtBegin; the start was 260 ms earlier, the end 140 ms later.
+        #expect(report.startedAt == Date(timeIntervalSince1970: 1_790_000_000 - 0.26))
+        #expect(try #require(report.endedAt).timeIntervalSince1970 == 1_790_000_000.14)
+        #expect(report.loop == .init(name: "main", threadId: 42, phase: "afterWaiting", iteration: 41))
+        #expect(report.samples.map(\.offsetMs) == [260, 310])
+        #expect(report.samples[1].frames.compactMap(\.symbol) == ["work", "caller", "main"])
+        #expect(report.samples[1].thread?.cpuTimeMs == 50)
+        #expect(report.pointStack?.frames.compactMap(\.symbol) == ["work", "caller", "main"])
+        #expect(report.pointStack?.count == 2)
+        #expect(report.signature == StallSignature.compute(stack: report.pointStack?.frames))
+        #expect(report.signature != "unknown")
+        #expect(report.cause?.kind == .cpu)
+        #expect(report.capture.samplesTaken == 2)
+        #expect(report.capture.pauseMicrosMedian == 40)
+        #expect(report.capture.pauseMicrosMax == 40)
+        #expect(report.capture.errors == ["set-up problem", "sample 1: late"])
+        #expect(report.images.map(\.path) == ["/usr/bin/service"])
+        #expect(report.context != nil)
+        #expect(report.occurrences == 1)
+    }
+
+    @Test func provisionalReportHasOnlyTheFirstSampleAndNoContext() {
+        let report = Self.builder().build(
+            Self.onCPUEvidence(), status: .ongoing, endNanos: nil, final: false, now: 1_270 * Self.ms,
+            symbols: TableResolver())
+        #expect(report.status == .ongoing)
+        #expect(report.endedAt == nil)
+        #expect(report.durationMs == 270)
+        #expect(report.samples.count == 1)
+        // The capture summary still counts every sample taken.
+        #expect(report.capture.samplesTaken == 2)
+        #expect(report.context == nil)
+    }
+
+    @Test func threadsWithoutAStackSaySoAndTheLoopThreadKeepsItsFrames() throws {
+        let report = Self.builder().build(
+            Self.onCPUEvidence(), status: .ended, endNanos: 1_400 * Self.ms, final: true, now: nil,
+            symbols: TableResolver())
+        let threads = try #require(report.threads)
+        #expect(threads.map(\.threadId) == [42, 43])
+        #expect(threads[0].frames.count == 3)
+        #expect(threads[0].error == nil)
+        #expect(threads[1].frames.isEmpty)
+        #expect(threads[1].error == "stack not captured")
+    }
+
+    @Test func aStallPastTheHangThresholdIsAHangAndAnUnpublishedPhaseIsUnknown() {
+        let report = Self.builder(phaseKnown: false).build(
+            Self.onCPUEvidence(), status: .unrecovered, endNanos: nil, final: true, now: 3_500 * Self.ms,
+            symbols: TableResolver())
+        #expect(report.severity == .hang)
+        #expect(report.status == .unrecovered)
+        #expect(report.durationMs == 2_500)
+        #expect(report.loop.phase == "unknown")
+    }
+
+    @Test func aFutexWaitWithAKnownOwnerIsALockWaitOnThatThread() {
+        var evidence = Self.onCPUEvidence()
+        let futex = 202
+        for index in evidence.samples.indices {
+            evidence.samples[index].addresses = [0x4000, 0x2000, 0x3000]
+            evidence.samples[index].probe = Self.probe(state: "S", syscall: futex, arg0: 0x7f00, cpuMs: 500)
+            evidence.samples[index].lockOwner = 43
+        }
+        let report = Self.builder().build(
+            evidence, status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+            symbols: TableResolver())
+        #expect(report.cause?.kind == .lock)
+        #expect(report.cause?.blockingThreadId == 43)
+        #expect(report.samples[0].thread?.syscall == "futex")
+    }
+
+    @Test func theSameEvidenceBuildsTheSameReport() throws {
+        let build = {
+            Self.builder().build(
+                Self.onCPUEvidence(), status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+                symbols: TableResolver())
+        }
+        #expect(try build().encodedJSON() == build().encodedJSON())
+    }
+}
