@@ -48,7 +48,7 @@ public struct PprofExporter: ProfileExporter {
 
     public mutating func add(_ report: StallReport) {
         reports += 1
-        let weight = Int64(ProfileStacks.sampleWeightMs(of: report) * 1_000_000)
+        let weight = Int64(saturating: ProfileStacks.sampleWeightMs(of: report) * 1_000_000)
         periodNanos = max(periodNanos, weight)
         let start = report.startedAt
         let end = start.addingTimeInterval(report.durationMs / 1000)
@@ -121,9 +121,9 @@ public struct PprofExporter: ProfileExporter {
         let periodType = (id("wall"), id("nanoseconds"))
         for text in strings { profile.field(6, string: text) }  // string_table; index 0 is ""
         // Strings interned above (comment, period type) were appended before string_table was written.
-        if let firstStart { profile.field(9, Int64(firstStart.timeIntervalSince1970 * 1e9)) }  // time_nanos
+        if let firstStart { profile.field(9, Int64(saturating: firstStart.timeIntervalSince1970 * 1e9)) }  // time_nanos
         if let firstStart, let lastEnd {
-            profile.field(10, Int64(lastEnd.timeIntervalSince(firstStart) * 1e9))  // duration_nanos
+            profile.field(10, Int64(saturating: lastEnd.timeIntervalSince(firstStart) * 1e9))  // duration_nanos
         }
         profile.field(11) {
             $0.field(1, periodType.0); $0.field(2, periodType.1)

@@ -14,6 +14,8 @@ public struct ReportDetailView: Sendable {
 
     /// The lines of `reports show`; `allThreads` adds the snapshot of the process's other threads.
     public func lines(_ report: StallReport, path: String? = nil, allThreads: Bool = false) -> [String] {
+        let report = TerminalText.escaped(report)
+        let path = path.map(TerminalText.escape)
         let style = TextStyle(useColor: useColor)
         func heading(_ text: String) -> String { style.styled(text, "1") }
         let ms = ReportTextFormat.number

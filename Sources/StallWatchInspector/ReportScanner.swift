@@ -44,7 +44,7 @@ public struct ReportScanner: Sendable {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
                 outcome.missing.append(path)
                 // With one path the caller's "no reports: … does not exist" says it; with several, say which.
-                if paths.count > 1 { warn("warning: \(path) does not exist") }
+                if paths.count > 1 { warn(TerminalText.escape("warning: \(path) does not exist")) }
                 continue
             }
             if !isDirectory.boolValue {
@@ -53,7 +53,7 @@ public struct ReportScanner: Sendable {
                     report = try ReportStore.load(path: path)
                 } catch {
                     outcome.skipped += 1
-                    warn("warning: skipping \(error.message)")
+                    warn(TerminalText.escape("warning: skipping \(error.message)"))
                     continue
                 }
                 outcome.read += 1
@@ -67,7 +67,7 @@ public struct ReportScanner: Sendable {
                 listing: listing,
                 onProblem: { problem in
                     outcome.skipped += 1
-                    warn("warning: \(problem)")
+                    warn(TerminalText.escape("warning: \(problem)"))
                 }
             ) { entry in
                 outcome.read += 1

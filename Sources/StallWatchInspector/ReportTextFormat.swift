@@ -26,12 +26,14 @@ public struct ReportTextFormat: Sendable {
     /// `312 ms`, `5.20 s`, `2m 05s`; `ongoing`/`unrecovered` durations are lower bounds and get a `+`.
     public static func duration(_ milliseconds: Double, status: StallReport.Status = .ended) -> String {
         let text: String
-        if milliseconds < 1000 {
-            text = "\(Int(milliseconds.rounded())) ms"
+        if !milliseconds.isFinite {
+            text = "\(milliseconds) ms"
+        } else if milliseconds < 1000 {
+            text = "\(Int(saturating: milliseconds.rounded())) ms"
         } else if milliseconds < 60_000 {
             text = String(format: "%.2f s", milliseconds / 1000)
         } else {
-            let seconds = Int((milliseconds / 1000).rounded(.down))
+            let seconds = Int(saturating: (milliseconds / 1000).rounded(.down))
             text = "\(seconds / 60)m \(seconds % 60 < 10 ? "0" : "")\(seconds % 60)s"
         }
         return status == .ended ? text : text + "+"
@@ -44,10 +46,12 @@ public struct ReportTextFormat: Sendable {
     }
 
     /// Left-aligned columns separated by two spaces; the last column is not padded. `style` may decorate a
-    /// padded cell (colour) without disturbing the alignment.
+    /// padded cell (colour) without disturbing the alignment. Cells are escaped (``TerminalText/escape(_:)``)
+    /// before they are measured, so report content cannot drive the terminal.
     public static func table(
         _ rows: [[String]], style: (_ row: Int, _ column: Int, _ cell: String) -> String = { $2 }
     ) -> [String] {
+        let rows = rows.map { $0.map(TerminalText.escape) }
         guard let columns = rows.map(\.count).max() else { return [] }
         var widths = [Int](repeating: 0, count: columns)
         for row in rows {

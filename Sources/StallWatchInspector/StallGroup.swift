@@ -93,7 +93,7 @@ public struct StallGrouper: Sendable {
     /// Nearest-rank percentile of ascending `values` (`q` in 0…1); 0 when empty.
     public static func percentile(_ values: [Double], _ q: Double) -> Double {
         guard !values.isEmpty else { return 0 }
-        let rank = Int((q * Double(values.count)).rounded(.up))
+        let rank = Int(saturating: (q * Double(values.count)).rounded(.up))
         return values[min(max(rank, 1), values.count) - 1]
     }
 }

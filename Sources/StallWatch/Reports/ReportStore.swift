@@ -143,7 +143,10 @@ public struct ReportStore: Sendable {
             return .success(try decoder.decode(VersionedReport.self, from: data).report)
         } catch let error as DecodeFailure {
             return .failure(error)
+        } catch let error as ReportValidationError {
+            return .failure(DecodeFailure("not a valid report: \(error)"))
         } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+            if let reason = ReportNumberCheck.outOfRange(in: data) { return .failure(DecodeFailure(reason)) }
             let last = data.reversed().first { $0 != 0x20 && $0 != 0x0a && $0 != 0x0d && $0 != 0x09 }
             let closer = first == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
             return .failure(DecodeFailure(last == closer ? "invalid JSON" : "truncated JSON (\(data.count) bytes)"))

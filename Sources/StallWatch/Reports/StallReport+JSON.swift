@@ -51,6 +51,8 @@ extension StallReport {
 public enum ReportDate {
     /// `2026-11-30T22:15:00.123Z`; rounds to the nearest millisecond.
     public static func string(from date: Date) -> String {
+        // Beyond year ±100000 (or not a number) `time_t` cannot hold it: say so instead of trapping.
+        guard abs(date.timeIntervalSince1970) < 3e12 else { return "(date out of range)" }
         let totalMillis = (date.timeIntervalSince1970 * 1000).rounded()
         let seconds = (totalMillis / 1000).rounded(.down)
         let millis = Int(totalMillis - seconds * 1000)

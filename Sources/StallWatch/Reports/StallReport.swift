@@ -148,6 +148,7 @@ extension StallReport {
             callTree = try c.decodeIfPresent([CallTree.Node].self, forKey: .callTree)
             threads = try c.decodeIfPresent([ThreadSnapshot].self, forKey: .threads)
         }
+        try validate()
     }
 
     /// A sample's offset alone: what listing keeps of the samples after the first with frames.

@@ -1,0 +1,104 @@
+// TerminalText: the one escaping of report content for text views, so a report cannot drive the terminal.
+import StallWatch
+
+/// Report content (annotations carry request data; loop and thread names come from other processes) escaped
+/// for a terminal: C0 and C1 control characters, DEL, and the codepoints that reorder or hide text (bidi
+/// overrides and isolates, line and paragraph separators, zero-width marks) become visible `\x1B` / `\u{202E}`
+/// text. Every text view goes through ``escape(_:)``; the HTML page has its own escaping.
+public enum TerminalText {
+    /// `text` with every terminal-dangerous codepoint written as an escape; idempotent.
+    public static func escape(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isDangerous) else { return text }
+        var out = ""
+        out.unicodeScalars.reserveCapacity(text.unicodeScalars.count + 8)
+        for scalar in text.unicodeScalars {
+            if !isDangerous(scalar) {
+                out.unicodeScalars.append(scalar)
+            } else if scalar.value < 0x100 {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\x" + (hex.count < 2 ? "0" : "") + hex
+            } else {
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            }
+        }
+        return out
+    }
+
+    /// Whether `scalar` may change what a terminal shows beyond printing a glyph.
+    public static func isDangerous(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F: true  // C0, DEL, C1 (0x9B is a one-byte CSI)
+        case 0x061C, 0x200B...0x200F, 0x2028...0x202E, 0x2060...0x2069, 0xFEFF: true  // bidi, separators
+        case 0xFFF9...0xFFFB: true  // interlinear annotation controls
+        default: false
+        }
+    }
+
+    /// A copy of `report` with every string a view may show escaped (see ``escape(_:)``).
+    public static func escaped(_ report: StallReport) -> StallReport {
+        var r = report
+        r.id = escape(r.id)
+        r.detection.source = escape(r.detection.source)
+        r.process.executable = escape(r.process.executable)
+        r.process.buildId = r.process.buildId.map(escape)
+        r.process.host = escape(r.process.host)
+        r.loop.name = escape(r.loop.name)
+        r.loop.phase = escape(r.loop.phase)
+        r.samples = r.samples.map { sample in
+            var s = sample
+            s.frames = s.frames.map(escaped)
+            s.error = s.error.map(escape)
+            s.thread = s.thread.map(escaped)
+            return s
+        }
+        r.images = r.images.map { image in
+            var i = image
+            i.path = escape(i.path)
+            i.buildId = i.buildId.map(escape)
+            return i
+        }
+        r.signature = escape(r.signature)
+        r.capture.method = escape(r.capture.method)
+        r.capture.errors = r.capture.errors.map(escape)
+        r.notes = r.notes.map(escape)
+        r.annotations = Dictionary(
+            r.annotations.map { (escape($0.key), escape($0.value)) }, uniquingKeysWith: { first, _ in first })
+        if let evidence = r.cause?.evidence { r.cause?.evidence = evidence.map(escape) }
+        r.callTree = r.callTree?.map(escaped)
+        if let frames = r.pointStack?.frames { r.pointStack?.frames = frames.map(escaped) }
+        r.threads = r.threads?.map { thread in
+            var t = thread
+            t.name = escape(t.name)
+            t.state = escape(t.state)
+            t.wchan = t.wchan.map(escape)
+            t.syscall = t.syscall.map(escape)
+            t.frames = t.frames.map(escaped)
+            t.error = t.error.map(escape)
+            return t
+        }
+        return r
+    }
+
+    static func escaped(_ frame: StackFrame) -> StackFrame {
+        var f = frame
+        f.symbol = f.symbol.map(escape)
+        f.image = f.image.map(escape)
+        f.file = f.file.map(escape)
+        return f
+    }
+
+    private static func escaped(_ state: StallReport.ThreadState) -> StallReport.ThreadState {
+        var t = state
+        t.state = escape(t.state)
+        t.wchan = t.wchan.map(escape)
+        t.syscall = t.syscall.map(escape)
+        return t
+    }
+
+    private static func escaped(_ node: CallTree.Node) -> CallTree.Node {
+        var n = node
+        n.frame = escaped(n.frame)
+        n.children = n.children.map(escaped)
+        return n
+    }
+}
