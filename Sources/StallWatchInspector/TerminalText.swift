@@ -25,14 +25,7 @@ public enum TerminalText {
     }
 
     /// Whether `scalar` may change what a terminal shows beyond printing a glyph.
-    public static func isDangerous(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F: true  // C0, DEL, C1 (0x9B is a one-byte CSI)
-        case 0x061C, 0x200B...0x200F, 0x2028...0x202E, 0x2060...0x2069, 0xFEFF: true  // bidi, separators
-        case 0xFFF9...0xFFFB: true  // interlinear annotation controls
-        default: false
-        }
-    }
+    public static func isDangerous(_ scalar: Unicode.Scalar) -> Bool { PrintableText.isDangerous(scalar) }
 
     /// A copy of `report` with every string a view may show escaped (see ``escape(_:)``).
     public static func escaped(_ report: StallReport) -> StallReport {

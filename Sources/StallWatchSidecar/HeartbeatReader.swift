@@ -153,7 +153,8 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
         guard let end = nameBytes.firstIndex(of: 0) else {
             throw invalid(path, "loop_name", "not NUL-terminated")
         }
-        let name = String(decoding: nameBytes[..<end], as: UTF8.self).filter { !$0.isNewline }
+        // Another user's process may have written it: printable text only (no escapes, no newlines).
+        let name = PrintableText.filtered(String(decoding: nameBytes[..<end], as: UTF8.self))
         return HeartbeatSegment(
             pid: header.pid, loopThreadID: header.loop_tid, thresholdNanos: header.threshold_ns,
             hangThresholdNanos: header.hang_threshold_ns, startTimeTicks: header.start_time_ticks, loopName: name)

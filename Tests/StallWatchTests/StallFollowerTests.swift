@@ -77,6 +77,7 @@ final class EventNames: Sendable {
                 case .ended(let report): name = "ended \(report.status)"
                 case .lateWakeup: name = "late"
                 case .reportFailed: name = "failed"
+                case .heartbeatFailed: name = "heartbeat failed"
                 }
                 events.append(name)
             })

@@ -15,4 +15,7 @@ public enum StallEvent: Sendable {
     case lateWakeup(delayMs: Double)
     /// Writing a report failed; detection goes on.
     case reportFailed(StallWatchError)
+    /// The heartbeat segment could not be published (``Watchdog/heartbeatError`` keeps it too); in-process
+    /// detection goes on, but no sidecar can watch this loop. Delivered once, when the watchdog thread starts.
+    case heartbeatFailed(StallWatchError)
 }

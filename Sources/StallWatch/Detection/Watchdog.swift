@@ -113,9 +113,13 @@ public final class Watchdog: @unchecked Sendable {
     deinit { stop() }
 
     /// Publishes the heartbeat segment before the watchdog thread starts (the loop's words move into it), unless
-    /// it is off or the loop already publishes one. A failure is kept in ``heartbeatError``, never thrown.
+    /// it is off or the loop already publishes one. A failure is kept in ``heartbeatError`` and reported as
+    /// ``StallEvent/heartbeatFailed(_:)`` when the thread starts, never thrown.
     private func publishHeartbeat() {
-        guard configuration.heartbeat, loop.state.heartbeat == nil else { return }
+        guard configuration.heartbeat, loop.state.heartbeat == nil else {
+            heartbeatProblem.withLock { $0 = nil }
+            return
+        }
         do {
             heartbeat = try HeartbeatPublisher.publish(loop: loop, configuration: configuration, watchdogStarting: true)
             heartbeatProblem.withLock { $0 = nil }
@@ -127,6 +131,7 @@ public final class Watchdog: @unchecked Sendable {
     // MARK: The watchdog thread
 
     private func watch(_ recorder: StallRecorder) {
+        if let problem = heartbeatProblem.withLock({ $0 }), configuration.heartbeat { onEvent(.heartbeatFailed(problem)) }
         recorder.warmUp()
         let source = LoopProgressSource(loop: loop) { [self] in stopRequested.load(ordering: .acquiring) }
         var follower = StallFollower(

@@ -10,8 +10,9 @@ import Synchronization
 /// `stallwatch watch` or `stallwatch daemon` can watch the loop from outside with the same detector.
 ///
 /// The loop's words live *in* the mapped file: a transition costs exactly what it costs without the heartbeat
-/// (atomic stores, no syscall). The file is created 0600 under a temporary name with `O_EXCL | O_NOFOLLOW`,
-/// filled, then renamed into place, so a reader never sees a half-written header; it is removed by
+/// (atomic stores, no syscall). The file is created 0600 under an unpredictable temporary name with
+/// `O_EXCL | O_NOFOLLOW` (so a name planted in a shared directory cannot block or redirect it), filled, then
+/// renamed into place, so a reader never sees a half-written header; it is removed by
 /// ``withdraw()``, by ``Watchdog/stop()`` and at normal process exit (`atexit`). A process killed by a signal
 /// leaves the file behind; readers notice that its pid is gone (or reused) and skip it.
 ///
@@ -67,20 +68,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
 
     private init(directory: String, loopName: String, thresholdMs: Int, hangThresholdMs: Int) throws(StallWatchError) {
         let pid = getpid()
-        let index = Self.registry.withLock { state -> Int in
-            state.next += 1
-            return state.next
-        }
-        let name = Self.fileNamePrefix + (index == 1 ? "\(pid)" : "\(pid).\(index)")
-        path = directory + "/" + name
-        let temporary = directory + "/.\(name).tmp"
-        var fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd < 0 && errno == EEXIST {
-            // Left by a killed process that had our pid: the name is ours now.
-            unlink(temporary)
-            fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        }
-        guard fd >= 0 else { throw Syscall.error("open", errno: errno, path: temporary) }
+        HeartbeatLeftovers.remove(in: directory)
+        let (fd, temporary) = try HeartbeatLeftovers.createTemporary(in: directory, pid: pid)
         defer { close(fd) }
         let size = MemoryLayout<sw_heartbeat>.size
         do throws(StallWatchError) {
@@ -104,17 +93,44 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
         header.threshold_ns = UInt64(thresholdMs) * 1_000_000
         header.hang_threshold_ns = UInt64(hangThresholdMs) * 1_000_000
         header.start_time_ticks = Self.startTimeTicks(pid: pid) ?? 0
+        // Printable text only, cut at a character boundary: readers show it to people.
+        var nameBytes = 0
         withUnsafeMutableBytes(of: &header.loop_name) { buffer in
-            for (i, byte) in loopName.utf8.prefix(buffer.count - 1).enumerated() { buffer[i] = byte }
+            for character in PrintableText.filtered(loopName) {
+                let utf8 = Array(String(character).utf8)
+                guard nameBytes + utf8.count < buffer.count else { break }
+                for byte in utf8 {
+                    buffer[nameBytes] = byte
+                    nameBytes += 1
+                }
+            }
         }
         segment.initialize(to: header)
-        guard rename(temporary, path) == 0 else {
-            let err = errno
+        // The name is `stallwatch.<pid>` for the first loop; a name someone else holds (a file another user
+        // planted in a sticky directory cannot be replaced) moves on to the next index.
+        var placed: String?
+        var failure: (call: String, errno: Int32, path: String)?
+        for _ in 0..<16 {
+            let index = Self.registry.withLock { state -> Int in
+                state.next += 1
+                return state.next
+            }
+            let candidate = directory + "/" + Self.fileNamePrefix + (index == 1 ? "\(pid)" : "\(pid).\(index)")
+            if rename(temporary, candidate) == 0 {
+                placed = candidate
+                break
+            }
+            failure = ("rename", errno, candidate)
+            guard [EPERM, EACCES, EISDIR, ENOTEMPTY, EEXIST].contains(errno) else { break }
+        }
+        guard let placed else {
             munmap(raw, size)
             unlink(temporary)
-            throw Syscall.error("rename", errno: err, path: path)
+            let failure = failure ?? ("rename", EEXIST, directory)
+            throw Syscall.error(failure.call, errno: failure.errno, path: failure.path)
         }
-        Self.registry.withLock { _ = $0.live.insert(path) }
+        path = placed
+        Self.registry.withLock { _ = $0.live.insert(placed) }
         Self.installExitHook()
     }
 

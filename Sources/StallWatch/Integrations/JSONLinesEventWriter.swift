@@ -16,7 +16,7 @@ import Synchronization
 /// - `escalated`: `event`, `id`, `loop`, `severity`
 /// - `ended`: `event`, `id`, `pid`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (the function
 ///   of ``StallReport/applicationFrame``, `"?"` without frames), `cause` (when classified)
-/// - `lateWakeup`: `event`, `delayMs`; `reportFailed`: `event`, `error`
+/// - `lateWakeup`: `event`, `delayMs`; `reportFailed`, `heartbeatFailed`: `event`, `error`
 ///
 /// Samples are not written (they would be one line per 50 ms during a stall).
 ///
@@ -90,6 +90,8 @@ public final class JSONLinesEventWriter: Sendable {
             return ["event": .string("lateWakeup"), "delayMs": .double(delay)]
         case .reportFailed(let error):
             return ["event": .string("reportFailed"), "error": .string(error.message)]
+        case .heartbeatFailed(let error):
+            return ["event": .string("heartbeatFailed"), "error": .string(error.message)]
         }
     }
 

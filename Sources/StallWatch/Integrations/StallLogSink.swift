@@ -101,6 +101,8 @@ public struct StallEventLogger: Sendable {
             )
         case .reportFailed(let error):
             return (.error, "a stall report could not be written: \(error.message)", ["error": error.message])
+        case .heartbeatFailed(let error):
+            return (.error, "the heartbeat could not be published: \(error.message)", ["error": error.message])
         }
     }
 }

@@ -106,6 +106,8 @@ public final class StallMetrics: Sendable {
                 c.lateWakeups += 1
             case .reportFailed:
                 c.reportFailures += 1
+            case .heartbeatFailed:
+                break  // not a stall figure: the log line and JSON event say it
             }
         }
     }
