@@ -131,7 +131,9 @@ public final class Watchdog: @unchecked Sendable {
     // MARK: The watchdog thread
 
     private func watch(_ recorder: StallRecorder) {
-        if let problem = heartbeatProblem.withLock({ $0 }), configuration.heartbeat { onEvent(.heartbeatFailed(problem)) }
+        if configuration.heartbeat, let problem = heartbeatProblem.withLock({ $0 }) {
+            onEvent(.heartbeatFailed(problem))
+        }
         recorder.warmUp()
         let source = LoopProgressSource(loop: loop) { [self] in stopRequested.load(ordering: .acquiring) }
         var follower = StallFollower(
