@@ -23,8 +23,10 @@ extension ReportsCommands {
             let view = StallGroupView(format: textFormat(invocation.environment), useColor: console.useColor)
             view.lines(groups, by: key).forEach { console.print($0) }
             let total = groups.map(\.totalMs).reduce(0, +)
+            let stalls = groups.map(\.count).reduce(0, +)
             var footer =
-                "\(outcome.matched) report\(outcome.matched == 1 ? "" : "s") in \(groups.count) group"
+                "\(outcome.matched) report\(outcome.matched == 1 ? "" : "s")"
+                + (stalls != outcome.matched ? " (\(stalls) stalls)" : "") + " in \(groups.count) group"
                 + "\(groups.count == 1 ? "" : "s"), \(ReportTextFormat.duration(total)) stalled in all"
             if outcome.skipped > 0 { footer += "; \(outcome.skipped) file\(outcome.skipped == 1 ? "" : "s") skipped" }
             console.print()

@@ -13,10 +13,12 @@ public struct StallGroup: Codable, Sendable, Equatable {
 
     /// The signature, cause kind or top function shared by the group.
     public var key: String
+    /// Stalls: every report's `occurrences` (1 for a report of its own) added up.
     public var count: Int
-    /// Sum of the durations, milliseconds (lower bounds for ongoing and unrecovered reports).
+    /// Sum of the durations of all those stalls, milliseconds (a folded report's `totalDurationMs`; lower
+    /// bounds for ongoing and unrecovered reports).
     public var totalMs: Double
-    /// Nearest-rank percentiles of the durations.
+    /// Nearest-rank percentiles of the reports' own durations; `maxMs` includes the longest folded stall.
     public var p50Ms: Double
     public var p95Ms: Double
     public var maxMs: Double
@@ -39,6 +41,9 @@ public struct StallGrouper: Sendable {
 
     private struct Partial: Sendable {
         var durations: [Double] = []
+        var stalls = 0
+        var totalMs = 0.0
+        var maxMs = 0.0
         var firstSeen: Date
         var lastSeen: Date
         var latest: (id: String, path: String, topFrame: String?)
@@ -67,6 +72,11 @@ public struct StallGrouper: Sendable {
                 firstSeen: report.startedAt, lastSeen: report.startedAt,
                 latest: (report.id, path, report.applicationFrame?.description))
         group.durations.append(report.durationMs)
+        let occurrences = max(1, report.occurrences ?? 1)
+        group.stalls += occurrences
+        // Reports written before totals were kept: the report's own duration stands for each occurrence.
+        group.totalMs += report.totalDurationMs ?? report.durationMs * Double(occurrences)
+        group.maxMs = max(group.maxMs, report.maxDurationMs ?? report.durationMs, report.durationMs)
         group.firstSeen = min(group.firstSeen, report.startedAt)
         if report.startedAt >= group.lastSeen {
             group.lastSeen = report.startedAt
@@ -82,8 +92,8 @@ public struct StallGrouper: Sendable {
         partial.map { name, group in
             let sorted = group.durations.sorted()
             return StallGroup(
-                key: name, count: sorted.count, totalMs: sorted.reduce(0, +),
-                p50Ms: Self.percentile(sorted, 0.50), p95Ms: Self.percentile(sorted, 0.95), maxMs: sorted.last ?? 0,
+                key: name, count: group.stalls, totalMs: group.totalMs,
+                p50Ms: Self.percentile(sorted, 0.50), p95Ms: Self.percentile(sorted, 0.95), maxMs: group.maxMs,
                 firstSeen: group.firstSeen, lastSeen: group.lastSeen, topFrame: group.latest.topFrame,
                 hangs: group.hangs, unrecovered: group.unrecovered, latestId: group.latest.id,
                 latestPath: group.latest.path)

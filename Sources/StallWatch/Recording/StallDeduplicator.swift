@@ -3,7 +3,9 @@
 /// Decides for each finished stall whether it gets a report file of its own.
 ///
 /// - A stall whose signature matches one reported within `window` is folded into that report: its
-///   `occurrences` goes up and `lastSeen` moves, and no new file appears.
+///   `occurrences` goes up and `lastSeen` moves, and no new file appears. A hang is never folded, nor a stall
+///   more than ``longerFactor`` times as long as the report it would fold into: those get a file of their own
+///   (with their samples), and later repeats fold into it.
 /// - At most `maxPerHour` new report files are written per rolling hour; stalls beyond the cap are counted and
 ///   the count is noted in the next report that is written.
 /// - Annealing: a signature seen before is sampled less often (the interval doubles per repeat, up to 8×), so
@@ -13,7 +15,12 @@ struct StallDeduplicator {
         var reportID: String
         var occurrences: Int
         var lastSeenNanos: UInt64
+        /// The duration of the report folded into.
+        var durationMs: Double
     }
+
+    /// A stall longer than this many times the report it matches is reported on its own.
+    static let longerFactor = 2.0
 
     enum Decision: Equatable {
         case writeNew
@@ -34,8 +41,13 @@ struct StallDeduplicator {
     }
 
     /// What to do with a finished stall of `signature` at `now`; records the outcome.
-    mutating func decide(signature: String, reportID: String, now: UInt64) -> Decision {
-        if signature != "unknown", var entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos {
+    mutating func decide(
+        signature: String, reportID: String, now: UInt64, severity: StallReport.Severity = .stall,
+        durationMs: Double = 0
+    ) -> Decision {
+        if signature != "unknown", var entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos,
+            severity != .hang, durationMs <= entry.durationMs * Self.longerFactor
+        {
             entry.occurrences += 1
             entry.lastSeenNanos = now
             entries[signature] = entry
@@ -49,7 +61,8 @@ struct StallDeduplicator {
         }
         written.append(now)
         if signature != "unknown" {
-            entries[signature] = Entry(reportID: reportID, occurrences: 1, lastSeenNanos: now)
+            entries[signature] = Entry(
+                reportID: reportID, occurrences: 1, lastSeenNanos: now, durationMs: durationMs)
         }
         if entries.count > 4096 { entries = entries.filter { now &- $0.value.lastSeenNanos <= windowNanos } }
         return .writeNew

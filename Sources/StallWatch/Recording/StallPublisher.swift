@@ -39,7 +39,10 @@ struct StallPublisher {
         var report = report
         let window = deduplicator.windowNanos
         recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
-        switch deduplicator.decide(signature: report.signature, reportID: report.id, now: now) {
+        switch deduplicator.decide(
+            signature: report.signature, reportID: report.id, now: now, severity: report.severity,
+            durationMs: report.durationMs)
+        {
         case .writeNew:
             let suppressed = deduplicator.takeSuppressed()
             if suppressed > 0 {
@@ -67,6 +70,8 @@ struct StallPublisher {
             return
         }
         existing.occurrences = occurrences
+        existing.maxDurationMs = max(existing.maxDurationMs ?? existing.durationMs, report.durationMs)
+        existing.totalDurationMs = (existing.totalDurationMs ?? existing.durationMs) + report.durationMs
         existing.firstSeen = existing.firstSeen ?? existing.startedAt
         existing.lastSeen = report.startedAt
         persist(existing)

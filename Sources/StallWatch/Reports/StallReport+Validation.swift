@@ -93,6 +93,13 @@ struct ReportValidator {
         }
         if let firstSeen = report.firstSeen { try date("firstSeen", firstSeen) }
         if let lastSeen = report.lastSeen { try date("lastSeen", lastSeen) }
+        if let longest = report.maxDurationMs { try milliseconds("maxDurationMs", longest, signed: false) }
+        if let total = report.totalDurationMs {
+            // A sum of up to `maximumCount` durations: bounded, and still far from overflowing anything.
+            guard total.isFinite, total >= 0, total <= Limits.maximumMilliseconds * Double(Limits.maximumCount) else {
+                throw Failure(field: "totalDurationMs", value: "\(total)", rule: "a finite number ≥ 0")
+            }
+        }
     }
 
     private func detection(_ detection: StallReport.Detection) throws(Failure) {

@@ -65,6 +65,10 @@ public struct StallReport: Codable, Sendable, Equatable {
     public var occurrences: Int?
     public var firstSeen: Date?
     public var lastSeen: Date?
+    /// With `occurrences` > 1: the longest of the folded stalls, and all of them together, milliseconds
+    /// (`durationMs` stays this report's own stall).
+    public var maxDurationMs: Double?
+    public var totalDurationMs: Double?
 
     public init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -100,7 +104,7 @@ extension StallReport {
     enum CodingKeys: String, CodingKey {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
-        case occurrences, firstSeen, lastSeen
+        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs
     }
 
     public init(from decoder: any Decoder) throws {
@@ -126,6 +130,8 @@ extension StallReport {
         occurrences = try c.decodeIfPresent(Int.self, forKey: .occurrences)
         firstSeen = try c.decodeIfPresent(Date.self, forKey: .firstSeen)
         lastSeen = try c.decodeIfPresent(Date.self, forKey: .lastSeen)
+        maxDurationMs = try c.decodeIfPresent(Double.self, forKey: .maxDurationMs)
+        totalDurationMs = try c.decodeIfPresent(Double.self, forKey: .totalDurationMs)
         if listing {
             var list = try c.nestedUnkeyedContainer(forKey: .samples)
             var kept: [Sample] = []

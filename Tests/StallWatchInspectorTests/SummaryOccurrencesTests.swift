@@ -1,0 +1,51 @@
+// `reports summary` counts the stalls folded into a report, and their time, not one per file.
+import Foundation
+import StallWatch
+import StallWatchInspector
+import Testing
+
+@Suite struct SummaryOccurrencesTests {
+    @Test func groupsCountOccurrencesAndAddUpTheirTime() {
+        var folded = ReportFixtures.endedStall
+        folded.occurrences = 50
+        folded.maxDurationMs = 900
+        folded.totalDurationMs = 20_000
+        var single = ReportFixtures.endedStall
+        single.id = "single"
+        single.durationMs = 400
+        var grouper = StallGrouper(by: .signature)
+        grouper.add(folded, path: "folded.json")
+        grouper.add(single, path: "single.json")
+        let group = grouper.groups()[0]
+        #expect(group.count == 51)
+        #expect(group.totalMs == 20_400)
+        #expect(group.maxMs == 900)
+        #expect(group.p50Ms == 312.5, "percentiles stay those of the reports' own durations")
+    }
+
+    @Test func aReportWithoutATotalCountsItsDurationForEachOccurrence() {
+        var old = ReportFixtures.endedStall
+        old.occurrences = 3
+        var grouper = StallGrouper(by: .cause)
+        grouper.add(old, path: "old.json")
+        #expect(grouper.groups()[0].count == 3)
+        #expect(grouper.groups()[0].totalMs == 3 * 312.5)
+    }
+
+    @Test func theSummaryCommandShowsTheStallsFoldedIntoAFile() throws {
+        let directory = HostileFiles.temporaryDirectory("occurrences")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var folded = ReportFixtures.endedStall
+        folded.occurrences = 50
+        folded.totalDurationMs = 20_000
+        try folded.encodedJSON().write(to: URL(fileURLWithPath: directory + "/folded.json"))
+        let result = try HostileFiles.run(["reports", "summary", directory, "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let document = try StallReport.makeDecoder().decode(
+            StallGroupView.Document.self, from: Data(result.stdout.utf8))
+        #expect(document.groups.first?.count == 50)
+        #expect(document.groups.first?.totalMs == 20_000)
+        let text = try HostileFiles.run(["reports", "summary", directory])
+        #expect(text.stdout.contains("1 report (50 stalls) in 1 group, 20.00 s stalled in all"), "\(text.stdout)")
+    }
+}
