@@ -24,9 +24,7 @@
 #define SPIN_NS 300000ull
 #define POLL_SLEEP_NS 20000L
 
-typedef struct range {
-    uint64_t low, high;
-} range;
+typedef sw_ptrace_range range;
 
 typedef struct job {
     pid_t pid, tid;
@@ -34,7 +32,7 @@ typedef struct job {
     uint8_t *stack_out;
     size_t stack_capacity;
     sw_ptrace_record *record;
-    range *maps;
+    const range *maps;
     size_t map_count;
     int result;
 } job;
@@ -46,7 +44,8 @@ static uint64_t now_ns(void) {
 }
 
 // Reads the address ranges of /proc/PID/maps into a malloc'd array. Returns the count, or 0.
-static size_t read_maps(pid_t pid, range **out) {
+size_t sw_ptrace_read_maps(pid_t pid, range **out) {
+    *out = NULL;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -135,7 +134,7 @@ static void read_stack(job *j) {
     const range *mapping = find_range(j->maps, j->map_count, r->stack_pointer);
     range *fresh = NULL;
     if (!mapping) {  // a mapping newer than our snapshot (a thread created since): look again, stopped
-        size_t n = read_maps(j->pid, &fresh);
+        size_t n = sw_ptrace_read_maps(j->pid, &fresh);
         mapping = find_range(fresh, n, r->stack_pointer);
     }
     if (mapping) {
@@ -188,21 +187,26 @@ static void *tracer_main(void *arg) {
     return NULL;
 }
 
-int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
-                      sw_ptrace_record *record) {
+int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out,
+                                size_t stack_capacity, const range *maps, size_t map_count,
+                                sw_ptrace_record *record) {
     memset(record, 0, sizeof *record);
     job j = {.pid = pid, .tid = tid, .timeout_ns = timeout_ns, .stack_out = stack_out,
-             .stack_capacity = stack_capacity, .record = record};
-    // Read the maps before stopping anyone: it is the slowest step and must not lengthen the pause.
-    j.map_count = read_maps(pid, &j.maps);
+             .stack_capacity = stack_capacity, .record = record, .maps = maps, .map_count = map_count};
     pthread_t thread;
     int err = pthread_create(&thread, NULL, tracer_main, &j);
-    if (err != 0) {
-        free(j.maps);
-        return fail(&j, SW_PTRACE_STEP_THREAD, err);
-    }
+    if (err != 0) return fail(&j, SW_PTRACE_STEP_THREAD, err);
     pthread_join(thread, NULL);
-    free(j.maps);
     return j.result;
+}
+
+int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
+                      sw_ptrace_record *record) {
+    // Read the maps before stopping anyone: it is the slowest step and must not lengthen the pause.
+    range *maps = NULL;
+    size_t count = sw_ptrace_read_maps(pid, &maps);
+    int result = sw_ptrace_capture_with_maps(pid, tid, timeout_ns, stack_out, stack_capacity, maps, count, record);
+    free(maps);
+    return result;
 }
 #endif

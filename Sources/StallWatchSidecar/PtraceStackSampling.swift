@@ -13,6 +13,11 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
     /// Called after every capture attempt (tests check the target's state here).
     var afterCapture: (@Sendable (Int32) -> Void)?
     public private(set) var setupError: String?
+    /// The target's maps, shared by the captures of a snapshot and of the samples that follow it.
+    private var maps: PtraceMaps?
+    /// Maps older than this are read again before the next capture (a thread's stack does not move, but
+    /// threads come and go).
+    static let mapsLifetimeNanos: UInt64 = 2_000_000_000
 
     public init(processID: Int32, captureTimeout: Duration) {
         self.processID = processID
@@ -25,8 +30,13 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
         }
     }
 
+    public func beginThreadSnapshot() { maps = PtraceMaps(processID: processID) }
+
     public func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
-        let result = sampler.capture(threadID: thread.threadID, maxStackBytes: configuration.maxStackBytes)
+        // Read before stopping anyone: it is the slowest step and must not lengthen the pause.
+        if maps?.isOlder(thanNanos: Self.mapsLifetimeNanos) ?? true { maps = PtraceMaps(processID: processID) }
+        let result = sampler.capture(
+            threadID: thread.threadID, maxStackBytes: configuration.maxStackBytes, maps: maps)
         afterCapture?(thread.threadID)
         switch result {
         case .success(let capture):

@@ -54,6 +54,23 @@ typedef struct sw_ptrace_record {
 int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
                       sw_ptrace_record *record);
 
+/// One address range of /proc/PID/maps: [low, high).
+typedef struct sw_ptrace_range {
+    uint64_t low, high;
+} sw_ptrace_range;
+
+/// Reads the address ranges of /proc/PID/maps into a malloc'd array (free it with free()); returns the
+/// count, or 0 (and *out NULL) when the file cannot be read. Not async-signal-safe (allocates).
+size_t sw_ptrace_read_maps(pid_t pid, sw_ptrace_range **out);
+
+/// `sw_ptrace_capture` with the maps the caller already read (`sw_ptrace_read_maps`), so that capturing many
+/// threads, or one thread many times, parses /proc/PID/maps once. A stack pointer outside every given range
+/// (a thread created since) is looked up in a fresh read, as `sw_ptrace_capture` does. `maps` may be NULL
+/// with `map_count` 0. Not async-signal-safe.
+int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out,
+                                size_t stack_capacity, const sw_ptrace_range *maps, size_t map_count,
+                                sw_ptrace_record *record);
+
 #ifdef __cplusplus
 }
 #endif

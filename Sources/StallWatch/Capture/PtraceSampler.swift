@@ -35,13 +35,23 @@ public final class PtraceSampler: Sendable {
     ///   bounds in `stackLow`/`stackHigh`; a failed stack read is a note, not an error. Errors:
     ///   `.noSuchProcess` (ESRCH), `.permissionDenied` (EPERM, with the usual reasons), `.captureTimedOut`
     ///   (the thread did not stop; names its state), `.systemCall` otherwise.
-    public func capture(threadID: Int32, maxStackBytes: Int) -> Result<StackCapture, StallWatchError> {
+    ///   - maps: The process's maps read beforehand (shared by many captures); nil reads them for this one.
+    public func capture(threadID: Int32, maxStackBytes: Int, maps: PtraceMaps? = nil)
+        -> Result<StackCapture, StallWatchError>
+    {
         var record = sw_ptrace_record()
         let capacity = max(0, maxStackBytes)
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
-        let status = sw_ptrace_capture(
-            processID, threadID, CaptureSupport.nanoseconds(timeout), scratch.baseAddress, capacity, &record)
+        let timeoutNanos = CaptureSupport.nanoseconds(timeout)
+        let status =
+            if let maps {
+                sw_ptrace_capture_with_maps(
+                    processID, threadID, timeoutNanos, scratch.baseAddress, capacity, maps.ranges, maps.count, &record)
+            } else {
+                sw_ptrace_capture(processID, threadID, timeoutNanos, scratch.baseAddress, capacity, &record)
+            }
+        withExtendedLifetime(maps) {}
         var notes: [String] = []
         if status != 0 {
             switch record.failed_step {

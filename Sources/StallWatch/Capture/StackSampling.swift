@@ -39,9 +39,16 @@ public protocol StackSampling: AnyObject, Sendable {
     /// `configuration.maxThreadFrames` frames). The thread never registered itself, so the sampler finds what
     /// it needs (stack bounds) on its own, and gives up quickly.
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample
+
+    /// An all-threads snapshot is about to call ``sampleThread(id:configuration:)`` for many threads: read what
+    /// they share (the process's maps) once, now.
+    func beginThreadSnapshot()
 }
 
 extension StackSampling {
+    /// By default, nothing is shared between the threads of a snapshot.
+    public func beginThreadSnapshot() {}
+
     /// By default, the thread is sampled like the loop thread with unknown stack bounds.
     public func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
         var limited = configuration
@@ -55,6 +62,8 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
     let captureMethod = "signal"
     private let sampler: SignalSampler
     private let unwinder: StackUnwinder
+    /// This process's stack mappings, read once per all-threads snapshot.
+    private var locator: ThreadStackLocator?
 
     init(sampler: SignalSampler, unwinder: StackUnwinder) {
         self.sampler = sampler
@@ -75,6 +84,8 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
         }
     }
 
+    func beginThreadSnapshot() { locator = ThreadStackLocator() }
+
     /// Skips a thread that blocks the sampling signal (it could never answer: libdispatch workers block them
     /// all), finds the stack bounds of the others (``ThreadStackLocator``) and waits at most 20 ms.
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
@@ -82,7 +93,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             return StackSample(error: "the thread blocks the sampling signal; its stack was not captured")
         }
         let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
-        guard let target = ThreadStackLocator().thread(id, sampler: sampler, timeout: timeout) else {
+        guard let target = (locator ?? ThreadStackLocator()).thread(id, sampler: sampler, timeout: timeout) else {
             return StackSample(error: "stack bounds not found")
         }
         switch sampler.capture(target, timeout: timeout, maxStackBytes: configuration.maxStackBytes) {

@@ -119,9 +119,12 @@ struct EvidenceCollector {
     }
 
     /// Every other thread's state, wait target and stack at the first sample, bounded by `maxThreads` (the loop
-    /// thread first, then by thread id). The watching thread itself is left out.
-    private func snapshotThreads() -> [StallEvidence.Thread] {
+    /// thread first, then by thread id). The watching thread itself is left out. The stuck thread's samples go
+    /// on between threads when due, so a process of many threads does not black out the stall's sampling; the
+    /// process's maps are read once for the whole snapshot (``StackSampling/beginThreadSnapshot()``).
+    private mutating func snapshotThreads() -> [StallEvidence.Thread] {
         guard configuration.maxThreads > 0 else { return [] }
+        target.sampler?.beginThreadSnapshot()
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
         let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
@@ -129,6 +132,7 @@ struct EvidenceCollector {
         let all = Set(tids)
         var result: [StallEvidence.Thread] = []
         for tid in ordered.prefix(configuration.maxThreads) {
+            if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
             guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
             var addresses: [UInt64] = []
             var snapshot = StallReport.ThreadSnapshot(

@@ -84,6 +84,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         collector.slowDown(by: publisher.samplingScale(signature: firstSignature, now: now), now: now)
         if let report = provisional() { emit(.began(report)) }
         emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
+        for (index, sample) in evidence.samples.enumerated().dropFirst() {
+            emit(.sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(Self.micros)))
+        }
     }
 
     /// Takes a sample if one is due; returns true if it did.
