@@ -60,7 +60,7 @@ let package = Package(
             ]),
         // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop and
         // the child process `run` starts.
-        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore"]),
+        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore", "CStallWatchSignal"]),
         // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
         .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CStallWatchSymbols"]),
         // The command line: command table, arguments, console, exit codes; watch/run/daemon/reports as glue.

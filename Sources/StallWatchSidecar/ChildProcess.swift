@@ -70,41 +70,13 @@ public final class ChildProcess: Sendable {
     public func send(_ signal: Int32) { kill(pid, signal) }
 }
 
-/// Turns SIGINT, SIGTERM and SIGHUP into a callback on an ordinary thread: the handler only writes the signal
-/// number to a pipe (async-signal-safe), so it works whichever thread the kernel picks.
+/// Turns SIGINT, SIGTERM and SIGHUP into a callback on an ordinary thread (``SignalRelay``), and makes
+/// job-control stops wait for the capture under way.
 public enum TerminationSignals {
-    nonisolated(unsafe) private static var pipeWrite: Int32 = -1
-
-    /// Installs the handlers and starts the thread that calls `handler` for each signal received.
+    /// Installs the relay and calls `handler` with each terminating signal received.
     public static func install(_ handler: @escaping @Sendable (Int32) -> Void) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { return }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        pipeWrite = fds[1]
-        let readFD = fds[0]
-        for signal in [SIGINT, SIGTERM, SIGHUP] {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { number in
-                var byte = UInt8(truncatingIfNeeded: number)
-                let saved = errno
-                _ = write(TerminationSignals.pipeWrite, &byte, 1)
-                errno = saved
-            }
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = SA_RESTART
-            sigaction(signal, &action, nil)
-            var set = sigset_t()
-            sigemptyset(&set)
-            sigaddset(&set, signal)
-            pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        }
-        // Never joined: it lives as long as the process (dropping the handle detaches it).
-        _ = try? NamedThread(name: "stallwatch-sigs") {
-            var byte: UInt8 = 0
-            while true {
-                let n = read(readFD, &byte, 1)
-                if n == 1 { handler(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
-            }
+        SignalRelay.install(SignalRelay.termination) { delivery in
+            if SignalRelay.termination.contains(delivery.signal) { handler(delivery.signal) }
         }
     }
 }

@@ -8,8 +8,10 @@ import Synchronization
 
 /// Starts a command as our child and watches its loop until it exits, as `stallwatch run -- CMD` does.
 ///
-/// SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to the child (``TerminationSignals``); the
-/// watcher is given a moment to find the child's heartbeat before it settles for /proc evidence; a stall still
+/// Every catchable signal sent to this process (``SignalRelay/forwardable``) is forwarded to the child, except
+/// those the terminal sent to the whole foreground group, which the child (in that group) has already; a stop
+/// (^Z, SIGTSTP) waits for the capture under way, and one sent to `run` alone is passed on to the child and
+/// undone when `run` continues. The watcher is given a moment to find the child's heartbeat before it settles for /proc evidence; a stall still
 /// going when the child exits is written `unrecovered`.
 public enum CommandRunner {
     /// What the runner tells its caller, on the watching thread.
@@ -32,9 +34,14 @@ public enum CommandRunner {
         _ arguments: [String], options: TargetWatcher.Options, heartbeatWait: Duration,
         onEvent: @escaping @Sendable (Event) -> Void
     ) throws(SidecarError) -> Int32 {
-        // Forward SIGINT/SIGTERM/SIGHUP to the child; we exit when it does.
+        // Forward what the child did not get from the terminal itself; we exit when it does.
         let child = Mutex<ChildProcess?>(nil)
-        TerminationSignals.install { signal in child.withLock { $0?.send(signal) } }
+        SignalRelay.install(SignalRelay.forwardable) { delivery in
+            guard !delivery.fromKernel else { return }
+            child.withLock { $0?.send(delivery.signal) }
+        } resumed: { delivery in
+            if !delivery.fromKernel { child.withLock { $0?.send(SIGCONT) } }
+        }
         let started = try ChildProcess.spawn(arguments)
         child.withLock { $0 = started }
         var options = options

@@ -44,13 +44,15 @@ public final class PtraceSampler: Sendable {
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
         let timeoutNanos = CaptureSupport.nanoseconds(timeout)
-        let status =
+        // Job control waits for the detach (CaptureGate): a suspended sidecar never holds the target stopped.
+        let status = CaptureGate.capturing {
             if let maps {
                 sw_ptrace_capture_with_maps(
                     processID, threadID, timeoutNanos, scratch.baseAddress, capacity, maps.ranges, maps.count, &record)
             } else {
                 sw_ptrace_capture(processID, threadID, timeoutNanos, scratch.baseAddress, capacity, &record)
             }
+        }
         withExtendedLifetime(maps) {}
         var notes: [String] = []
         if status != 0 {
