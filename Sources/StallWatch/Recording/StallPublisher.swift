@@ -18,6 +18,7 @@ struct StallPublisher {
 
     init(configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void) {
         writer = ReportWriter(directory: configuration.reportDirectoryPath, maxReports: configuration.maxReports)
+        writer.removeLeftovers()
         deduplicator = StallDeduplicator(
             windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)
         self.emit = emit

@@ -47,6 +47,15 @@ enum ReportDirectory {
                     "refusing to write reports into \(path): owned by uid \(info.st_uid), not by uid \(geteuid()) or root",
                     context: ["path": path])
             }
+            // Reports carry stacks and request data: a directory of ours that others may read is tightened (not
+            // a sticky shared one such as /tmp, which is nobody's report directory alone).
+            if info.st_uid == geteuid(), info.st_mode & 0o077 != 0, info.st_mode & S_ISVTX == 0,
+                fchmod(fd, 0o700) != 0
+            {
+                let error = errno
+                close(fd)
+                throw failure("fchmod 0700", errno: error, path: path)
+            }
         }
         return fd
     }

@@ -95,13 +95,15 @@ public struct ReportWriter: Sendable {
             do throws(StallWatchError) {
                 // The umask can only remove bits; make the mode exactly 0600 whatever it is.
                 guard fchmod(fd, 0o600) == 0 else {
-                    throw ReportDirectory.failure("fchmod", errno: errno, path: temporary)
+                    throw ReportDirectory.failure("fchmod", errno: errno, path: directory + "/" + temporary)
                 }
-                try writeAll(fd, data, path: temporary)
-                guard fsync(fd) == 0 else { throw ReportDirectory.failure("fsync", errno: errno, path: temporary) }
+                try writeAll(fd, data, path: directory + "/" + temporary)
+                guard fsync(fd) == 0 else {
+                    throw ReportDirectory.failure("fsync", errno: errno, path: directory + "/" + temporary)
+                }
                 guard close(fd) == 0 else {
                     unlinkat(directoryFD, temporary, 0)
-                    throw ReportDirectory.failure("close", errno: errno, path: temporary)
+                    throw ReportDirectory.failure("close", errno: errno, path: directory + "/" + temporary)
                 }
                 return temporary
             } catch {
@@ -121,6 +123,25 @@ public struct ReportWriter: Sendable {
                 throw ReportDirectory.failure("write", errno: errno, path: path)
             }
             written += count
+        }
+    }
+
+    /// Removes the temporaries of writers that were killed mid-write (their pid is gone and the file is over a
+    /// minute old, or it is over 10 minutes old whoever wrote it). Called when a watcher starts; best effort.
+    public func removeLeftovers() {
+        guard access(directory, F_OK) == 0, let directoryFD = try? ReportDirectory.open(directory, forWriting: true)
+        else { return }
+        defer { close(directoryFD) }
+        let now = time(nil)
+        ReportDirectory.forEachEntry(directoryFD) { name in
+            guard name.hasPrefix(".stall-"), let marker = name.range(of: ".json.tmp-") else { return }
+            var info = stat()
+            guard fstatat(directoryFD, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG
+            else { return }
+            let age = now - info.st_mtim.tv_sec
+            let writer = name[marker.upperBound...].split(separator: "-").first.flatMap { Int32($0) }
+            let writerGone = writer.map { kill($0, 0) != 0 && errno == ESRCH } ?? true
+            if age > 600 || (writerGone && age > 60) { unlinkat(directoryFD, name, 0) }
         }
     }
 
