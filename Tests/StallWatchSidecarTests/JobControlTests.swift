@@ -47,30 +47,43 @@ import Testing
         let log = directory + "/signals"
         // `run` is the session leader on a pty (the terminal's foreground group), as in a shell.
         let driver = """
-            import os, pty, sys, time
+            import os, pty, select, sys, time
             log = sys.argv[1]
             def count():
                 try:
                     return [l for l in open(log).read().split("\\n") if l == "2"]
                 except OSError:
                     return []
-            def wait(predicate, seconds=20):
-                end = time.time() + seconds
-                while time.time() < end and not predicate():
-                    time.sleep(0.005)
-                return predicate()
+            def ready():
+                try:
+                    return "ready" in open(log).read()
+                except OSError:
+                    return False
             pid, master = pty.fork()
             if pid == 0:
                 os.execv(sys.argv[2], sys.argv[2:])
-            ready = wait(lambda: os.path.exists(log) and "ready" in open(log).read())
+            output = b""
+            def wait(predicate, seconds=10):
+                # Drain the terminal while waiting, so that run's output never fills it.
+                global output
+                end = time.time() + seconds
+                while time.time() < end and not predicate():
+                    if select.select([master], [], [], 0.005)[0]:
+                        try:
+                            output += os.read(master, 65536)
+                        except OSError:
+                            pass
+                return predicate()
+            started = wait(ready, 20)
             for i in range(5):
                 os.write(master, b"\\x03")
-                wait(lambda: len(count()) > i)
-            time.sleep(0.5)  # room for a second copy of the last one to arrive
+                wait(lambda: len(count()) > i, 5)
+            wait(lambda: False, 0.5)  # room for a second copy of the last one to arrive
             seen = len(count())
             os.kill(pid, 15)
             os.waitpid(pid, 0)
-            print("ready=%s seen=%d" % (ready, seen))
+            print("ready=%s seen=%d" % (started, seen))
+            print(output[-2000:].decode("utf-8", "replace"))
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
