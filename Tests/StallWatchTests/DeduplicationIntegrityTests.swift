@@ -42,6 +42,7 @@ import Testing
         #expect(kept.occurrences == 3)
         #expect(kept.maxDurationMs == 550)
         #expect(kept.totalDurationMs == 1270)
+        try Fixtures.expectReportsValidate(in: directory.path)
     }
 
     /// The field case: a long hang whose stack matches a short stall seconds earlier, with a real watchdog.
