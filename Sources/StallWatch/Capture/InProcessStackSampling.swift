@@ -24,6 +24,7 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     private let unwinder: StackUnwinder
     /// Why the helper is not used (nil when it is); repeated in every report's setup errors.
     let helperUnavailable: String?
+    private var lastRefusal: String?
 
     init(helper: ThreadCaptureHelper?, signal: SignalSampler?, unwinder: StackUnwinder, helperUnavailable: String?) {
         self.helper = helper
@@ -54,7 +55,9 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         if let helper {
             result = helper.capture(thread, maxStackBytes: configuration.maxStackBytes, timeout: timeout)
         } else if let refusal = signalRefusal(thread) {
-            return StackSample(error: refusal, failure: refusal)
+            // Listed in capture.errors once per new reason, not once per sample.
+            defer { lastRefusal = refusal }
+            return StackSample(error: refusal, failure: refusal == lastRefusal ? nil : refusal)
         } else if let signal {
             var target = thread
             if target.stackHigh == 0 {

@@ -23,6 +23,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
     package var nextSampleAt: UInt64? { collector.nextSampleAt }
     private static let counter = Counter()
+    /// When the provisional report was last written (CLOCK_MONOTONIC).
+    private var lastProvisionalAt: UInt64 = 0
 
     /// A recorder for a loop of this process, sampled by signal.
     convenience init(
@@ -83,7 +85,10 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
         collector.slowDown(by: publisher.samplingScale(signature: firstSignature, now: now), now: now)
         if let report = provisional() { emit(.began(report)) }
+        lastProvisionalAt = now
         emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
+        // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
+        if target.processID != getpid() { symbolicator.prepare() }
     }
 
     /// Takes a sample if one is due; returns true if it did.
@@ -95,8 +100,16 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             .sampled(
                 reportID: evidence.reportID, index: evidence.samples.count - 1,
                 pauseMicros: sample.pauseNanos.map(Self.micros)))
+        // A hang that never ends (killed by systemd's WatchdogSec=, the OOM killer) keeps its samples on disk.
+        if now &- lastProvisionalAt >= Self.provisionalRewriteNanos {
+            _ = provisional()
+            lastProvisionalAt = now
+        }
         return true
     }
+
+    /// How often the provisional report of a stall in progress is rewritten with the samples so far.
+    static let provisionalRewriteNanos: UInt64 = 500_000_000
 
     package func escalate(_ stall: StallDetector.Stall) {
         collector.escalate(stall)
