@@ -7,7 +7,9 @@ import CStallWatchSignal
 
 /// Samples threads of this process without changing their behaviour.
 ///
-/// Every sample goes through ``ThreadCaptureHelper`` (a ptrace stop: no EINTR, no handler run on the thread, no
+/// A thread blocked in one of the few calls that even a ptrace stop cuts short (``BlockedThreadCapture``: socket
+/// calls with timeouts, `epoll_wait`, `semtimedop`, …) is not touched at all: its frozen stack is copied. Every
+/// other sample goes through ``ThreadCaptureHelper`` (a ptrace stop: no EINTR, no handler run on the thread, no
 /// dependence on signal masks or dispositions) when ptrace is permitted; `capture.method` is then
 /// `ptrace-helper`. Only where ptrace is refused does it fall back to the signal path (`capture.method`
 /// `signal`), and then only for a thread that is running in user space (`/proc/self/task/TID/syscall` says
@@ -52,7 +54,14 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     {
         let timeout = Duration.milliseconds(configuration.captureTimeoutMs)
         let result: Result<StackCapture, StallWatchError>
-        if let helper {
+        if let call = BlockedThreadCapture.blocked(thread.threadID), BlockedThreadCapture.interruptedByStop(call) != nil
+        {
+            // Neither a signal nor a ptrace stop: either would make this call fail with EINTR.
+            guard
+                let capture = BlockedThreadCapture.capture(thread, call, maxStackBytes: configuration.maxStackBytes)
+            else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
+            result = .success(capture)
+        } else if let helper {
             result = helper.capture(thread, maxStackBytes: configuration.maxStackBytes, timeout: timeout)
         } else if let refusal = signalRefusal(thread) {
             // Listed in capture.errors once per new reason, not once per sample.
