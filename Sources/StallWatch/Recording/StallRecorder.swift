@@ -102,7 +102,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
                 pauseMicros: sample.pauseNanos.map(Self.micros)))
         // A hang that never ends (killed by systemd's WatchdogSec=, the OOM killer) keeps its samples on disk.
         if now &- lastProvisionalAt >= Self.provisionalRewriteNanos {
-            _ = provisional()
+            _ = provisional(allSamples: true)
             lastProvisionalAt = now
         }
         return true
@@ -134,11 +134,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     // MARK: Reports
 
-    /// Builds and writes the provisional report (at detection, or on escalation to a hang).
-    private func provisional() -> StallReport? {
+    /// Builds and writes the provisional report (at detection, or on escalation to a hang: the first sample only,
+    /// to be quick; while the stall lasts: every sample so far).
+    private func provisional(allSamples: Bool = false) -> StallReport? {
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
-            evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
+            evidence, status: .ongoing, endNanos: nil, final: allSamples, now: nil, symbols: quickSymbolicator)
         publisher.publishProvisional(report)
         return report
     }
