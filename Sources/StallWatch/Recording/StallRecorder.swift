@@ -1,6 +1,7 @@
 // StallRecorder: follows one detected stall through its stages: collecting evidence, building, publishing.
 import CStallWatchCore
 import Foundation
+import Synchronization
 
 /// Follows one stall at a time on the watching thread, in three stages: the ``EvidenceCollector`` samples the
 /// stuck thread at detection and then every `sampleIntervalMs` (at most `maxSamples`; less often for a
@@ -25,6 +26,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     private static let counter = Counter()
     /// When the provisional report was last written (CLOCK_MONOTONIC).
     private var lastProvisionalAt: UInt64 = 0
+    private let rewrites = DispatchQueue(label: "stallwatch.provisional-rewrite")
+    private let rewritePending = SharedFlag()
 
     /// A recorder for a loop of this process, sampled by signal.
     convenience init(
@@ -101,15 +104,32 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
                 reportID: evidence.reportID, index: evidence.samples.count - 1,
                 pauseMicros: sample.pauseNanos.map(Self.micros)))
         // A hang that never ends (killed by systemd's WatchdogSec=, the OOM killer) keeps its samples on disk.
-        if now &- lastProvisionalAt >= Self.provisionalRewriteNanos {
-            _ = provisional(allSamples: true)
-            lastProvisionalAt = now
-        }
+        if now &- lastProvisionalAt >= Self.provisionalRewriteNanos { rewriteProvisional(now: now) }
         return true
     }
 
     /// How often the provisional report of a stall in progress is rewritten with the samples so far.
     static let provisionalRewriteNanos: UInt64 = 500_000_000
+
+    /// Builds the report with every sample so far here, and writes it on `rewrites`: the write's fsyncs can take
+    /// hundreds of ms on a busy disk and must not delay the next samples. One rewrite at a time; a final report
+    /// waits for a pending one (``finish(status:endNanos:now:)``), so it always lands last.
+    private func rewriteProvisional(now: UInt64) {
+        lastProvisionalAt = now
+        guard let evidence = collector.evidence, !rewritePending.isSet else { return }
+        let report = builder.build(
+            evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: quickSymbolicator)
+        let writer = publisher.writer, emit = emit, pending = rewritePending
+        pending.set(true)
+        rewrites.async {
+            do throws(StallWatchError) {
+                try writer.write(report)
+            } catch {
+                emit(.reportFailed(error))
+            }
+            pending.set(false)
+        }
+    }
 
     package func escalate(_ stall: StallDetector.Stall) {
         collector.escalate(stall)
@@ -147,6 +167,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// The final report, published; returns the report of this stall either way, for listeners.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
         collector.closeContext(now: now)
+        rewrites.sync {}  // a rewrite still writing must not land after the final report
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
             evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
@@ -168,6 +189,13 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             tm.tm_min, tm.tm_sec, Int(wallNanos / 1_000_000 % 1000))
         return "\(stamp)-\(getpid())-\(counter.next())"
     }
+}
+
+/// A flag shared with the rewrite queue.
+final class SharedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set(_ new: Bool) { value.store(new, ordering: .releasing) }
 }
 
 /// A process-wide counter for report ids.
