@@ -96,7 +96,7 @@ import Testing
             result.ms >= Double(waitMs) * 0.9 && result.ms <= Double(waitMs) * 1.1, "\(wait.name) took \(result.ms) ms")
         let report = try #require(try Fixtures.reports(in: directory).first)
         #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
-        #expect(report.samples.count >= 10)
+        #expect(report.samples.count >= 3)
         // Unwound past the wait into the loop that called it.
         let deepest = report.samples.map(\.frames.count).max() ?? 0
         #expect(deepest > 5, "at most \(deepest) frames: \(report.samples.first?.error ?? "")")
