@@ -128,4 +128,11 @@ size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t sk
     }
     return count;
 }
+NOINLINE int sw_test_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
+    struct timespec timeout = {(time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull)};
+    long r = syscall(SYS_futex, word, 0 /* FUTEX_WAIT */, expected, &timeout, NULL, 0);
+    int result = r == 0 ? 0 : errno;
+    NO_TAIL_CALL();
+    return result;
+}
 #endif

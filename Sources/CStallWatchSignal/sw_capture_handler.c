@@ -171,3 +171,17 @@ int sw_capture_install(int signo, size_t stack_bytes) {
 int sw_capture_signal(void) { return atomic_load(&installed_signal); }
 size_t sw_capture_stack_bytes(void) { return atomic_load(&sw_capture_slot_bytes); }
 #endif
+
+#ifdef __linux__
+int sw_capture_disposition(void) {
+    int signo = atomic_load(&installed_signal);
+    if (signo == 0) return SW_DISPOSITION_NOT_INSTALLED;
+    struct sigaction now;
+    if (sigaction(signo, NULL, &now) != 0) return SW_DISPOSITION_NOT_INSTALLED;
+    if (now.sa_flags & SA_SIGINFO)
+        return now.sa_sigaction == capture_handler ? SW_DISPOSITION_OURS : SW_DISPOSITION_OTHER_HANDLER;
+    if (now.sa_handler == SIG_DFL) return SW_DISPOSITION_DEFAULT;
+    if (now.sa_handler == SIG_IGN) return SW_DISPOSITION_IGNORED;
+    return SW_DISPOSITION_OTHER_HANDLER;
+}
+#endif

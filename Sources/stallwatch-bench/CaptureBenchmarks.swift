@@ -60,6 +60,21 @@ private final class ChainThread: @unchecked Sendable {
     }
 }
 
+/// The non-interrupting path on the same spinner, for a side-by-side comparison with the signal rows above.
+private func benchmarkHelperCapture(_ thread: SampledThread, count: Int) throws {
+    let helper = try ThreadCaptureHelper.shared()
+    var pauses: [UInt64] = []
+    var roundTrips: [UInt64] = []
+    for _ in 0..<count {
+        let start = sw_monotonic_ns()
+        let capture = try helper.capture(thread, maxStackBytes: 65536, timeout: .seconds(2)).get()
+        roundTrips.append(sw_monotonic_ns() - start)
+        pauses.append(capture.pauseNanoseconds)
+    }
+    row("in-process pause, ptrace helper interrupt → detach (64-frame spinner)", pauses, "no EINTR, any signal mask")
+    row("ptrace helper request → answer (requester's wait)", roundTrips)
+}
+
 private func benchmarkSignalCapture() throws {
     let sampler = try SignalSampler.shared()
     let target = ChainThread(depth: 64, sampler: sampler)
@@ -75,6 +90,7 @@ private func benchmarkSignalCapture() throws {
         "in-process pause, signal sent → copy done (64-frame spinner)", captures.map(\.pauseNanoseconds),
         "stack copy \(stackBytes) B; bar ≤ 30 µs median")
     row("in-process handler work (registers + stack copy)", captures.map(\.handlerNanoseconds), "bar ≤ 5 µs")
+    try benchmarkHelperCapture(target.sampled, count: count)
 
     let unwinder = try StackUnwinder(processID: getpid())
     _ = unwinder.unwind(captures[0], maxFrames: 256)  // fill the caches once

@@ -9,7 +9,7 @@ import Synchronization
 
 /// The stall kinds `stallwatch-demo stall --kind` can inject.
 enum StallKind: String, CaseIterable {
-    case cpu, sleep, lock, io, deadlock, contention, reentrant
+    case cpu, sleep, lock, io, deadlock, contention, reentrant, wait
 }
 
 /// Functions that stall the calling thread (the loop) for about `durationMs`.
@@ -23,6 +23,7 @@ enum Stalls {
         case .deadlock: stallInDeadlock(durationMs: durationMs)
         case .contention: stallOnContendedLock(durationMs: durationMs)
         case .reentrant: stallOnReentrantLock(durationMs: durationMs)
+        case .wait: stallInWait(durationMs: durationMs)
         }
     }
 

@@ -4,11 +4,12 @@ import StallWatch
 import Synchronization
 
 let usage = """
-    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant
+    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|wait
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
                                  [--loop stallwatch|foundation|dispatch-main] [--probe-interval-ms N]
+                                 [--sampling-signal default|ignore|handler] [--block-signals]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
     stalls the loop --repeat times (default 1) for --duration-ms (default 750) inside a function named after the
@@ -17,6 +18,8 @@ let usage = """
     published, and the demo exits twice the threshold after the last stall. --no-heartbeat: publish none.
     --loop picks the loop: StallWatch's EventLoop (default), Foundation's RunLoop.main, or dispatchMain() alone
     watched by a main-queue probe pinging every --probe-interval-ms (default 100).
+    --sampling-signal: once the watchdog runs, set StallWatch's sampling signal to SIG_DFL, SIG_IGN or a handler
+    of the demo's own. --block-signals: the loop thread blocks every signal before its first stall.
     """
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -32,6 +35,8 @@ struct StallCommand {
     var watchdogEnabled = true
     var loop = DemoLoop.stallwatch
     var probeIntervalMs = 100
+    var signalChange: SamplingSignalChange?
+    var blockSignals = false
     var configuration: StallWatchConfiguration
 
     init(arguments: [String]) {
@@ -50,6 +55,8 @@ struct StallCommand {
             case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self)
             case "--no-watchdog": watchdogEnabled = false
             case "--no-heartbeat": configuration.heartbeat = false
+            case "--sampling-signal": signalChange = args.choice(arg, SamplingSignalChange.self)
+            case "--block-signals": blockSignals = true
             case "-h", "--help":
                 print(usage)
                 exit(0)
@@ -83,6 +90,8 @@ struct StallCommand {
         } catch {
             fail(error.message, code: 1)
         }
+        signalChange?.apply()
+        if blockSignals { loop.perform { blockEverySignal() } }
         // Stall, then idle for twice the threshold so the end is seen and the report finished, then stall again.
         let gap = Duration.milliseconds(max(delayMs, 2 * configuration.thresholdMs))
         for index in 0..<repeatCount {

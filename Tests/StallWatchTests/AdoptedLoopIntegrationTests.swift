@@ -52,17 +52,11 @@ import Testing
             #expect(report.loop.threadId == report.process.pid, "RunLoop.main runs on the main thread")
         }
         let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
-        if c.loop == "dispatch-main" && !report.samples.contains(where: { $0.frames.count > 1 }) {
-            // Under dispatchMain() the stuck block may run on a pool thread that never answered a ping: such a
-            // thread blocks every signal, so no stack can be taken in-process (documented). The report must
-            // still say so on each sample.
-            #expect(report.samples.allSatisfy { $0.error != nil || $0.frames.count <= 1 })
-            #expect(!report.capture.errors.isEmpty || report.samples.contains { $0.error != nil })
-        } else {
-            #expect(
-                symbols.contains { $0.contains("Stalls.\(c.function)") },
-                "no frame names \(c.function): \(Set(symbols)) \(report.capture.errors)")
-        }
+        // Under dispatchMain() the stuck block runs on a libdispatch worker that blocks every signal: the
+        // non-interrupting capture samples it all the same.
+        #expect(
+            symbols.contains { $0.contains("Stalls.\(c.function)") },
+            "no frame names \(c.function): \(Set(symbols)) \(report.capture.errors)")
         let lines = result.stdout.split(separator: "\n")
         #expect(lines.filter { $0.contains(#""event":"began""#) }.count == 1)
         #expect(lines.filter { $0.contains(#""event":"ended""#) && $0.contains(#""status":"ended""#) }.count == 1)

@@ -128,7 +128,10 @@ import Testing
         // Sampling starts at the threshold: 500 ms of the first function are sampled, 600 ms of the second.
         let expected = 500.0 / 600.0
         let ratio = Double(first) / Double(second)
-        #expect(ratio > expected * 0.7 && ratio < expected * 1.3, "first \(first), second \(second)")
+        #expect(
+            ratio > expected * 0.7 && ratio < expected * 1.3,
+            "first \(first), second \(second) \(report.samples.map { "\(Int($0.offsetMs)):\($0.frames.count):\($0.error ?? "")" })"
+        )
         let point = try #require(report.pointStack)
         #expect(point.frames.contains { $0.symbol?.contains("computeSecondHalf") == true })
         #expect(!point.frames.contains { $0.symbol?.contains("computeFirstHalf") == true })

@@ -61,6 +61,11 @@ size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t sk
 /// Not async-signal-safe.
 pid_t sw_test_spawn_vfork_blocked(unsigned milliseconds);
 
+/// Waits on `*word` (which must hold `expected`) with FUTEX_WAIT and a relative timeout, as a timed lock or
+/// condition wait does underneath. Returns 0 when woken, else the errno (ETIMEDOUT when the time ran out,
+/// EINTR if a signal cut the wait short). Not async-signal-safe.
+int sw_test_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns);
+
 #ifdef __cplusplus
 }
 #endif

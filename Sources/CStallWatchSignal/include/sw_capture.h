@@ -93,6 +93,18 @@ int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, int ap
 /// Not async-signal-safe (may allocate and read /proc/self/maps for the main thread).
 int sw_capture_current_stack(uint64_t *low, uint64_t *high);
 
+/// What the installed signal's disposition is now (the application may have changed it since).
+enum {
+    SW_DISPOSITION_OURS = 0,
+    SW_DISPOSITION_DEFAULT = 1,       ///< SIG_DFL: a real-time signal would kill the process
+    SW_DISPOSITION_IGNORED = 2,       ///< SIG_IGN: the handler would never run
+    SW_DISPOSITION_OTHER_HANDLER = 3, ///< someone else's handler would receive the signal
+    SW_DISPOSITION_NOT_INSTALLED = 4,
+};
+
+/// The installed signal's current disposition (one sigaction query). Async-signal-safe.
+int sw_capture_disposition(void);
+
 /// Slots currently claimed by a requester (for tests and diagnostics). Async-signal-safe.
 int sw_capture_slots_in_use(void);
 

@@ -84,6 +84,9 @@ struct EvidenceCollector {
         nextSampleAt = nil
     }
 
+    /// x86_64 `restart_syscall`, what /proc shows for a call the kernel resumes after a ptrace stop.
+    static let restartSyscall = 219
+
     /// Takes one sample of the stuck thread; returns it (nil when no stall is followed).
     @discardableResult
     mutating func takeSample(now: UInt64) -> StallEvidence.Sample? {
@@ -95,6 +98,16 @@ struct EvidenceCollector {
             sample.error = "the loop thread is unknown"
             evidence.samples.append(sample)
             return sample
+        }
+        // Read before the capture: a ptrace capture restarts the interrupted call as restart_syscall, whose
+        // arguments are no longer the futex address; later samples inherit the call from the one before.
+        sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
+        if var probe = sample.probe, probe.syscall == Self.restartSyscall, let previous = evidence.samples.last?.probe,
+            previous.syscall != nil
+        {
+            probe.syscall = previous.syscall
+            probe.syscallArg0 = previous.syscallArg0
+            sample.probe = probe
         }
         if let sampler = target.sampler {
             let taken = sampler.sample(thread, configuration: configuration)
@@ -108,7 +121,6 @@ struct EvidenceCollector {
         } else {
             sample.error = "no sampler"
         }
-        sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
         if let probe = sample.probe, probe.syscallKind == .lock, let address = probe.syscallArg0 {
             sample.lockOwner =
                 LockOwner.owner(

@@ -31,19 +31,35 @@ extension StallRecorder {
             self.setupErrors = setupErrors
         }
 
-        /// This process, sampled by signal.
+        /// This process, sampled through the non-interrupting helper, or by signal where ptrace is refused.
         static func inProcess() -> Target {
             var errors: [String] = []
             var sampler: (any StackSampling)?
+            var helper: ThreadCaptureHelper?
+            var helperUnavailable: String?
             do {
-                let signal = try SignalSampler.shared()
+                helper = try ThreadCaptureHelper.shared()
+            } catch {
+                helperUnavailable = error.message
+                errors.append(
+                    "non-interrupting capture unavailable (\(error.message)); sampling by signal, and only threads "
+                        + "running in user space")
+            }
+            let signal: SignalSampler?
+            do {
+                signal = try SignalSampler.shared()
+            } catch {
+                signal = nil
+                if helper == nil { errors.append("in-process sampling unavailable: \(error.message)") }
+            }
+            if helper != nil || signal != nil {
                 do {
-                    sampler = SignalStackSampling(sampler: signal, unwinder: try StackUnwinder(processID: getpid()))
+                    sampler = InProcessStackSampling(
+                        helper: helper, signal: signal, unwinder: try StackUnwinder(processID: getpid()),
+                        helperUnavailable: helperUnavailable)
                 } catch {
                     errors.append("unwinder unavailable: \(error.message)")
                 }
-            } catch {
-                errors.append("in-process sampling unavailable: \(error.message)")
             }
             return Target(
                 processID: getpid(), detectionSource: "in-process", sampler: sampler, process: ProcessIdentity.current,

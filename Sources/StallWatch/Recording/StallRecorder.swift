@@ -1,6 +1,7 @@
 // StallRecorder: follows one detected stall through its stages: collecting evidence, building, publishing.
 import CStallWatchCore
 import Foundation
+import Synchronization
 
 /// Follows one stall at a time on the watching thread, in three stages: the ``EvidenceCollector`` samples the
 /// stuck thread at detection and then every `sampleIntervalMs` (at most `maxSamples`; less often for a
@@ -23,6 +24,10 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
     package var nextSampleAt: UInt64? { collector.nextSampleAt }
     private static let counter = Counter()
+    /// When the provisional report was last written (CLOCK_MONOTONIC).
+    private var lastProvisionalAt: UInt64 = 0
+    private let rewrites = DispatchQueue(label: "stallwatch.provisional-rewrite")
+    private let rewritePending = SharedFlag()
 
     /// A recorder for a loop of this process, sampled by signal.
     convenience init(
@@ -83,10 +88,13 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
         collector.slowDown(by: publisher.samplingScale(signature: firstSignature, now: now), now: now)
         if let report = provisional() { emit(.began(report)) }
+        lastProvisionalAt = now
         emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
         for (index, sample) in evidence.samples.enumerated().dropFirst() {
             emit(.sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(Self.micros)))
         }
+        // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
+        if target.processID != getpid() { symbolicator.prepare() }
     }
 
     /// Takes a sample if one is due; returns true if it did.
@@ -98,7 +106,32 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             .sampled(
                 reportID: evidence.reportID, index: evidence.samples.count - 1,
                 pauseMicros: sample.pauseNanos.map(Self.micros)))
+        // A hang that never ends (killed by systemd's WatchdogSec=, the OOM killer) keeps its samples on disk.
+        if now &- lastProvisionalAt >= Self.provisionalRewriteNanos { rewriteProvisional(now: now) }
         return true
+    }
+
+    /// How often the provisional report of a stall in progress is rewritten with the samples so far.
+    static let provisionalRewriteNanos: UInt64 = 500_000_000
+
+    /// Builds the report with every sample so far here, and writes it on `rewrites`: the write's fsyncs can take
+    /// hundreds of ms on a busy disk and must not delay the next samples. One rewrite at a time; a final report
+    /// waits for a pending one (``finish(status:endNanos:now:)``), so it always lands last.
+    private func rewriteProvisional(now: UInt64) {
+        lastProvisionalAt = now
+        guard let evidence = collector.evidence, !rewritePending.isSet else { return }
+        let report = builder.build(
+            evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: quickSymbolicator)
+        let writer = publisher.writer, emit = emit, pending = rewritePending
+        pending.set(true)
+        rewrites.async {
+            do throws(StallWatchError) {
+                try writer.write(report)
+            } catch {
+                emit(.reportFailed(error))
+            }
+            pending.set(false)
+        }
     }
 
     package func escalate(_ stall: StallDetector.Stall) {
@@ -124,11 +157,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     // MARK: Reports
 
-    /// Builds and writes the provisional report (at detection, or on escalation to a hang).
-    private func provisional() -> StallReport? {
+    /// Builds and writes the provisional report (at detection, or on escalation to a hang: the first sample only,
+    /// to be quick; while the stall lasts: every sample so far).
+    private func provisional(allSamples: Bool = false) -> StallReport? {
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
-            evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
+            evidence, status: .ongoing, endNanos: nil, final: allSamples, now: nil, symbols: quickSymbolicator)
         publisher.publishProvisional(report)
         return report
     }
@@ -136,6 +170,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// The final report, published; returns the report of this stall either way, for listeners.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
         collector.closeContext(now: now)
+        rewrites.sync {}  // a rewrite still writing must not land after the final report
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
             evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
@@ -157,6 +192,13 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             tm.tm_min, tm.tm_sec, Int(wallNanos / 1_000_000 % 1000))
         return "\(stamp)-\(getpid())-\(counter.next())"
     }
+}
+
+/// A flag shared with the rewrite queue.
+final class SharedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set(_ new: Bool) { value.store(new, ordering: .releasing) }
 }
 
 /// A process-wide counter for report ids.

@@ -137,8 +137,11 @@ public final class Symbolicator: @unchecked Sendable {
         if image == nil, !refreshed {
             // Not in any image we know: maybe dlopen'ed since we last looked. Re-read once per backtrace.
             refreshed = true
+            let previous = imageMap
             imageMap = nil
             image = currentImageMap()?.image(containing: address)
+            // A target that has exited has no maps left to read: keep what was read while it ran.
+            if imageMap == nil { imageMap = previous }
             if image != nil, let session { _ = sw_symbols_refresh(session) }
         }
         guard let image else { return nil }
@@ -167,6 +170,13 @@ public final class Symbolicator: @unchecked Sendable {
         let readable = Demangler.demangle(name)
         demangled[name] = readable
         return readable
+    }
+
+    /// Reads the process's image map and opens the symbol session now, while the process surely exists, and
+    /// keeps them: a target that exits during a stall still gets symbols and images in its final report.
+    public func prepare() {
+        _ = currentImageMap()
+        if mode != .off { _ = currentSession() }
     }
 
     private func currentImageMap() -> ImageMap? {

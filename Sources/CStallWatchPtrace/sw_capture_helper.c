@@ -1,0 +1,380 @@
+// The capture helper (see sw_capture_helper.h): the parent's request side, and the helper's loop, which runs
+// in a cloned child of a multithreaded process and therefore uses raw system calls only.
+#ifdef __linux__
+#include "sw_capture_helper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_STACK_BYTES 65536u
+// Busy-poll (yielding) this long for the stop before sleeping between polls: most stops arrive in 10-50 us.
+#define SPIN_NS 300000ull
+#define POLL_SLEEP_NS 20000L
+// How often an idle helper checks that its parent still exists.
+#define PARENT_CHECK_NS 250000000L
+// Beyond its own stop timeout, how long the helper may take to answer before it is presumed stuck.
+#define ANSWER_MARGIN_NS 2000000000ull
+#define HELPER_STACK_BYTES (64u * 1024u)
+
+enum { CMD_CAPTURE = 1, CMD_EXIT = 2 };
+
+// The request channel, in memory the helper shares (CLONE_VM). The parent writes a request, bumps
+// `request_seq` and writes a byte to the wake-up pipe; the helper answers and sets `done_seq` to it, and
+// wakes the parent's futex wait.
+typedef struct channel {
+    _Atomic uint32_t request_seq;
+    _Atomic uint32_t done_seq;
+    /// Nonzero once the helper is about to exit (after a stop timeout or an exit request).
+    _Atomic uint32_t exiting;
+    /// This process, and the wake-up pipe: a byte per request; EOF tells the helper its parent is gone.
+    pid_t parent;
+    int wake_read, wake_write;
+    int command;
+    pid_t tid;
+    uint64_t stack_low, stack_high, timeout_ns;
+    size_t capacity;
+    sw_ptrace_record record;
+    uint8_t stack[];
+} channel;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static channel *shared;
+static size_t room;
+static _Atomic pid_t helper;
+static void *helper_stack;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: async-signal-safe
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// A system call that returns -errno and never touches errno: the helper shares this address space and
+// the TLS of the thread that created it, so glibc's syscall() (which sets errno) would write into that
+// thread's errno behind its back.
+static long raw(long n, long a, long b, long c, long d, long e, long f) {
+    register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+    long result;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return result;
+}
+
+#define RAW(n, a, b, c, d, e) raw((long)(n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
+    return RAW(SYS_futex, word, op, value, timeout, 0);
+}
+
+// MARK: The helper (raw system calls only)
+
+static void copy_registers(const struct user_regs_struct *g, uint64_t *r) {
+    // UNW_X86_64_RAX … UNW_X86_64_RIP (DWARF order)
+    r[0] = g->rax, r[1] = g->rdx, r[2] = g->rcx, r[3] = g->rbx, r[4] = g->rsi, r[5] = g->rdi;
+    r[6] = g->rbp, r[7] = g->rsp, r[8] = g->r8, r[9] = g->r9, r[10] = g->r10, r[11] = g->r11;
+    r[12] = g->r12, r[13] = g->r13, r[14] = g->r14, r[15] = g->r15, r[16] = g->rip;
+}
+
+static void fail(sw_ptrace_record *r, sw_ptrace_step step, long result) {
+    r->failed_step = step;
+    r->failed_errno = (int)-result;
+}
+
+// Waits for the ptrace stop of `tid`. Returns 0 when stopped (and the signal a signal-delivery-stop would
+// deliver in *signal), -ETIMEDOUT at the deadline, -ESRCH if the thread is gone.
+static int await_stop(pid_t tid, uint64_t start, uint64_t timeout_ns, int *signal) {
+    for (;;) {
+        int status = 0;
+        long got = RAW(SYS_wait4, tid, &status, __WALL | WNOHANG, 0, 0);
+        if (got == tid) {
+            if (!WIFSTOPPED(status)) return -ESRCH;  // exited while seized
+            // Our interrupt or a group-stop is a PTRACE_EVENT_STOP; otherwise a signal-delivery-stop, whose
+            // signal is passed on at detach.
+            *signal = (status >> 16) == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(status);
+            return 0;
+        }
+        if (got < 0 && got != -EINTR) return -ESRCH;
+        uint64_t now = now_ns();
+        if (now - start >= timeout_ns) return -ETIMEDOUT;
+        if (now - start <= SPIN_NS) RAW(SYS_sched_yield, 0, 0, 0, 0, 0);
+        else {
+            struct timespec pause = {0, POLL_SLEEP_NS};
+            RAW(SYS_nanosleep, &pause, 0, 0, 0, 0);
+        }
+    }
+}
+
+// One capture. Returns 1 if the helper must exit afterwards (a seized thread that never stopped: only the
+// tracer's exit releases it).
+static int capture(channel *c) {
+    sw_ptrace_record *r = &c->record;
+    memset(r, 0, sizeof *r);  // a plain store loop: async-signal-safe
+    long rc = RAW(SYS_ptrace, PTRACE_SEIZE, c->tid, 0, 0, 0);
+    if (rc != 0) {
+        fail(r, SW_PTRACE_STEP_SEIZE, rc);
+        return 0;
+    }
+    uint64_t start = now_ns();
+    rc = RAW(SYS_ptrace, PTRACE_INTERRUPT, c->tid, 0, 0, 0);
+    if (rc != 0) {
+        fail(r, SW_PTRACE_STEP_INTERRUPT, rc);
+        return 1;  // seized but not stopped: not detachable, the helper's exit detaches
+    }
+    int pending = 0;
+    int stopped = await_stop(c->tid, start, c->timeout_ns, &pending);
+    if (stopped != 0) {
+        fail(r, SW_PTRACE_STEP_STOP, stopped);
+        return stopped == -ETIMEDOUT;
+    }
+    struct user_regs_struct regs;
+    rc = RAW(SYS_ptrace, PTRACE_GETREGS, c->tid, 0, &regs, 0);
+    if (rc != 0) {
+        fail(r, SW_PTRACE_STEP_GETREGS, rc);
+    } else {
+        copy_registers(&regs, r->registers);
+        r->stack_pointer = regs.rsp;
+        r->pending_signal = pending;
+        uint64_t high = c->stack_high;
+        size_t length = c->capacity;
+        if (c->stack_low < c->stack_high && regs.rsp >= c->stack_low && regs.rsp < c->stack_high) {
+            if (high - regs.rsp < length) length = (size_t)(high - regs.rsp);
+            else r->truncated = 1;
+            r->stack_low = c->stack_low;
+            r->stack_high = c->stack_high;
+        }
+        struct iovec local = {c->stack, length};
+        struct iovec remote = {(void *)(uintptr_t)regs.rsp, length};
+        // process_vm_readv rather than memcpy: it stops at an unmapped page instead of faulting.
+        long got = RAW(SYS_process_vm_readv, c->parent, &local, 1, &remote, 1);  // flags 0
+        if (got < 0) fail(r, SW_PTRACE_STEP_READ_STACK, got);
+        else r->stack_size = (size_t)got;
+        if (r->stack_high == 0 && got > 0) {
+            r->stack_low = regs.rsp;
+            r->stack_high = regs.rsp + (uint64_t)got;
+        }
+    }
+    rc = RAW(SYS_ptrace, PTRACE_DETACH, c->tid, 0, pending, 0);
+    if (rc != 0) {
+        fail(r, SW_PTRACE_STEP_DETACH, rc);
+        r->pause_ns = now_ns() - start;
+        return 1;  // exiting detaches
+    }
+    r->pause_ns = now_ns() - start;
+    return 0;
+}
+
+// Closes every descriptor the helper inherited but `keep`, so it holds no socket, pipe or tty of the
+// application open (a peer would otherwise never see EOF, a port stay bound).
+static void close_inherited_files(int keep) {
+    if (keep > 0) RAW(SYS_close_range, 0, keep - 1, 0, 0, 0);
+    if (RAW(SYS_close_range, keep + 1, ~0u, 0, 0, 0) == 0) return;
+    for (int fd = keep + 1; fd < 65536; fd++) RAW(SYS_close, fd, 0, 0, 0, 0);  // kernels before 5.9
+}
+
+// Waits for a request (a byte on the wake-up pipe) or a periodic check. Returns 0 to go on, -1 when the
+// parent is gone: EOF (its write end closed on exit or exec: O_CLOEXEC) or getppid() changed.
+static int wait_for_request(channel *c) {
+    struct pollfd pfd = {.fd = c->wake_read, .events = POLLIN};
+    struct timespec period = {0, PARENT_CHECK_NS};
+    long ready = RAW(SYS_ppoll, &pfd, 1, &period, 0, 0);
+    if (RAW(SYS_getppid, 0, 0, 0, 0, 0) != c->parent) return -1;
+    if (ready > 0) {
+        char drain[64];
+        long got = RAW(SYS_read, c->wake_read, drain, sizeof drain, 0, 0);
+        if (got == 0) return -1;
+    }
+    return 0;
+}
+
+// The helper's whole life. It shares the parent's memory (CLONE_VM), so it runs on its own stack, calls
+// no libc function that touches errno or TLS (raw system calls, clock_gettime's vDSO, memset), and never
+// allocates.
+static int helper_main(void *argument) {
+    channel *c = argument;
+    close_inherited_files(c->wake_read);
+    RAW(SYS_prctl, PR_SET_NAME, "stallwatch-cap", 0, 0, 0);
+    uint32_t served = atomic_load(&c->done_seq);
+    while (wait_for_request(c) == 0) {
+        uint32_t seq = atomic_load_explicit(&c->request_seq, memory_order_acquire);
+        if (seq == served) continue;
+        int leave = c->command == CMD_EXIT || capture(c);
+        if (leave) atomic_store(&c->exiting, 1);
+        served = seq;
+        atomic_store_explicit(&c->done_seq, seq, memory_order_release);
+        futex(&c->done_seq, FUTEX_WAKE, 1, NULL);
+        if (leave) break;
+    }
+    atomic_store(&c->exiting, 1);
+    RAW(SYS_exit, 0, 0, 0, 0, 0);
+    return 0;
+}
+
+// MARK: The parent (called with `lock` held)
+
+static void reap(pid_t pid) {
+    int status;
+    while (waitpid(pid, &status, __WALL) < 0 && errno == EINTR) {}
+}
+
+static void kill_helper(void) {
+    pid_t pid = atomic_exchange(&helper, 0);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        reap(pid);
+    }
+}
+
+static int prepare(size_t stack_bytes) {
+    room = stack_bytes ? stack_bytes : DEFAULT_STACK_BYTES;
+    void *p = mmap(NULL, sizeof(channel) + room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -errno;
+    helper_stack = mmap(NULL, HELPER_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+                        -1, 0);
+    if (helper_stack == MAP_FAILED) {
+        int err = errno;
+        munmap(p, sizeof(channel) + room);
+        return -err;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        int err = errno;
+        munmap(p, sizeof(channel) + room);
+        munmap(helper_stack, HELPER_STACK_BYTES);
+        return -err;
+    }
+    shared = p;
+    shared->wake_read = fds[0];
+    shared->wake_write = fds[1];
+    shared->parent = getpid();
+    return 0;
+}
+
+static int spawn(size_t stack_bytes) {
+    if (!shared) {
+        int prepared = prepare(stack_bytes);
+        if (prepared < 0) return prepared;
+    }
+    atomic_store(&shared->exiting, 0);
+    atomic_store(&shared->done_seq, atomic_load(&shared->request_seq));
+    // Every signal blocked across the clone: the child inherits the mask, so no application handler runs
+    // in it, ever. SIGKILL still ends it.
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    // CLONE_VM: no copy of the address space (a copy would make every page the service writes afterwards a
+    // copy-on-write fault, and keep the old copy alive). No CLONE_THREAD: a separate process, so it may
+    // ptrace us. Termination signal 0: no SIGCHLD, invisible to wait() and waitpid(-1).
+    int pid = clone(helper_main, (char *)helper_stack + HELPER_STACK_BYTES, CLONE_VM, shared);
+    int err = errno;
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (pid < 0) return -err;
+    prctl(PR_SET_PTRACER, (unsigned long)pid, 0, 0, 0);  // EINVAL without Yama: nothing to allow
+    atomic_store(&helper, (pid_t)pid);
+    return pid;
+}
+
+// Reaps a helper that exited on its own (after a stop timeout), so the next request starts a new one.
+static void reap_if_exited(void) {
+    pid_t pid = atomic_load(&helper);
+    if (pid <= 0 || !atomic_load(&shared->exiting)) return;
+    atomic_store(&helper, 0);
+    reap(pid);
+}
+
+int sw_helper_start(size_t stack_bytes) {
+    pthread_mutex_lock(&lock);
+    if (shared) reap_if_exited();
+    int result = atomic_load(&helper);
+    if (result <= 0) result = spawn(stack_bytes);
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+pid_t sw_helper_pid(void) { return atomic_load(&helper); }
+
+size_t sw_helper_stack_bytes(void) { return room; }
+
+// Sends the prepared request and waits for its answer; returns 0, or -ETIMEDOUT if the helper did not
+// answer in time (it is then killed).
+static int exchange(uint64_t timeout_ns) {
+    uint32_t seq = atomic_load(&shared->request_seq) + 1;
+    atomic_store_explicit(&shared->request_seq, seq, memory_order_release);
+    char byte = 1;
+    (void)!write(shared->wake_write, &byte, 1);  // EAGAIN (full): the helper's periodic check finds it
+    uint64_t start = now_ns(), deadline = start + timeout_ns + ANSWER_MARGIN_NS;
+    for (;;) {
+        uint32_t done = atomic_load_explicit(&shared->done_seq, memory_order_acquire);
+        if (done == seq) return 0;
+        uint64_t now = now_ns();
+        if (now >= deadline) break;
+        if (now - start < SPIN_NS) {
+            sched_yield();
+            continue;
+        }
+        uint64_t left = deadline - now;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        futex(&shared->done_seq, FUTEX_WAIT, done, &ts);
+    }
+    kill_helper();  // a killed tracer leaves its tracee running
+    return -ETIMEDOUT;
+}
+
+int sw_helper_capture(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64_t timeout_ns,
+                      sw_ptrace_record *record, uint8_t *stack_out, size_t stack_capacity) {
+    memset(record, 0, sizeof *record);
+    pthread_mutex_lock(&lock);
+    if (shared) reap_if_exited();
+    int started = atomic_load(&helper) > 0 ? 0 : spawn(0);
+    if (started < 0) {
+        pthread_mutex_unlock(&lock);
+        record->failed_step = SW_PTRACE_STEP_THREAD;
+        record->failed_errno = -started;
+        return started;
+    }
+    shared->command = CMD_CAPTURE;
+    shared->tid = tid;
+    shared->stack_low = stack_low;
+    shared->stack_high = stack_high;
+    shared->timeout_ns = timeout_ns;
+    shared->capacity = stack_capacity < room ? stack_capacity : room;
+    int result = exchange(timeout_ns);
+    if (result == 0) {
+        *record = shared->record;
+        if (record->stack_size) memcpy(stack_out, shared->stack, record->stack_size);
+        result = record->failed_step == SW_PTRACE_STEP_NONE ? 0 : -record->failed_errno;
+    } else {
+        record->failed_step = SW_PTRACE_STEP_THREAD;
+        record->failed_errno = ETIMEDOUT;
+    }
+    reap_if_exited();
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+void sw_helper_stop(void) {
+    pthread_mutex_lock(&lock);
+    if (shared && atomic_load(&helper) > 0) {
+        shared->command = CMD_EXIT;
+        if (exchange(0) == 0) reap_if_exited();
+    }
+    pthread_mutex_unlock(&lock);
+}
+#endif

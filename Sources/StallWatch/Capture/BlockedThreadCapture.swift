@@ -1,0 +1,135 @@
+// BlockedThreadCapture: a stack sample of a thread blocked in a system call that even a ptrace stop would cut short.
+import CStallWatchCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Captures a thread that is blocked in a system call which a ptrace stop would make fail with EINTR, without
+/// touching the thread at all.
+///
+/// A ptrace stop is transparent for most blocking calls (the kernel restarts `poll`, `nanosleep`, futex waits,
+/// `select`, `read` on a pipe), but not for a few that return EINTR after any stop (signal(7), "Interruption of
+/// system calls and library functions by stop signals"): socket calls with `SO_RCVTIMEO`/`SO_SNDTIMEO`,
+/// `epoll_wait`, `semop`/`semtimedop`, `sigtimedwait`, `io_getevents`, `read` from inotify. For those the
+/// thread is left alone: while it sits in the kernel its user stack cannot change, so the stack is copied from
+/// this process's memory and the registers come from `/proc/self/task/TID/syscall` (PC, SP and the six
+/// arguments). The frame pointer is not there; it is recovered from the copy as the innermost frame record
+/// (`[rbp]` = the caller's `rbp` above it, `[rbp+8]` = an address in code) so frame-pointer callers (all Swift
+/// code) unwind.
+enum BlockedThreadCapture {
+    /// What `/proc/self/task/TID/syscall` says about a thread blocked in a system call.
+    struct Blocked {
+        var number: Int
+        var arguments: [UInt64]
+        var stackPointer: UInt64
+        var programCounter: UInt64
+    }
+
+    /// The thread's system call, or nil if it runs in user space (or the file cannot be read).
+    static func blocked(_ tid: Int32) -> Blocked? {
+        guard let line = ProcFile.text("/proc/self/task/\(tid)/syscall") else { return nil }
+        let parts = line.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard parts.count >= 9, let number = Int(parts[0]), number >= 0 else { return nil }
+        let values = parts[1...].compactMap { UInt64(hexAddress: String($0)) }
+        guard values.count >= 8 else { return nil }
+        return Blocked(
+            number: number, arguments: Array(values[0..<6]), stackPointer: values[6], programCounter: values[7])
+    }
+
+    /// The name of the call if a ptrace stop would make it return EINTR, else nil.
+    static func interruptedByStop(_ call: Blocked) -> String? {
+        let name = SyscallTable.name(call.number)
+        switch name {
+        case "epoll_wait", "epoll_pwait", "epoll_pwait2", "semop", "semtimedop", "rt_sigtimedwait",
+            "io_getevents", "io_pgetevents", "recvfrom", "recvmsg", "recvmmsg", "sendto", "sendmsg", "sendmmsg",
+            "accept", "accept4", "connect":
+            return name
+        case "read", "readv", "write", "writev":
+            // On a socket (a timeout may be set) or an inotify descriptor.
+            let fd = Int32(truncatingIfNeeded: call.arguments[0])
+            var buffer = [CChar](repeating: 0, count: 64)
+            let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+            guard length > 0 else { return nil }
+            let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return target.hasPrefix("socket:") || target.contains("inotify") ? "\(name) on \(target)" : nil
+        default:
+            return nil
+        }
+    }
+
+    /// Copies the stack of the blocked thread and builds its registers; nil if the stack cannot be read.
+    static func capture(_ thread: SampledThread, _ call: Blocked, maxStackBytes: Int) -> StackCapture? {
+        let maps = ThreadStackLocator()
+        var low = thread.stackLow, high = thread.stackHigh
+        if !(low..<high).contains(call.stackPointer), let region = maps.mapping(containing: call.stackPointer) {
+            (low, high) = (region.start, region.end)
+        }
+        guard (low..<high).contains(call.stackPointer) else { return nil }
+        let length = Int(min(UInt64(max(0, maxStackBytes)), high - call.stackPointer))
+        var stack = [UInt8](repeating: 0, count: length)
+        let got = stack.withUnsafeMutableBytes {
+            sw_read_memory(getpid(), call.stackPointer, $0.baseAddress, UInt($0.count))
+        }
+        guard got > 0 else { return nil }
+        stack.removeLast(length - got)
+        // Still in the same call at the same place: the copy is of a stack that did not move meanwhile.
+        guard let again = blocked(thread.threadID), again.stackPointer == call.stackPointer,
+            again.programCounter == call.programCounter
+        else { return nil }
+        let code = ExecutableRanges()
+        var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
+        // libunwind's x86_64 order: RAX RDX RCX RBX RSI RDI RBP RSP R8 … R15 RIP; arguments in rdi rsi rdx r10 r8 r9.
+        registers[0] = UInt64(call.number)
+        registers[5] = call.arguments[0]
+        registers[4] = call.arguments[1]
+        registers[1] = call.arguments[2]
+        registers[10] = call.arguments[3]
+        registers[8] = call.arguments[4]
+        registers[9] = call.arguments[5]
+        registers[7] = call.stackPointer
+        registers[16] = call.programCounter
+        registers[6] = frameRecord(in: stack, base: call.stackPointer, high: high, code: code) ?? 0
+        return StackCapture(
+            threadID: thread.threadID, registers: registers, stackPointer: call.stackPointer, stack: stack,
+            pauseNanoseconds: 0, handlerNanoseconds: 0, stackLow: low, stackHigh: high)
+    }
+
+    /// The innermost frame record in the copy: an address W with [W] a higher stack address (the caller's
+    /// record, or 0 at the outermost) and [W+8] and [[W]+8] addresses in code.
+    static func frameRecord(in stack: [UInt8], base: UInt64, high: UInt64, code: ExecutableRanges) -> UInt64? {
+        func word(_ address: UInt64) -> UInt64? {
+            guard address >= base, address + 8 <= base + UInt64(stack.count) else { return nil }
+            let offset = Int(address - base)
+            return stack.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
+        }
+        var candidate = base
+        while candidate + 16 <= base + UInt64(stack.count) {
+            defer { candidate += 8 }
+            guard let next = word(candidate), next > candidate, next < high, let ret = word(candidate + 8),
+                code.contains(ret)
+            else { continue }
+            if let outer = word(next + 8), code.contains(outer) { return candidate }
+        }
+        return nil
+    }
+}
+
+/// The executable mappings of this process, from `/proc/self/maps`.
+struct ExecutableRanges {
+    private var ranges: [(UInt64, UInt64)] = []
+
+    init() {
+        guard let text = ProcFile.text("/proc/self/maps") else { return }
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 2)
+            guard fields.count >= 2, fields[1].dropFirst(2).hasPrefix("x") else { continue }
+            let bounds = fields[0].split(separator: "-")
+            guard bounds.count == 2, let low = UInt64(bounds[0], radix: 16), let high = UInt64(bounds[1], radix: 16)
+            else { continue }
+            ranges.append((low, high))
+        }
+    }
+
+    func contains(_ address: UInt64) -> Bool { ranges.contains { $0.0 <= address && address < $0.1 } }
+}

@@ -1,0 +1,125 @@
+// InProcessStackSampling: the embedded watchdog's samples, by the non-interrupting helper or, failing that, signal.
+import CStallWatchSignal
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Samples threads of this process without changing their behaviour.
+///
+/// A thread blocked in one of the few calls that even a ptrace stop cuts short (``BlockedThreadCapture``: socket
+/// calls with timeouts, `epoll_wait`, `semtimedop`, …) is not touched at all: its frozen stack is copied. Every
+/// other sample goes through ``ThreadCaptureHelper`` (a ptrace stop: no EINTR, no handler run on the thread, no
+/// dependence on signal masks or dispositions) when ptrace is permitted; `capture.method` is then
+/// `ptrace-helper`. Only where ptrace is refused does it fall back to the signal path (`capture.method`
+/// `signal`), and then only for a thread that is running in user space (`/proc/self/task/TID/syscall` says
+/// `running`), does not block the signal, and while the signal's disposition is still StallWatch's (checked
+/// before every signal, one `sigaction` query). Any other thread is not signalled: its sample says why, so a
+/// blocking call is never cut short and a signal that now belongs to the application (or to `SIG_DFL`) is
+/// never sent.
+///
+/// - Note: In the fallback, a thread may enter a system call in the microseconds between the check and the
+///   signal; that call can then return EINTR. The helper path has no such window.
+final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
+    private let helper: ThreadCaptureHelper?
+    private let signal: SignalSampler?
+    private let unwinder: StackUnwinder
+    /// Why the helper is not used (nil when it is); repeated in every report's setup errors.
+    let helperUnavailable: String?
+    private var lastRefusal: String?
+
+    init(helper: ThreadCaptureHelper?, signal: SignalSampler?, unwinder: StackUnwinder, helperUnavailable: String?) {
+        self.helper = helper
+        self.signal = signal
+        self.unwinder = unwinder
+        self.helperUnavailable = helperUnavailable
+    }
+
+    var captureMethod: String { helper != nil ? ThreadCaptureHelper.captureMethod : "signal" }
+
+    func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+        capture(thread, maxFrames: configuration.maxFrames, configuration: configuration)
+    }
+
+    func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        var sample = capture(
+            SampledThread(threadID: id, stackLow: 0, stackHigh: 0), maxFrames: configuration.maxThreadFrames,
+            configuration: configuration)
+        sample.failure = nil  // a snapshot thread's problem is its own error, not a capture failure
+        return sample
+    }
+
+    private func capture(_ thread: SampledThread, maxFrames: Int, configuration: StallWatchConfiguration)
+        -> StackSample
+    {
+        let timeout = Duration.milliseconds(configuration.captureTimeoutMs)
+        let result: Result<StackCapture, StallWatchError>
+        if let call = BlockedThreadCapture.blocked(thread.threadID), BlockedThreadCapture.interruptedByStop(call) != nil
+        {
+            // Neither a signal nor a ptrace stop: either would make this call fail with EINTR.
+            guard
+                let capture = BlockedThreadCapture.capture(thread, call, maxStackBytes: configuration.maxStackBytes)
+            else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
+            result = .success(capture)
+        } else if let helper {
+            result = helper.capture(thread, maxStackBytes: configuration.maxStackBytes, timeout: timeout)
+        } else if let refusal = signalRefusal(thread) {
+            // Listed in capture.errors once per new reason, not once per sample.
+            defer { lastRefusal = refusal }
+            return StackSample(error: refusal, failure: refusal == lastRefusal ? nil : refusal)
+        } else if let signal {
+            var target = thread
+            if target.stackHigh == 0 {
+                guard let located = ThreadStackLocator().thread(target.threadID, sampler: signal, timeout: timeout)
+                else { return StackSample(error: "stack bounds not found") }
+                target = located
+            }
+            result = signal.capture(target, timeout: timeout, maxStackBytes: configuration.maxStackBytes)
+        } else {
+            return StackSample(error: "no capture path available")
+        }
+        switch result {
+        case .success(let capture):
+            let stack = unwinder.unwind(capture, maxFrames: maxFrames)
+            var sample = StackSample(
+                addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+            if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
+            if !capture.notes.isEmpty { sample.failure = capture.notes.joined(separator: "; ") }
+            return sample
+        case .failure(let error):
+            return StackSample(error: error.message, failure: error.message)
+        }
+    }
+
+    /// Why `thread` must not be signalled now, or nil if the signal path may be used.
+    func signalRefusal(_ thread: SampledThread) -> String? {
+        guard let signal else { return "no sampling signal is installed" }
+        switch Int(sw_capture_disposition()) {
+        case Int(SW_DISPOSITION_OURS): break
+        case Int(SW_DISPOSITION_DEFAULT):
+            return "signal \(signal.signal) was reset to SIG_DFL by the application (it would kill the process): "
+                + "not sent"
+        case Int(SW_DISPOSITION_IGNORED):
+            return "signal \(signal.signal) is ignored (SIG_IGN) by the application: not sent"
+        default:
+            return "signal \(signal.signal) now has the application's own handler: not sent"
+        }
+        if ThreadStackLocator.blocks(thread.threadID, signal: signal.signal) {
+            return "the thread blocks the sampling signal, and ptrace is not available: not sampled"
+        }
+        if let call = Self.systemCall(thread.threadID) {
+            return "the thread is in system call \(call); a signal would interrupt it (EINTR) and ptrace is not "
+                + "available: not sampled"
+        }
+        return nil
+    }
+
+    /// The system call thread `tid` is blocked in (its name or number), or nil when it runs in user space.
+    static func systemCall(_ tid: Int32) -> String? {
+        guard let line = ProcFile.text("/proc/self/task/\(tid)/syscall") else { return nil }
+        guard let first = line.split(whereSeparator: { $0 == " " || $0 == "\n" }).first, let number = Int(first),
+            number >= 0
+        else { return nil }
+        return SyscallTable.name(number)
+    }
+}

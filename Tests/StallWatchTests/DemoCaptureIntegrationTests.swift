@@ -1,0 +1,133 @@
+// The demo's embedded watchdog captures every kind of loop thread and survives what an application does to it.
+import Foundation
+import Testing
+
+@testable import StallWatch
+
+@Suite(.serialized) struct DemoCaptureIntegrationTests {
+    static let demo = Fixtures.executable("stallwatch-demo")
+
+    /// The `ended` event lines of a demo run.
+    static func endedLines(_ output: Fixtures.Output) -> [Substring] {
+        output.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: [("cpu", ["stallOnCPU"]), ("sleep", ["stallInSleep", "sleepFor"])])
+    func underDispatchMainTwentyStallsInARowNameTheStalledFunction(kind: String, functions: [String]) throws {
+        let directory = Fixtures.temporaryDirectory("dispatch-main-20-\(kind)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try Fixtures.run(
+            Self.demo,
+            [
+                "stall", "--loop", "dispatch-main", "--kind", kind, "--repeat", "20", "--duration-ms", "300",
+                "--threshold-ms", "100", "--delay-ms", "500", "--probe-interval-ms", "50", "--report-dir", directory,
+            ], timeout: .seconds(90))
+        #expect(result.status == 0, "demo failed: \(result.stderr)")
+        let ended = Self.endedLines(result)
+        #expect(ended.count == 20)
+        for line in ended {
+            #expect(functions.contains { line.contains("Stalls.\($0)") }, "\(line)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["cpu", "sleep"])
+    func aLoopThreadThatBlocksEverySignalIsSampledWithStacks(kind: String) throws {
+        let directory = Fixtures.temporaryDirectory("blocked-\(kind)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try Fixtures.run(
+            Self.demo,
+            [
+                "stall", "--kind", kind, "--block-signals", "--duration-ms", "600", "--threshold-ms", "150",
+                "--delay-ms", "200", "--report-dir", directory,
+            ])
+        #expect(result.status == 0, "demo failed: \(result.stderr)")
+        let report = try #require(try Fixtures.reports(in: directory).first)
+        #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
+        #expect(report.samples.count >= 5)
+        // Every sample has a stack; a few may stop early on a loaded machine (caught where unwinding is short).
+        #expect(report.samples.allSatisfy { $0.error == nil && !$0.frames.isEmpty }, "\(report.samples.map(\.error))")
+        let deep = report.samples.filter { $0.frames.count > 3 }.count
+        #expect(deep * 4 >= report.samples.count * 3, "frames per sample: \(report.samples.map(\.frames.count))")
+        let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
+        #expect(symbols.contains { $0.contains("Stalls.") })
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["default", "ignore", "handler"])
+    func anApplicationThatTakesTheSamplingSignalBackSurvivesAndStallsAreStillCaptured(disposition: String) throws {
+        let directory = Fixtures.temporaryDirectory("disposition-\(disposition)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let arguments = [
+            "stall", "--kind", "cpu", "--sampling-signal", disposition, "--duration-ms", "500", "--threshold-ms",
+            "100", "--delay-ms", "200", "--report-dir", directory,
+        ]
+        let result = try Fixtures.run(Self.demo, arguments)
+        #expect(result.status == 0, "demo failed (\(result.status)): \(result.stderr)")
+        #expect(result.stdout.contains(#""disposition":"\#(disposition)""#))
+        let report = try #require(try Fixtures.reports(in: directory).first)
+        #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
+        #expect(report.samples.allSatisfy { $0.frames.contains { $0.symbol?.contains("stallOnCPU") == true } })
+
+        // Where ptrace is refused, the signal path checks the disposition first: no signal, and the report says so.
+        let fallbackDirectory = directory + "-fallback"
+        defer { try? FileManager.default.removeItem(atPath: fallbackDirectory) }
+        var fallbackArguments = arguments
+        fallbackArguments[fallbackArguments.count - 1] = fallbackDirectory
+        let fallback = try Fixtures.run(
+            Self.demo, fallbackArguments, environment: ["STALLWATCH_NO_PTRACE_HELPER": "1"])
+        #expect(fallback.status == 0, "demo failed (\(fallback.status)): \(fallback.stderr)")
+        let noted = try #require(try Fixtures.reports(in: fallbackDirectory).first)
+        #expect(noted.capture.method == "signal")
+        let expected = ["default": "SIG_DFL", "ignore": "SIG_IGN", "handler": "own handler"][disposition]!
+        #expect(noted.capture.errors.contains { $0.contains(expected) && $0.contains("not sent") }, "\(noted.capture)")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWaitStallPrintsAFullUninterruptedPoll() throws {
+        for environment in [[:], ["STALLWATCH_NO_PTRACE_HELPER": "1"]] {
+            let directory = Fixtures.temporaryDirectory("wait-kind")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let result = try Fixtures.run(
+                Self.demo,
+                [
+                    "stall", "--kind", "wait", "--duration-ms", "900", "--threshold-ms", "100", "--delay-ms", "200",
+                    "--report-dir", directory,
+                ], environment: environment)
+            #expect(result.status == 0, "demo failed: \(result.stderr)")
+            let lines = result.stdout.split(separator: "\n")
+            let waited = try #require(lines.firstIndex { $0.contains(#""event":"waited""#) })
+            let endedAt = try #require(lines.firstIndex { $0.contains(#""event":"ended""#) })
+            #expect(waited < endedAt, "the waited line comes before the stall ends")
+            let line = String(lines[waited])
+            #expect(line.contains(#""call":"poll""#) && line.contains(#""errno":0}"#), "\(environment): \(line)")
+            let ms = try #require(
+                line.split(separator: ",").first { $0.hasPrefix(#""ms":"#) }.flatMap { Int($0.dropFirst(5)) })
+            #expect(ms >= 890 && ms <= 990, "poll lasted \(ms) ms")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aProcessKilledThreeSecondsIntoAHangLeavesItsSamplesOnDisk() throws {
+        let directory = Fixtures.temporaryDirectory("killed-hang")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let child = try ChildProcess(
+            Self.demo,
+            [
+                "stall", "--kind", "cpu", "--duration-ms", "30000", "--threshold-ms", "250", "--delay-ms", "200",
+                "--report-dir", directory,
+            ])
+        defer { child.terminate() }
+        let reportFile = {
+            (try? FileManager.default.contentsOfDirectory(atPath: directory))?.first { $0.hasSuffix(".json") }
+        }
+        #expect(pollUntil(timeout: .seconds(20)) { reportFile() != nil }, "no provisional report")
+        // The scenario itself: the process lives 3 s into its stall, then is killed without warning.
+        Thread.sleep(forTimeInterval: 3)
+        child.terminate()
+        let name = try #require(reportFile())
+        let report = try ReportStore.load(path: directory + "/" + name)
+        #expect(report.status == .ongoing)
+        #expect(report.samples.count >= 40, "\(report.samples.count) samples on disk")
+        #expect(
+            report.samples.suffix(10).allSatisfy { $0.frames.contains { $0.symbol?.contains("stallOnCPU") == true } })
+    }
+}

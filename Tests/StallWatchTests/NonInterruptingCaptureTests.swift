@@ -1,0 +1,161 @@
+// The embedded watchdog changes nothing for the loop it samples: blocking waits last their full time, no EINTR.
+import CStallWatchCore
+import CStallWatchFixtures
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+@Suite(.serialized) struct NonInterruptingCaptureTests {
+    /// One blocking call of the loop: what it does, and a name its stack must show.
+    struct Wait: Sendable, CustomTestStringConvertible {
+        var name: String
+        /// Lower-cased parts of a frame symbol that identify the call.
+        var symbols: [String]
+        /// Blocks for `ms`, returns the errno (0 when the call ran out its time as it should).
+        var run: @Sendable (_ ms: Int) -> Int32
+        var testDescription: String { name }
+    }
+
+    static let waits: [Wait] = [
+        Wait(name: "poll", symbols: ["poll"]) { ms in
+            var fds: [Int32] = [-1, -1]
+            _ = pipe(&fds)
+            defer { fds.forEach { close($0) } }
+            var entry = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+            return poll(&entry, 1, Int32(ms)) < 0 ? errno : 0
+        },
+        Wait(name: "nanosleep", symbols: ["nanosleep"]) { ms in
+            var request = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+            return nanosleep(&request, nil) < 0 ? errno : 0
+        },
+        Wait(name: "usleep", symbols: ["usleep", "nanosleep"]) { ms in
+            usleep(UInt32(ms) * 1000) < 0 ? errno : 0
+        },
+        Wait(name: "sem_timedwait", symbols: ["sem_timedwait", "sem_wait", "futex"]) { ms in
+            var semaphore = sem_t()
+            sem_init(&semaphore, 0, 0)
+            defer { sem_destroy(&semaphore) }
+            var deadline = timespec()
+            clock_gettime(CLOCK_REALTIME, &deadline)
+            let nanos = Int(deadline.tv_nsec) + (ms % 1000) * 1_000_000
+            deadline.tv_sec += ms / 1000 + nanos / 1_000_000_000
+            deadline.tv_nsec = nanos % 1_000_000_000
+            let failure = sem_timedwait(&semaphore, &deadline) < 0 ? errno : 0
+            return failure == ETIMEDOUT ? 0 : failure
+        },
+        Wait(name: "recv with SO_RCVTIMEO", symbols: ["recv"]) { ms in
+            var pair: [Int32] = [-1, -1]
+            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair)
+            defer { pair.forEach { close($0) } }
+            var timeout = timeval(tv_sec: ms / 1000, tv_usec: Int((ms % 1000) * 1000))
+            setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var byte: UInt8 = 0
+            let failure = recv(pair[0], &byte, 1, 0) < 0 ? errno : 0
+            return failure == EAGAIN ? 0 : failure
+        },
+        Wait(name: "timed futex wait", symbols: ["sw_test_futex_wait"]) { ms in
+            let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+            defer { word.deallocate() }
+            word.pointee = 7
+            let failure = sw_test_futex_wait(word, 7, UInt64(ms) * 1_000_000)
+            return failure == ETIMEDOUT ? 0 : failure
+        },
+    ]
+
+    @Test(.timeLimit(.minutes(1)), arguments: waits)
+    func aBlockingWaitOnTheLoopLastsItsFullTimeWithoutEINTRAndTheReportNamesIt(_ wait: Wait) throws {
+        let directory = Fixtures.temporaryDirectory("wait")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let thresholdMs = 200, waitMs = 600
+        var config = StallWatchConfiguration()
+        config.thresholdMs = thresholdMs
+        config.sampleIntervalMs = 20
+        config.maxThreads = 0
+        config.reportDirectory = directory
+        let loop = EventLoop(name: "waits", mainQueue: .disabled)
+        let ended = DispatchSemaphore(value: 0)
+        let watchdog = Watchdog(loop: loop, configuration: config) { if case .ended = $0 { ended.signal() } }
+        try watchdog.start()
+        _ = startLoopThread(loop)
+        let outcome = Mutex<(errno: Int32, ms: Double)?>(nil)
+        loop.perform {
+            let start = DispatchTime.now().uptimeNanoseconds
+            let failure = wait.run(waitMs)
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+            outcome.withLock { $0 = (failure, elapsed) }
+        }
+        #expect(ended.wait(timeout: .now() + 20) == .success)
+        loop.stop()
+        watchdog.stop()
+        let result = try #require(outcome.withLock { $0 })
+        #expect(result.errno == 0, "\(wait.name) failed with errno \(result.errno) after \(result.ms) ms")
+        #expect(
+            result.ms >= Double(waitMs) * 0.9 && result.ms <= Double(waitMs) * 1.1, "\(wait.name) took \(result.ms) ms")
+        let report = try #require(try Fixtures.reports(in: directory).first)
+        #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
+        #expect(report.samples.count >= 3)
+        // Unwound past the wait into the loop that called it.
+        let deepest = report.samples.map(\.frames.count).max() ?? 0
+        #expect(deepest > 5, "at most \(deepest) frames: \(report.samples.first?.error ?? "")")
+        let symbols = Set(report.samples.flatMap(\.frames).compactMap { $0.symbol?.lowercased() })
+        #expect(
+            symbols.contains { symbol in wait.symbols.contains { symbol.contains($0) } },
+            "no frame names \(wait.name): \(symbols)")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theHelperIsInvisibleToWaitHoldsNoDescriptorOfOursAndBlocksEverySignal() throws {
+        let helper = try ThreadCaptureHelper.shared()
+        let pid = helper.helperProcessID
+        try #require(pid > 0)
+        let stat = try #require(readProcFile("/proc/\(pid)/stat"))
+        // Field 38 (exit_signal), counted after the parenthesised command name.
+        let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")
+        #expect(fields[35] == "0", "exit signal \(fields[35]): waitpid(-1) would see the helper")
+        #expect(fields[1] == String(getpid()), "parent")
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+        #expect(descriptors.count == 1, "the helper keeps only its wake-up pipe: \(descriptors)")
+        let status = try #require(readProcFile("/proc/\(pid)/status"))
+        let blocked = status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
+        #expect(blocked?.hasSuffix("fffffffe7ffbfeff") == true, "\(blocked ?? "")")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aThreadThatBlocksEverySignalIsCapturedWithItsStackAndKeepsSleeping() throws {
+        let helper = try ThreadCaptureHelper.shared()
+        let unwinder = try StackUnwinder(processID: getpid())
+        let tid = Atomic<Int32>(0)
+        let slept = Mutex<(Int32, Double)?>(nil)
+        let thread = Thread {
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            tid.store(sw_gettid(), ordering: .releasing)
+            let start = DispatchTime.now().uptimeNanoseconds
+            var request = timespec(tv_sec: 0, tv_nsec: 800_000_000)
+            let failure = nanosleep(&request, nil) < 0 ? errno : 0
+            slept.withLock { $0 = (failure, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6) }
+        }
+        thread.start()
+        #expect(
+            pollUntil {
+                tid.load(ordering: .acquiring) != 0
+                    && readProcFile("/proc/self/task/\(tid.load(ordering: .acquiring))/syscall")?.hasPrefix("230 ")
+                        == true
+            })
+        var framed = 0
+        for _ in 0..<20 {
+            let capture = try helper.capture(
+                threadID: tid.load(ordering: .acquiring), maxStackBytes: 65536, timeout: .milliseconds(250)
+            ).get()
+            if unwinder.unwind(capture, maxFrames: 64).addresses.count > 2 { framed += 1 }
+        }
+        #expect(framed == 20)
+        #expect(pollUntil { slept.withLock { $0 } != nil })
+        let (failure, ms) = try #require(slept.withLock { $0 })
+        #expect(failure == 0 && ms >= 790, "nanosleep: errno \(failure) after \(ms) ms")
+    }
+}
