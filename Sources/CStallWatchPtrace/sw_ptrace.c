@@ -39,7 +39,7 @@ typedef struct job {
     int result;
     /// /proc/PID/task/TID/schedstat (or -1), and the target's run_delay just before the interrupt.
     int stats_fd;
-    uint64_t delay_at_interrupt;
+    uint64_t delay_at_interrupt, interrupt_at_ns;
 } job;
 
 static uint64_t now_ns(void) {
@@ -188,6 +188,7 @@ static void *tracer_main(void *arg) {
     schedstat at_interrupt;
     if (j->stats_fd >= 0 && read_schedstat(j->stats_fd, &at_interrupt) == 0) j->delay_at_interrupt = at_interrupt.delay_ns;
     uint64_t start = now_ns();
+    j->interrupt_at_ns = start;
     if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) != 0) {
         fail(j, SW_PTRACE_STEP_INTERRUPT, errno);
         return NULL;  // not stopped, so not detachable: thread exit detaches
@@ -258,6 +259,7 @@ int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_
     int stats = open(path, O_RDONLY | O_CLOEXEC);
     schedstat before = {0}, after = {0};
     int have_before = stats >= 0 && read_schedstat(stats, &before) == 0;
+    uint64_t before_at = now_ns();
     j.stats_fd = have_before ? stats : -1;
     j.delay_at_interrupt = before.delay_ns;
     record->other_cpu = avoid_cpu(last_cpu(pid, tid));
@@ -283,7 +285,11 @@ int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_
             sched_yield();
         }
         if (after.slices > before.slices && after.delay_ns >= j.delay_at_interrupt) {
+            // run_delay grows when a wait ends, by all of it: count only what fits in this call's window, so
+            // a wait that began long before the capture is not charged to it.
             uint64_t before_stop = j.delay_at_interrupt - before.delay_ns;
+            if (j.interrupt_at_ns > before_at && before_stop > j.interrupt_at_ns - before_at)
+                before_stop = j.interrupt_at_ns - before_at;
             uint64_t after_detach = after.delay_ns - j.delay_at_interrupt;
             uint64_t seen_resuming = resumed > detached ? resumed - detached : 0;
             record->run_delay_ns = before_stop + (after_detach > seen_resuming ? after_detach : seen_resuming);

@@ -42,6 +42,32 @@ enum ReportDocumentV2 {
         var topFrame: StackFrame?
     }
 
+    /// The members of the head that lists, summaries and their filters read: all a listing decodes.
+    struct ListingHead: Decodable {
+        struct Loop: Decodable {
+            var name: String
+            var phase: String
+            var threadId: Int32
+            var iteration: UInt64
+        }
+        struct Process: Decodable {
+            var pid: Int32
+            var executable: String
+        }
+        var id: String
+        var status: StallReport.Status
+        var severity: StallReport.Severity
+        var startedAt: Date
+        var endedAt: Date?
+        var durationMs: Double
+        var loop: Loop
+        var process: Process
+        var signature: String
+        var cause: StallReport.Cause?
+        var sampleOffsetsMs: [Double]
+        var topFrame: StackFrame?
+    }
+
     /// Everything after the head.
     struct Body: Codable {
         var frames: [StackFrame]

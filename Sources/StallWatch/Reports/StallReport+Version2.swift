@@ -44,11 +44,39 @@ extension StallReport {
         return encoder
     }
 
-    /// Decodes a version 2 document from `decoder`'s top level. With `listing`, only the head is read (a file's
-    /// first bytes may end after it): the model then has one sample per offset, the top frame as the frames
-    /// of the first sample, and no images, threads, call tree or point stack.
+    /// The listing form: what lists and summaries read, and neutral values for the rest (no detection or
+    /// capture figures, notes, annotations or context).
+    private init(listingHead head: ReportDocumentV2.ListingHead) {
+        self.init(
+            id: head.id, status: head.status, severity: head.severity, startedAt: head.startedAt,
+            endedAt: head.endedAt, durationMs: head.durationMs,
+            detection: Detection(
+                source: "", strategy: .deadline, thresholdMs: 0, hangThresholdMs: 0, detectedAt: head.startedAt,
+                latencyMs: 0),
+            process: ProcessDescription(
+                pid: head.process.pid, executable: head.process.executable, buildId: nil, host: ""),
+            loop: LoopDescription(
+                name: head.loop.name, threadId: head.loop.threadId, phase: head.loop.phase,
+                iteration: head.loop.iteration),
+            samples: head.sampleOffsetsMs.map { Sample(offsetMs: $0, frames: []) }, images: [],
+            signature: head.signature, capture: CaptureSummary(method: "", sampleIntervalMs: 0))
+        cause = head.cause
+        if let top = head.topFrame {
+            if samples.isEmpty { samples.append(Sample(offsetMs: 0, frames: [])) }
+            samples[0].frames = [top]
+        }
+    }
+
+    /// Decodes a version 2 document from `decoder`'s top level. With `listing`, only the head's members that
+    /// lists read (a file's first bytes may end after the head): the model then has one sample per offset, the
+    /// top frame as the frames of the first sample, no images, threads, call tree or point stack, and neutral
+    /// detection and capture values.
     init(version2From decoder: any Decoder, listing: Bool) throws {
         let c = try decoder.container(keyedBy: ReportDocumentV2.Keys.self)
+        if listing {
+            self.init(listingHead: try c.decode(ReportDocumentV2.ListingHead.self, forKey: .head))
+            return
+        }
         let head = try c.decode(ReportDocumentV2.Head.self, forKey: .head)
         self.init(
             id: head.id, status: head.status, severity: head.severity, startedAt: head.startedAt,
@@ -60,14 +88,6 @@ extension StallReport {
         occurrences = head.occurrences
         firstSeen = head.firstSeen
         lastSeen = head.lastSeen
-        if listing {
-            samples = head.sampleOffsetsMs.map { Sample(offsetMs: $0, frames: []) }
-            if let top = head.topFrame {
-                if samples.isEmpty { samples.append(Sample(offsetMs: 0, frames: [])) }
-                samples[0].frames = [top]
-            }
-            return
-        }
         let body = try ReportDocumentV2.Body(from: decoder)
         func frames(_ indices: [Int], at path: String) throws -> [StackFrame] {
             try indices.map { index in
