@@ -259,7 +259,6 @@ int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_
     int stats = open(path, O_RDONLY | O_CLOEXEC);
     schedstat before = {0}, after = {0};
     int have_before = stats >= 0 && read_schedstat(stats, &before) == 0;
-    uint64_t before_at = now_ns();
     j.stats_fd = have_before ? stats : -1;
     j.delay_at_interrupt = before.delay_ns;
     record->other_cpu = avoid_cpu(last_cpu(pid, tid));
@@ -285,11 +284,9 @@ int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_
             sched_yield();
         }
         if (after.slices > before.slices && after.delay_ns >= j.delay_at_interrupt) {
-            // run_delay grows when a wait ends, by all of it: count only what fits in this call's window, so
-            // a wait that began long before the capture is not charged to it.
+            // run_delay grows when a wait ends, by all of it: a wait that ends during the call counts whole
+            // (the conservative side: the figure is never below what the target saw).
             uint64_t before_stop = j.delay_at_interrupt - before.delay_ns;
-            if (j.interrupt_at_ns > before_at && before_stop > j.interrupt_at_ns - before_at)
-                before_stop = j.interrupt_at_ns - before_at;
             uint64_t after_detach = after.delay_ns - j.delay_at_interrupt;
             uint64_t seen_resuming = resumed > detached ? resumed - detached : 0;
             record->run_delay_ns = before_stop + (after_detach > seen_resuming ? after_detach : seen_resuming);

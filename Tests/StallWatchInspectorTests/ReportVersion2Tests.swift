@@ -65,7 +65,8 @@ import Testing
         #expect(ReportSummary(path: "x", report: listed) == ReportSummary(path: "x", report: report))
         #expect(listed.applicationFrame == report.applicationFrame)
         #expect(listed.samples.map(\.offsetMs) == report.samples.map(\.offsetMs))
-        #expect(listed.cause == report.cause && listed.loop == report.loop && listed.endedAt == report.endedAt)
+        #expect(listed.cause?.kind == report.cause?.kind && listed.loop == report.loop)
+        #expect(listed.endedAt == report.endedAt)
         #expect(listed.threads == nil && listed.callTree == nil && listed.images.isEmpty)
         // The head alone (what a listing reads of a file) is a complete document.
         let end = try #require(String(decoding: data, as: UTF8.self).range(of: ",\"frames\":"))
@@ -93,7 +94,7 @@ import Testing
         try ReportStore(directory: directory.path).forEachReport(listing: true, onProblem: { Issue.record("\($0)") }) {
             listed[$0.report.id] = $0.report
         }
-        #expect(listed[long.id]?.cause == long.cause)
+        #expect(listed[long.id]?.cause?.kind == long.cause?.kind)
         #expect(listed[large.id]?.samples.count == 400)
         #expect(listed[large.id]?.applicationFrame == large.applicationFrame)
     }

@@ -62,8 +62,12 @@ enum ReportDocumentV2 {
         var durationMs: Double
         var loop: Loop
         var process: Process
+        /// The cause's kind alone: what `--cause` and `summary --by cause` compare.
+        struct Cause: Decodable {
+            var kind: StallReport.Cause.Kind
+        }
         var signature: String
-        var cause: StallReport.Cause?
+        var cause: Cause?
         var sampleOffsetsMs: [Double]
         var topFrame: StackFrame?
     }

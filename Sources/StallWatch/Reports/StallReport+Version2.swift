@@ -45,7 +45,7 @@ extension StallReport {
     }
 
     /// The listing form: what lists and summaries read, and neutral values for the rest (no detection or
-    /// capture figures, notes, annotations or context).
+    /// capture figures, notes, annotations or context; the cause's kind without its evidence).
     private init(listingHead head: ReportDocumentV2.ListingHead) {
         self.init(
             id: head.id, status: head.status, severity: head.severity, startedAt: head.startedAt,
@@ -60,7 +60,7 @@ extension StallReport {
                 iteration: head.loop.iteration),
             samples: head.sampleOffsetsMs.map { Sample(offsetMs: $0, frames: []) }, images: [],
             signature: head.signature, capture: CaptureSummary(method: "", sampleIntervalMs: 0))
-        cause = head.cause
+        cause = head.cause.map { Cause(kind: $0.kind, evidence: []) }
         if let top = head.topFrame {
             if samples.isEmpty { samples.append(Sample(offsetMs: 0, frames: [])) }
             samples[0].frames = [top]
