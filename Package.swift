@@ -83,7 +83,8 @@ let package = Package(
                 "StallWatch", "CStallWatchCore", "CStallWatchSignal", "CStallWatchSymbols", "CStallWatchFixtures",
             ]),
         .testTarget(
-            name: "StallWatchSidecarTests", dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatchCore"],
+            name: "StallWatchSidecarTests",
+            dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatchCore", "CStallWatchPtrace"],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchInspectorTests",

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Validates StallWatch report files against Config/stall-report.schema.json.
+"""Validates StallWatch report files against the JSON Schema of their schemaVersion.
 
 Usage: scripts/validate-reports.py [--schema SCHEMA] FILE|DIR...
+Version 1 files are checked against Config/stall-report.schema.json, version 2 files against
+Config/stall-report-2.schema.json; --schema checks every file against one schema instead.
 A DIR stands for the *.json files directly in it. Needs the PyPI package `jsonschema` (pip install jsonschema).
 Exit status: 0 all valid, 1 some file invalid or unreadable, 2 usage error or jsonschema missing.
 """
@@ -16,7 +18,8 @@ except ImportError:
     print("validate-reports: the Python package 'jsonschema' is missing (pip install jsonschema)", file=sys.stderr)
     sys.exit(2)
 
-DEFAULT_SCHEMA = pathlib.Path(__file__).resolve().parent.parent / "Config" / "stall-report.schema.json"
+CONFIG = pathlib.Path(__file__).resolve().parent.parent / "Config"
+SCHEMAS = {1: CONFIG / "stall-report.schema.json", 2: CONFIG / "stall-report-2.schema.json"}
 
 
 def report_files(arguments):
@@ -30,13 +33,17 @@ def report_files(arguments):
 
 def main():
     parser = argparse.ArgumentParser(description="Validate StallWatch report files against the report schema.")
-    parser.add_argument("--schema", type=pathlib.Path, default=DEFAULT_SCHEMA)
+    parser.add_argument("--schema", type=pathlib.Path, help="one schema for every file (default: by schemaVersion)")
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR")
     options = parser.parse_args()
 
-    schema = json.loads(options.schema.read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)
+    def load(path):
+        schema = json.loads(path.read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        return jsonschema.Draft202012Validator(schema)
+
+    fixed = load(options.schema) if options.schema else None
+    by_version = {} if fixed else {version: load(path) for version, path in SCHEMAS.items()}
 
     failures = 0
     checked = 0
@@ -46,6 +53,12 @@ def main():
             document = json.loads(path.read_text())
         except (OSError, ValueError) as error:
             print(f"{path}: unreadable: {error}", file=sys.stderr)
+            failures += 1
+            continue
+        version = document.get("schemaVersion") if isinstance(document, dict) else None
+        validator = fixed or by_version.get(version)
+        if validator is None:
+            print(f"{path}: no schema for schemaVersion {version!r} (known: {sorted(SCHEMAS)})", file=sys.stderr)
             failures += 1
             continue
         errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))

@@ -35,6 +35,9 @@ typedef struct job {
     const range *maps;
     size_t map_count;
     int result;
+    /// /proc/PID/task/TID/schedstat (or -1), and the target's run_delay just before the interrupt.
+    int stats_fd;
+    uint64_t delay_at_interrupt, interrupt_at_ns;
 } job;
 
 static uint64_t now_ns(void) {
@@ -156,6 +159,22 @@ static void read_stack(job *j) {
     free(fresh);
 }
 
+// /proc/PID/task/TID/schedstat: time on CPU, time runnable but waiting (run_delay), timeslices run.
+typedef struct schedstat {
+    uint64_t run_ns, delay_ns, slices;
+} schedstat;
+
+static int read_schedstat(int fd, schedstat *out) {
+    char text[128];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0) return -1;
+    text[n] = 0;
+    unsigned long long run, delay, slices;
+    if (sscanf(text, "%llu %llu %llu", &run, &delay, &slices) != 3) return -1;
+    *out = (schedstat){run, delay, slices};
+    return 0;
+}
+
 // The tracer. Returning without PTRACE_DETACH is safe only before the stop: this thread's exit makes
 // the kernel detach the tracee and clear the pending interrupt.
 static void *tracer_main(void *arg) {
@@ -165,7 +184,10 @@ static void *tracer_main(void *arg) {
         fail(j, SW_PTRACE_STEP_SEIZE, errno);
         return NULL;
     }
+    schedstat at_interrupt;
+    if (j->stats_fd >= 0 && read_schedstat(j->stats_fd, &at_interrupt) == 0) j->delay_at_interrupt = at_interrupt.delay_ns;
     uint64_t start = now_ns();
+    j->interrupt_at_ns = start;
     if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) != 0) {
         fail(j, SW_PTRACE_STEP_INTERRUPT, errno);
         return NULL;  // not stopped, so not detachable: thread exit detaches
@@ -183,8 +205,46 @@ static void *tracer_main(void *arg) {
     read_stack(j);
     if (ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(intptr_t)r->pending_signal) != 0)
         fail(j, SW_PTRACE_STEP_DETACH, errno);  // thread exit still detaches
-    r->pause_ns = now_ns() - start;
+    r->detached_at_ns = now_ns();
+    r->pause_ns = r->detached_at_ns - start;
     return NULL;
+}
+
+// The CPU the thread last ran on (field 39 of /proc/PID/task/TID/stat), or -1.
+static int last_cpu(pid_t pid, pid_t tid) {
+    char path[96], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    text[n] = 0;
+    char *field = strrchr(text, ')');  // the command name may hold spaces
+    if (!field) return -1;
+    // After ')': field 3 (state) is the first; field 39 is the 37th after it.
+    for (int i = 0; i < 37 && field; i++) field = strchr(field + 1, ' ');
+    return field ? atoi(field + 1) : -1;
+}
+
+// The calling thread's affinity before the first capture narrowed it.
+static __thread cpu_set_t original_affinity;
+static __thread int have_original_affinity;
+
+// Keeps this thread (and the tracer it creates, which inherits the mask) off `cpu` when another allowed
+// CPU exists. Returns nonzero if it did.
+static int avoid_cpu(int cpu) {
+    if (!have_original_affinity) {
+        if (sched_getaffinity(0, sizeof original_affinity, &original_affinity) != 0) return 0;
+        have_original_affinity = 1;
+    }
+    cpu_set_t mask = original_affinity;
+    if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &mask) && CPU_COUNT(&mask) > 1) {
+        CPU_CLR(cpu, &mask);
+        return sched_setaffinity(0, sizeof mask, &mask) == 0;
+    }
+    sched_setaffinity(0, sizeof original_affinity, &original_affinity);
+    return 0;
 }
 
 int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out,
@@ -192,11 +252,45 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
                                 sw_ptrace_record *record) {
     memset(record, 0, sizeof *record);
     job j = {.pid = pid, .tid = tid, .timeout_ns = timeout_ns, .stack_out = stack_out,
-             .stack_capacity = stack_capacity, .record = record, .maps = maps, .map_count = map_count};
+             .stack_capacity = stack_capacity, .record = record, .maps = maps, .map_count = map_count,
+             .stats_fd = -1};
+    // The target's run-queue wait is counted from here, so time it waits for a CPU this call holds counts.
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    int stats = open(path, O_RDONLY | O_CLOEXEC);
+    schedstat before = {0}, after = {0};
+    int have_before = stats >= 0 && read_schedstat(stats, &before) == 0;
+    j.stats_fd = have_before ? stats : -1;
+    j.delay_at_interrupt = before.delay_ns;
+    record->other_cpu = avoid_cpu(last_cpu(pid, tid));
     pthread_t thread;
     int err = pthread_create(&thread, NULL, tracer_main, &j);
-    if (err != 0) return fail(&j, SW_PTRACE_STEP_THREAD, err);
+    if (err != 0) {
+        if (stats >= 0) close(stats);
+        return fail(&j, SW_PTRACE_STEP_THREAD, err);
+    }
     pthread_join(thread, NULL);
+    if (have_before && record->pause_ns > 0) {
+        // Stopped, then woken at the detach: once the target has run again, run_delay holds its wait for a
+        // CPU. A remote wake-up (an idle CPU, a virtual CPU the host must schedule) is not in run_delay: the
+        // time until the target is seen running again is counted instead when longer.
+        uint64_t detached = now_ns(), deadline = detached + 20000000ull, resumed = 0;
+        while (read_schedstat(stats, &after) == 0) {
+            resumed = now_ns();
+            if (after.slices > before.slices || resumed >= deadline) break;
+            sched_yield();
+        }
+        if (after.slices > before.slices && after.delay_ns >= j.delay_at_interrupt) {
+            // run_delay grows when a wait ends, by all of it: a wait that ends during the call counts whole
+            // (the conservative side: the figure is never below what the target saw).
+            uint64_t before_stop = j.delay_at_interrupt - before.delay_ns;
+            uint64_t after_detach = after.delay_ns - j.delay_at_interrupt;
+            uint64_t seen_resuming = resumed > detached ? resumed - detached : 0;
+            record->run_delay_ns = before_stop + (after_detach > seen_resuming ? after_detach : seen_resuming);
+        }
+    }
+    if (stats >= 0) close(stats);
+    record->seen_pause_ns = record->pause_ns + record->run_delay_ns;
     return j.result;
 }
 

@@ -68,7 +68,7 @@ public enum ReportsCommands {
         let console = invocation.console
         let entry = try entry(invocation.arguments.positionals[0], invocation)
         if invocation.arguments.has("--json") {
-            console.output(String(decoding: try entry.report.encodedJSON(), as: UTF8.self))
+            console.output(String(decoding: try entry.report.expandedJSON(), as: UTF8.self))
         } else {
             let view = ReportDetailView(format: textFormat(invocation.environment), useColor: console.useColor)
             view.lines(entry.report, path: entry.path, allThreads: invocation.arguments.has("--all-threads"))

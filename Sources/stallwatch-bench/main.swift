@@ -2,7 +2,8 @@
 import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
-let known = ["all", "loop", "capture", "sidecar", "inspect"]
+if which == "clock-spinner" { ClockSpinner.run() }  // the target of the pause benchmark
+let known = ["all", "loop", "capture", "sidecar", "pause", "inspect"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -21,6 +22,10 @@ if which == "all" || which == "capture" {
 if which == "all" || which == "sidecar" {
     runSidecarBenchmarks()
 }
+if which == "all" || which == "sidecar" || which == "pause" {
+    runTargetPauseBenchmarks()
+}
 if which == "all" || which == "inspect" {
     runInspectorBenchmarks()
+    runInspectorFloorBenchmarks()
 }

@@ -24,8 +24,8 @@ struct SyntheticReportDirectory {
         let templates = try ReportFixtures.all.map { fixture -> [String] in
             let text = String(decoding: try fixture.report.encodedJSON(), as: UTF8.self)
             let date = ReportDate.string(from: fixture.report.startedAt)
-            let idParts = text.components(separatedBy: "\"id\" : \"\(fixture.report.id)\"")
-            let dateParts = idParts[1].components(separatedBy: "\"startedAt\" : \"\(date)\"")
+            let idParts = text.components(separatedBy: "\"id\":\"\(fixture.report.id)\"")
+            let dateParts = idParts[1].components(separatedBy: "\"startedAt\":\"\(date)\"")
             return [idParts[0], dateParts[0], dateParts[1]]
         }
         let start = ReportFixtures.date("2026-11-01T00:00:00.000Z")
@@ -39,7 +39,7 @@ struct SyntheticReportDirectory {
             let parts = templates[index % templates.count]
             let date = ReportDate.string(from: start.addingTimeInterval(Double(index) * 60))
             let text =
-                parts[0] + "\"id\" : \"synthetic-\(index)\"" + parts[1] + "\"startedAt\" : \"\(date)\"" + parts[2]
+                parts[0] + "\"id\":\"synthetic-\(index)\"" + parts[1] + "\"startedAt\":\"\(date)\"" + parts[2]
             try Data(text.utf8).write(to: file)
         }
     }
@@ -75,7 +75,7 @@ struct SyntheticReportDirectory {
         #expect(
             warnings.allSatisfy { $0.hasPrefix("stallwatch: warning: skipping \(directory.url.path)/stall-synthetic-") }
         )
-        #expect(warnings.contains { $0.hasSuffix("schemaVersion 99 is newer than this build reads (1)") })
+        #expect(warnings.contains { $0.hasSuffix("schemaVersion 99 is newer than this build reads (2)") })
         #expect(warnings.contains { $0.hasSuffix("empty file") })
 
         var summary: (ExitCode, CapturedConsole)!

@@ -7,16 +7,16 @@ import Testing
     static let updating = ProcessInfo.processInfo.environment["STALLWATCH_UPDATE_GOLDEN"] == "1"
 
     @Test(arguments: ReportFixtures.all.map(\.name))
-    func decodingAFixtureAndEncodingItAgainReproducesItByteForByte(name: String) throws {
+    func decodingAVersion1FixtureAndExpandingItAgainReproducesItByteForByte(name: String) throws {
         let url = ReportFixtures.reportsDirectory.appendingPathComponent("\(name).json")
         let original = try Data(contentsOf: url)
         let report = try StallReport.makeDecoder().decode(StallReport.self, from: original)
-        #expect(try report.encodedJSON() == original)
+        #expect(try report.expandedJSON() == original)
     }
 
     @Test(arguments: ReportFixtures.all)
     func encodingAConstructedReportMatchesItsFixture(name: String, report: StallReport) throws {
-        let encoded = try report.encodedJSON()
+        let encoded = try report.expandedJSON()
         if Self.updating {
             let target = ReportFixtures.sourceDirectory.appendingPathComponent("reports/\(name).json")
             try encoded.write(to: target)
@@ -30,11 +30,11 @@ import Testing
     func diagnosedFixturesRoundTripBothWays(name: String, report: StallReport) throws {
         let url = ReportFixtures.directory.appendingPathComponent("diagnosed/\(name).json")
         if Self.updating {
-            try report.encodedJSON().write(
+            try report.expandedJSON().write(
                 to: ReportFixtures.sourceDirectory.appendingPathComponent("diagnosed/\(name).json"))
         }
         let fixture = try Data(contentsOf: url)
-        #expect(try report.encodedJSON() == fixture)
+        #expect(try report.expandedJSON() == fixture)
         #expect(try StallReport.makeDecoder().decode(StallReport.self, from: fixture) == report)
     }
 
@@ -65,15 +65,15 @@ import Testing
             if: jsonschemaAvailable || jsonschemaRequired,
             "the Python package jsonschema is not installed (pip install jsonschema; set STALLWATCH_REQUIRE_JSONSCHEMA=1 to make this a failure)"
         ))
-    func everyFixtureValidatesAgainstTheSchema() throws {
+    func everyFixtureValidatesAgainstTheSchemaOfItsVersion() throws {
         try #require(Self.jsonschemaAvailable, "STALLWATCH_REQUIRE_JSONSCHEMA=1 but python3 cannot import jsonschema")
         let root = ReportFixtures.repositoryRoot
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "python3", root.appendingPathComponent("scripts/validate-reports.py").path,
-            "--schema", root.appendingPathComponent("Config/stall-report.schema.json").path,
             ReportFixtures.reportsDirectory.path, ReportFixtures.directory.appendingPathComponent("diagnosed").path,
+            ReportFixtures.directory.appendingPathComponent("reports-v2").path,
         ]
         let errors = Pipe()
         process.standardError = errors
@@ -84,23 +84,28 @@ import Testing
         #expect(process.terminationStatus == 0, "\(message)")
     }
 
-    @Test(.enabled(if: jsonschemaAvailable, "the Python package jsonschema is not installed"))
-    func theSchemaRejectsUnknownKeysAndBadHex() throws {
+    @Test(
+        .enabled(if: jsonschemaAvailable, "the Python package jsonschema is not installed"),
+        arguments: [1, 2])
+    func theSchemaOfEachVersionRejectsUnknownKeysAndBadHex(version: Int) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sw-schema-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
+        let report = ReportFixtures.endedStall
+        let encoded = version == 1 ? try report.expandedJSON() : try report.encodedJSON()
         // Written as text: the model holds addresses as integers and always encodes them with "0x".
-        let good = String(decoding: try ReportFixtures.endedStall.encodedJSON(), as: UTF8.self)
-        let address = ReportFixtures.endedStall.samples[0].frames[0].address.hexAddress
+        let good = String(decoding: encoded, as: UTF8.self)
+        try #require(good.contains("\"schemaVersion\"\(version == 1 ? " : " : ":")\(version)"))
+        let address = report.samples[0].frames[0].address.hexAddress
         try #require(good.contains("\"\(address)\""))
         let bad = good.replacingOccurrences(of: "\"\(address)\"", with: "\"\(address.dropFirst(2))\"")
         try Data(bad.utf8).write(to: directory.appendingPathComponent("bad-hex.json"))
-        var object = try #require(
-            try JSONSerialization.jsonObject(with: ReportFixtures.endedStall.encodedJSON()) as? [String: Any])
+        var object = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: Any])
         object["unexpected"] = true
         try JSONSerialization.data(withJSONObject: object).write(to: directory.appendingPathComponent("extra-key.json"))
+        try Data(good.utf8).write(to: directory.appendingPathComponent("good.json"))
         let root = ReportFixtures.repositoryRoot
-        for name in ["bad-hex.json", "extra-key.json"] {
+        for (name, status) in [("good.json", 0), ("bad-hex.json", 1), ("extra-key.json", 1)] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = [
@@ -111,7 +116,7 @@ import Testing
             process.standardOutput = FileHandle.nullDevice
             try process.run()
             process.waitUntilExit()
-            #expect(process.terminationStatus == 1, "\(name) should be invalid")
+            #expect(process.terminationStatus == Int32(status), "version \(version): \(name)")
         }
     }
 }

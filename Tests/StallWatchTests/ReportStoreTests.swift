@@ -43,7 +43,7 @@ import Testing
         #expect(reasons["empty.json"] == "empty file")
         #expect(reasons["foreign.json"]?.contains("not a StallWatch report") == true)
         #expect(reasons["array.json"]?.contains("not a StallWatch report") == true)
-        #expect(reasons["future.json"] == "schemaVersion 99 is newer than this build reads (1)")
+        #expect(reasons["future.json"] == "schemaVersion 99 is newer than this build reads (2)")
         #expect(reasons["incomplete.json"]?.hasPrefix("not a valid report: missing") == true)
         #expect(problems.allSatisfy { !$0.description.contains("\n") })
     }
@@ -85,14 +85,22 @@ import Testing
         let full = try ReportStore.decode(data).get()
         #expect(try full.encodedJSON() == data)
 
+        // Version 2 (what this build writes): the head only, with the top frame.
         let listed = try ReportStore.decode(data, listing: true).get()
         #expect(listed.samples.count == 3)
         #expect(listed.samples.map(\.offsetMs) == [250, 300, 350])
-        #expect(listed.samples[1].frames == [a, b])
-        #expect(listed.samples[2].frames.isEmpty)
+        #expect(listed.applicationFrame == report.applicationFrame)
         #expect(listed.threads == nil && listed.callTree == nil && listed.images.isEmpty)
-        #expect(listed.cause == report.cause)
+        #expect(listed.cause?.kind == report.cause?.kind)
         #expect(listed.id == report.id && listed.durationMs == report.durationMs)
+
+        // Version 1: the first stack with frames, whole.
+        let old = try ReportStore.decode(report.expandedJSON(), listing: true).get()
+        #expect(old.samples.map(\.offsetMs) == [250, 300, 350])
+        #expect(old.samples[1].frames == [a, b])
+        #expect(old.samples[2].frames.isEmpty)
+        #expect(old.threads == nil && old.callTree == nil && old.images.isEmpty)
+        #expect(old.cause == report.cause)
     }
 
     @Test func aMissingDirectoryIsAnErrorNamingIt() {

@@ -33,8 +33,18 @@ typedef struct sw_ptrace_record {
     uint64_t stack_low, stack_high;
     /// Bytes of stack copied, starting at `stack_pointer`.
     size_t stack_size;
-    /// PTRACE_INTERRUPT requested → PTRACE_DETACH returned, nanoseconds (the target's pause).
+    /// PTRACE_INTERRUPT requested → PTRACE_DETACH returned, nanoseconds (the tracer's view of the pause).
     uint64_t pause_ns;
+    /// The target's extra wait for a CPU over the capture: its schedstat run_delay growth before the
+    /// interrupt, plus, after the detach, the larger of its run_delay growth and the time until it was seen
+    /// running again (a remote wake-up is not in run_delay). 0 when schedstat is unavailable.
+    uint64_t run_delay_ns;
+    /// `pause_ns + run_delay_ns`: the pause as the target sees it (stopped, then waiting for a CPU).
+    uint64_t seen_pause_ns;
+    /// CLOCK_MONOTONIC when PTRACE_DETACH returned (0 if it was not reached).
+    uint64_t detached_at_ns;
+    /// Nonzero if the tracer ran on another CPU than the target's.
+    int other_cpu;
     /// Signal the thread was about to receive when it stopped (re-delivered on detach), or 0.
     int pending_signal;
     /// Nonzero if the stack copy was cut at the buffer size.
@@ -51,6 +61,9 @@ typedef struct sw_ptrace_record {
 /// waitpid, so a parent process reaping its children (the tracee may be ours) cannot steal it.
 /// Returns 0, or -errno with `record->failed_step` set. Registers may be valid with a failed stack read
 /// (`failed_step == SW_PTRACE_STEP_READ_STACK`). Not async-signal-safe (creates a thread, allocates).
+/// So that the target gets its CPU back first, the tracer and (until its next capture) the calling thread
+/// are kept off the CPU the target last ran on when another is allowed; after the detach the call waits
+/// (bounded, 20 ms, yielding) until the target has run again, to read its run-queue wait from schedstat.
 int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
                       sw_ptrace_record *record);
 

@@ -31,7 +31,8 @@ public final class PtraceSampler: Sendable {
     /// - Parameters:
     ///   - threadID: The thread (the main thread's id is the process id).
     ///   - maxStackBytes: The most stack to copy, from SP up.
-    /// - Returns: The capture, with `pauseNanoseconds` = interrupt requested → detached and the stack mapping's
+    /// - Returns: The capture, with `pauseNanoseconds` = the pause as the target sees it (interrupt requested →
+    ///   detached, plus the run-queue wait its schedstat shows until it ran again) and the stack mapping's
     ///   bounds in `stackLow`/`stackHigh`; a failed stack read is a note, not an error. Errors:
     ///   `.noSuchProcess` (ESRCH), `.permissionDenied` (EPERM, with the usual reasons), `.captureTimedOut`
     ///   (the thread did not stop; names its state), `.systemCall` otherwise.
@@ -76,7 +77,7 @@ public final class PtraceSampler: Sendable {
             StackCapture(
                 threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
                 stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
-                pauseNanoseconds: record.pause_ns, handlerNanoseconds: 0, stackLow: record.stack_low,
+                pauseNanoseconds: record.seen_pause_ns, handlerNanoseconds: 0, stackLow: record.stack_low,
                 stackHigh: record.stack_high, notes: notes))
     }
 

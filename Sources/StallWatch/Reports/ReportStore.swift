@@ -59,11 +59,14 @@ public struct ReportStore: Sendable {
         // results to the callbacks on this thread, in directory order. Memory stays one batch deep.
         let batchSize = 64
         var start = 0
+        // `directory/name` without NSString path handling, which costs more per file than reading its head.
+        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+        let join = directory.isEmpty ? { (name: String) in name } : { (name: String) in prefix + name }
         while start < names.count {
             let batch = names[start..<min(start + batchSize, names.count)]
             let results = Self.decodeConcurrently(Array(batch), in: directoryFD, listing: listing)
             for (name, result) in zip(batch, results) {
-                let path = (directory as NSString).appendingPathComponent(name)
+                let path = join(name)
                 switch result {
                 case .success(let report): body(Entry(path: path, report: report))
                 case .failure(let reason): onProblem(Problem(path: path, reason: reason.text))
@@ -99,22 +102,44 @@ public struct ReportStore: Sendable {
 
     /// Finds the report whose id is `id` or starts with it. The file named for the id is tried first; then
     /// files whose names start with `stall-<id>`; then every file's id, so renamed files are still found.
-    /// Unreadable files are skipped silently.
+    /// Only heads are read to find it (a version 2 file's first bytes), and one file whole. Unreadable files
+    /// are skipped silently.
     public func lookup(id: String) throws(StallWatchError) -> Lookup {
         guard !id.isEmpty else { return .notFound }
         let exact = (directory as NSString).appendingPathComponent(ReportWriter.fileName(forReportID: id))
         if let report = try? Self.load(path: exact), report.id == id {
             return .found(Entry(path: exact, report: report))
         }
-        var matches: [Entry] = []
-        try forEachReport(onProblem: { _ in }) { entry in
-            if entry.report.id.hasPrefix(id) { matches.append(entry) }
+        // Heads first (the first bytes of each candidate), then the one report found, whole.
+        var heads = try heads(namedLike: id)
+        if heads.isEmpty {
+            // No file is named like the id: the heads of all files, so renamed reports are still found.
+            try forEachReport(listing: true, onProblem: { _ in }) { entry in
+                if entry.report.id.hasPrefix(id) { heads.append(entry) }
+            }
         }
-        if let whole = matches.first(where: { $0.report.id == id }) { return .found(whole) }
-        switch matches.count {
-        case 0: return .notFound
-        case 1: return .found(matches[0])
-        default: return .ambiguous(matches.map(\.report.id).sorted())
+        let ids = Set(heads.map(\.report.id))
+        guard let found = heads.first(where: { $0.report.id == id }) ?? (ids.count == 1 ? heads.first : nil) else {
+            return ids.isEmpty ? .notFound : .ambiguous(ids.sorted())
+        }
+        guard let report = try? Self.load(path: found.path) else { return .notFound }
+        return .found(Entry(path: found.path, report: report))
+    }
+
+    /// The listing form of the reports in files whose names start like the file of a report with id `prefix`.
+    private func heads(namedLike prefix: String) throws(StallWatchError) -> [Entry] {
+        let stem = String(ReportWriter.fileName(forReportID: prefix).dropLast(".json".count))
+        let directoryFD = try ReportDirectory.open(directory, forWriting: false)
+        defer { close(directoryFD) }
+        var names: [String] = []
+        ReportDirectory.forEachEntry(directoryFD) { name in
+            if name.hasPrefix(stem), name.hasSuffix(".json") { names.append(name) }
+        }
+        return names.sorted().compactMap { name in
+            guard case .success(let report) = Self.read(name, in: directoryFD, listing: true),
+                report.id.hasPrefix(prefix)
+            else { return nil }
+            return Entry(path: (directory as NSString).appendingPathComponent(name), report: report)
         }
     }
 
@@ -222,12 +247,22 @@ public struct ReportStore: Sendable {
         }
         var data = Data(count: Int(info.st_size))
         var filled = 0
-        while filled < data.count {
-            let count = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
-            if count < 0, errno == EINTR { continue }
-            if count < 0 { return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno)) }
-            if count == 0 { break }
-            filled += count
+        // A listing of a version 2 file needs only its head: read the first bytes, and the rest only if the
+        // head does not end in them.
+        var want = listing ? min(data.count, ReportHeadPrefix.readSize) : data.count
+        while true {
+            while filled < want {
+                let count = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, want - filled) }
+                if count < 0, errno == EINTR { continue }
+                if count < 0 { return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno)) }
+                if count == 0 { break }
+                filled += count
+            }
+            if listing, let head = ReportHeadPrefix.headDocument(data.prefix(filled)) {
+                return decode(head, listing: true)
+            }
+            if want == data.count || filled < want { break }
+            want = data.count
         }
         data.count = filled
         return decode(data, listing: listing)

@@ -6,7 +6,7 @@ import Foundation
 #endif
 
 extension StallReport {
-    /// A new encoder in the on-disk format: pretty-printed, sorted keys, unescaped slashes, dates as ISO 8601
+    /// A new encoder in the expanded (version 1) format: pretty-printed, sorted keys, unescaped slashes, dates as ISO 8601
     /// UTC with milliseconds (`2026-11-30T22:15:00.123Z`). Absent optionals are omitted, not written as null.
     public static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
@@ -34,13 +34,12 @@ extension StallReport {
         return decoder
     }
 
-    /// The report as its file holds it: the encoder's output plus a final newline.
+    /// The report as its file holds it: schema version 2 (see `ReportDocumentV2`), compact, a final newline.
+    /// ``expandedJSON()`` gives the version 1 layout with every frame inline.
     /// - Throws: `StallWatchError(.report)` if a value cannot be encoded (a non-finite number).
     public func encodedJSON() throws(StallWatchError) -> Data {
         do {
-            var data = try Self.makeEncoder().encode(self)
-            data.append(UInt8(ascii: "\n"))
-            return data
+            return try encodedVersion2()
         } catch {
             throw StallWatchError(.report, "cannot encode report \(id): \(error)", context: ["id": id])
         }

@@ -3,13 +3,14 @@ import Foundation
 
 /// Everything StallWatch knows about one stall of a watched loop.
 ///
-/// Encoded as JSON (camelCase keys) by ``ReportWriter``; the schema is published in
-/// `Config/stall-report.schema.json` and versioned by ``schemaVersion``. Addresses, offsets and load bases are
+/// Encoded as JSON (camelCase keys) by ``ReportWriter``; the schemas are published in `Config/`
+/// (`stall-report-2.schema.json` for the files this build writes, `stall-report.schema.json` for version 1,
+/// which it still reads) and versioned by ``schemaVersion``. Both versions decode to this one model. Addresses, offsets and load bases are
 /// `UInt64` in memory and hexadecimal strings (`"0x7f3a…"`) in JSON, so that 64-bit values survive JSON readers
 /// that use doubles (`ReportAddressCoding.swift` converts).
 public struct StallReport: Codable, Sendable, Equatable {
     /// The schema version this build writes. Readers skip documents with a larger version.
-    public static let currentSchemaVersion = 1
+    public static let currentSchemaVersion = 2
 
     public enum Status: String, Codable, Sendable, CaseIterable {
         /// Written at detection; the stall had not ended when the file was written.
@@ -27,6 +28,7 @@ public struct StallReport: Codable, Sendable, Equatable {
         case hang
     }
 
+    /// ``currentSchemaVersion`` for every report in memory, whichever version its file had.
     public var schemaVersion: Int
     /// Unique per report: time, pid and a per-process counter (`20261130T221500.123Z-4242-3`).
     public var id: String
@@ -110,7 +112,11 @@ extension StallReport {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let listing = decoder.userInfo[Self.listingDecodeKey] as? Bool == true
-        schemaVersion = try c.decode(Int.self, forKey: .schemaVersion)
+        if try c.decode(Int.self, forKey: .schemaVersion) >= 2 {
+            self = try StallReport(version2From: decoder, listing: listing)
+            return
+        }
+        schemaVersion = Self.currentSchemaVersion
         id = try c.decode(String.self, forKey: .id)
         status = try c.decode(Status.self, forKey: .status)
         severity = try c.decode(Severity.self, forKey: .severity)
