@@ -114,6 +114,7 @@ extension StallReport {
         let listing = decoder.userInfo[Self.listingDecodeKey] as? Bool == true
         if try c.decode(Int.self, forKey: .schemaVersion) >= 2 {
             self = try StallReport(version2From: decoder, listing: listing)
+            try validate()
             return
         }
         schemaVersion = Self.currentSchemaVersion
