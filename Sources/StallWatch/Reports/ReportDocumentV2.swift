@@ -36,6 +36,8 @@ enum ReportDocumentV2 {
         var occurrences: Int?
         var firstSeen: Date?
         var lastSeen: Date?
+        var maxDurationMs: Double?
+        var totalDurationMs: Double?
         /// Every sample's `offsetMs`, in order (so listings keep the sample count and times).
         var sampleOffsetsMs: [Double]
         /// The one frame ``ApplicationFrame`` names the stall after, inline.
@@ -68,6 +70,12 @@ enum ReportDocumentV2 {
         }
         var signature: String
         var cause: Cause?
+        /// What `summary` adds up for a report that folds several stalls.
+        var occurrences: Int?
+        var firstSeen: Date?
+        var lastSeen: Date?
+        var maxDurationMs: Double?
+        var totalDurationMs: Double?
         var sampleOffsetsMs: [Double]
         var topFrame: StackFrame?
     }
@@ -151,6 +159,7 @@ extension ReportDocumentV2 {
             process: report.process, loop: report.loop, signature: report.signature, capture: report.capture,
             notes: report.notes, annotations: report.annotations, cause: report.cause, context: report.context,
             occurrences: report.occurrences, firstSeen: report.firstSeen, lastSeen: report.lastSeen,
+            maxDurationMs: report.maxDurationMs, totalDurationMs: report.totalDurationMs,
             sampleOffsetsMs: report.samples.map(\.offsetMs), topFrame: topFrame(of: report))
     }
 

@@ -61,6 +61,11 @@ extension StallReport {
             samples: head.sampleOffsetsMs.map { Sample(offsetMs: $0, frames: []) }, images: [],
             signature: head.signature, capture: CaptureSummary(method: "", sampleIntervalMs: 0))
         cause = head.cause.map { Cause(kind: $0.kind, evidence: []) }
+        occurrences = head.occurrences
+        firstSeen = head.firstSeen
+        lastSeen = head.lastSeen
+        maxDurationMs = head.maxDurationMs
+        totalDurationMs = head.totalDurationMs
         if let top = head.topFrame {
             if samples.isEmpty { samples.append(Sample(offsetMs: 0, frames: [])) }
             samples[0].frames = [top]
@@ -88,6 +93,8 @@ extension StallReport {
         occurrences = head.occurrences
         firstSeen = head.firstSeen
         lastSeen = head.lastSeen
+        maxDurationMs = head.maxDurationMs
+        totalDurationMs = head.totalDurationMs
         let body = try ReportDocumentV2.Body(from: decoder)
         func frames(_ indices: [Int], at path: String) throws -> [StackFrame] {
             try indices.map { index in
