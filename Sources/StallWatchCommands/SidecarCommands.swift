@@ -85,14 +85,18 @@ enum SidecarCommands {
             console: invocation.console, arguments: args, reportDirectory: configuration.reportDirectoryPath)
         let (metrics, server) = try startMetrics(args, output: output)
         defer { server?.stop() }
+        let notifications = try DaemonNotifications(
+            environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs))
+        defer { notifications.stopping() }
         let daemon = SidecarDaemon(
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
         ) { event in
             if case .target(_, .stall(let stall)) = event { metrics?.observe(stall) }
+            notifications.observe(event)
             output.emit(event.lineFields)
         }
         TerminationSignals.install { _ in daemon.stop() }
-        try daemon.run()
+        try daemon.run(onScan: notifications.scanned)
         return .ok
     }
 
