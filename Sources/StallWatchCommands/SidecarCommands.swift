@@ -39,6 +39,7 @@ enum SidecarCommands {
             if case .stall(let stall) = event { metrics?.observe(stall) }
             output.emit(event.lineFields)
         }
+        metrics?.declare(loop: watcher.loopName)
         TerminationSignals.install { _ in
             watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
         }
@@ -83,8 +84,9 @@ enum SidecarCommands {
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
         let output = EventOutput(
             console: invocation.console, arguments: args, reportDirectory: configuration.reportDirectoryPath)
-        let (metrics, server) = try startMetrics(args, output: output)
+        let (metrics, server) = try startMetrics(args, output: output, labelsByProcess: true)
         defer { server?.stop() }
+        let watched = DaemonReference()
         let notifications = try DaemonNotifications(
             environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs))
         defer { notifications.stopping() }
@@ -92,9 +94,13 @@ enum SidecarCommands {
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
         ) { event in
             if case .target(_, .stall(let stall)) = event { metrics?.observe(stall) }
+            if case .target(let pid, .watching) = event, let metrics, let loop = watched.daemon?.watchedLoop(of: pid) {
+                metrics.declare(loop: loop.loopName, executable: loop.executable, pid: pid)
+            }
             notifications.observe(event)
             output.emit(event.lineFields)
         }
+        watched.daemon = daemon
         TerminationSignals.install { _ in daemon.stop() }
         try daemon.run(onScan: notifications.scanned)
         return .ok
@@ -104,11 +110,11 @@ enum SidecarCommands {
 
     /// With `--metrics HOST:PORT` (loopback unless a host is given): Prometheus text of the stalls seen, served
     /// on its own thread; announces the bound address as a JSON line.
-    private static func startMetrics(_ args: Arguments, output: EventOutput) throws
+    private static func startMetrics(_ args: Arguments, output: EventOutput, labelsByProcess: Bool = false) throws
         -> (StallMetrics?, MetricsHTTPServer?)
     {
         guard let address = args.options["--metrics"] else { return (nil, nil) }
-        let metrics = StallMetrics()
+        let metrics = StallMetrics(labelsByProcess: labelsByProcess)
         let server = try MetricsHTTPServer(address: address) { metrics.exposition() }
         try server.start()
         output.emit([

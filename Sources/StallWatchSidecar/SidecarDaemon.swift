@@ -37,6 +37,15 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
         self.onEvent = onEvent
     }
 
+    /// The loop name and executable of the process `pid` watched now (for metrics labels); nil when not watched.
+    public func watchedLoop(of pid: Int32) -> (loopName: String, executable: String)? {
+        watchers.withLock { watchers in
+            watchers.values.first { $0.watcher.options.pid == pid }.map {
+                ($0.watcher.loopName, ProcessIdentity.of(pid: pid).executable)
+            }
+        }
+    }
+
     /// The pids being watched now.
     public var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.watcher.options.pid }.sorted() } }
 
