@@ -4,8 +4,9 @@ set -euo pipefail
 
 # C libraries the package links (libunwind, libdw, liblzma), found through pkg-config (pkgconf; libdw.pc also
 # requires libelf.pc, zlib.pc and liblzma.pc), and the tools tests and benchmarks use.
-# prometheus: its promtool checks the metrics text the tests produce.
-packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus)
+# prometheus: its promtool checks the metrics text the tests produce, and the server scrapes the endpoint.
+# zlib1g-dev: pprof exports are gzipped through zlib. golang-go: `go tool pprof` reads the exports in tests.
+packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus golang-go)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()
