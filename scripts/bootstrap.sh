@@ -31,5 +31,10 @@ if ! python3 -c 'import prometheus_client' 2>/dev/null; then
     echo "bootstrap: installing prometheus-client (PyPI)"
     python3 -m pip install -q prometheus-client
 fi
+# Test tooling only: the official OTLP definitions, which parse what the OTLP log exporter posts.
+if ! python3 -c 'import opentelemetry.proto.collector.logs.v1.logs_service_pb2' 2>/dev/null; then
+    echo "bootstrap: installing opentelemetry-proto (PyPI)"
+    python3 -m pip install -q opentelemetry-proto
+fi
 
 command -v swift >/dev/null || { echo "bootstrap: swift is not on PATH (expected the Swift 6 toolchain)" >&2; exit 1; }

@@ -26,6 +26,7 @@ public enum CommandHelp {
         "--poll-ms": ("N", "how often the target's progress is read"),
         "--proc": (nil, "judge progress from /proc even if the process publishes a heartbeat"),
         "--metrics": ("HOST:PORT", "serve Prometheus metrics on HOST:PORT (loopback when only :PORT is given)"),
+        "--otlp": ("URL", "post each ended stall to URL/v1/logs as an OTLP/HTTP log record (JSON), e.g. a collector"),
         "--heartbeat-wait-ms": ("N", "how long to wait for CMD's heartbeat before falling back to /proc"),
         "--scan-ms": ("N", "how often the heartbeat directory is scanned for new processes (default 1000)"),
         "--help": (nil, "print this help"),

@@ -11,14 +11,14 @@ public struct ChildExitStatus: Error, Sendable, Equatable {
 enum SidecarCommands {
     static let watchOptions: Set<String> = [
         "--pid", "--tid", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms",
-        "--metrics",
+        "--metrics", "--otlp",
     ]
     static let runOptions: Set<String> = [
         "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms", "--heartbeat-wait-ms",
-        "--metrics",
+        "--metrics", "--otlp",
     ]
     static let daemonOptions: Set<String> = [
-        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--metrics",
+        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--metrics", "--otlp",
     ]
 
     // MARK: watch
@@ -35,8 +35,13 @@ enum SidecarCommands {
             console: invocation.console, arguments: args, reportDirectory: options.configuration.reportDirectoryPath)
         let (metrics, server) = try startMetrics(args, output: output)
         defer { server?.stop() }
+        let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
+        defer { otlp?.stop() }
         let watcher = try TargetWatcher(options: options) { event in
-            if case .stall(let stall) = event { metrics?.observe(stall) }
+            if case .stall(let stall) = event {
+                metrics?.observe(stall)
+                otlp?.observe(stall)
+            }
             output.emit(event.lineFields)
         }
         metrics?.declare(loop: watcher.loopName)
@@ -62,11 +67,16 @@ enum SidecarCommands {
             reportDirectory: options.configuration.reportDirectoryPath)
         let (metrics, server) = try startMetrics(args, output: output)
         defer { server?.stop() }
+        let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
+        defer { otlp?.stop() }
         let status = try CommandRunner.run(args.positionals, options: options, heartbeatWait: .milliseconds(waitMs)) {
             event in
             switch event {
             case .target(let event):
-                if case .stall(let stall) = event { metrics?.observe(stall) }
+                if case .stall(let stall) = event {
+                    metrics?.observe(stall)
+                    otlp?.observe(stall)
+                }
                 output.emit(event.lineFields)
             case .watchFailed(let error): console.printError("stallwatch: \(error.message)")
             }
@@ -86,6 +96,8 @@ enum SidecarCommands {
             console: invocation.console, arguments: args, reportDirectory: configuration.reportDirectoryPath)
         let (metrics, server) = try startMetrics(args, output: output, labelsByProcess: true)
         defer { server?.stop() }
+        let otlp = try startOTLP(args, reportDirectory: configuration.reportDirectoryPath)
+        defer { otlp?.stop() }
         let watched = DaemonReference()
         let notifications = try DaemonNotifications(
             environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs))
@@ -93,7 +105,10 @@ enum SidecarCommands {
         let daemon = SidecarDaemon(
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
         ) { event in
-            if case .target(_, .stall(let stall)) = event { metrics?.observe(stall) }
+            if case .target(_, .stall(let stall)) = event {
+                metrics?.observe(stall)
+                otlp?.observe(stall)
+            }
             if case .target(let pid, .watching) = event, let metrics, let loop = watched.daemon?.watchedLoop(of: pid) {
                 metrics.declare(loop: loop.loopName, executable: loop.executable, pid: pid)
             }
@@ -122,6 +137,12 @@ enum SidecarCommands {
             "path": .string("/metrics"),
         ])
         return (metrics, server)
+    }
+
+    /// With `--otlp URL`: each ended stall posted to URL/v1/logs as an OTLP log record, from the exporter's thread.
+    private static func startOTLP(_ args: Arguments, reportDirectory: String) throws -> OTLPLogExporter? {
+        guard let endpoint = args.options["--otlp"] else { return nil }
+        return try OTLPLogExporter(endpoint: endpoint, reportDirectory: reportDirectory)
     }
 
     private static func configuration(_ args: Arguments, _ invocation: Invocation) throws -> StallWatchConfiguration {

@@ -78,14 +78,14 @@ public enum StallWatchCLI {
         Subcommand(
             ["watch"],
             synopsis:
-                "-p|--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT]",
+                "-p|--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL]",
             summary:
                 "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); stack samples by ptrace; one line per event (JSON with --json or when standard output is not a terminal)",
             flags: ["--proc", "--json"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
         Subcommand(
             ["run"],
             synopsis:
-                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--metrics HOST:PORT] -- CMD [ARGS...]",
+                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL] -- CMD [ARGS...]",
             summary:
                 "start CMD and watch it as `watch` does; SIGINT/SIGTERM/SIGHUP are forwarded; exits with CMD's status (128+N if killed by signal N; 127 if it cannot start); events on stderr",
             flags: ["--proc", "--json"], options: SidecarCommands.runOptions, positionals: 1...100_000,
@@ -93,7 +93,7 @@ public enum StallWatchCLI {
         Subcommand(
             ["daemon"],
             synopsis:
-                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT]",
+                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT] [--otlp URL]",
             summary:
                 "watch every process that publishes a heartbeat in DIR (default /dev/shm), picking up new ones and dropping exited ones, until SIGINT/SIGTERM",
             flags: ["--json"], options: SidecarCommands.daemonOptions, run: SidecarCommands.daemon),
