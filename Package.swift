@@ -31,6 +31,7 @@ let package = Package(
         .systemLibrary(
             name: "CLibdw", pkgConfig: "libdw",
             providers: [.apt(["libdw-dev", "libelf-dev", "zlib1g-dev", "liblzma-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
         // StallWatch's own C, one concern per target; every exported symbol carries the sw_ prefix and every
         // header says per function whether it is async-signal-safe.
@@ -62,7 +63,7 @@ let package = Package(
         // the child process `run` starts.
         .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore", "CStallWatchSignal"]),
         // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CStallWatchSymbols"]),
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CStallWatchSymbols", "CZlib"]),
         // The command line: command table, arguments, console, exit codes; watch/run/daemon/reports as glue.
         .target(name: "StallWatchCommands", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,

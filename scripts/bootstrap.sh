@@ -4,8 +4,9 @@ set -euo pipefail
 
 # C libraries the package links (libunwind, libdw, liblzma), found through pkg-config (pkgconf; libdw.pc also
 # requires libelf.pc, zlib.pc and liblzma.pc), and the tools tests and benchmarks use.
-# prometheus: its promtool checks the metrics text the tests produce.
-packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus)
+# prometheus: its promtool checks the metrics text the tests produce, and the server scrapes the endpoint.
+# zlib1g-dev: pprof exports are gzipped through zlib. golang-go: `go tool pprof` reads the exports in tests.
+packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus golang-go)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()
@@ -29,6 +30,11 @@ fi
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
     echo "bootstrap: installing prometheus-client (PyPI)"
     python3 -m pip install -q prometheus-client
+fi
+# Test tooling only: the official OTLP definitions, which parse what the OTLP log exporter posts.
+if ! python3 -c 'import opentelemetry.proto.collector.logs.v1.logs_service_pb2' 2>/dev/null; then
+    echo "bootstrap: installing opentelemetry-proto (PyPI)"
+    python3 -m pip install -q opentelemetry-proto
 fi
 
 command -v swift >/dev/null || { echo "bootstrap: swift is not on PATH (expected the Swift 6 toolchain)" >&2; exit 1; }

@@ -10,7 +10,8 @@ public struct Arguments: Sendable, Equatable {
     public func has(_ flag: String) -> Bool { flags.contains(flag) }
 
     /// Parses `arguments` against what a subcommand accepts. `--name=value` and `--name value` both work for
-    /// options; `--` ends option parsing; `-h`/`--help` is always accepted as the flag `--help`.
+    /// options; `--` ends option parsing; `-h`/`--help` is always accepted as the flag `--help`; the short forms
+    /// of ``CommandHelp/shortForms`` (`-p`) stand for their long option where the command accepts it.
     /// - Throws: ``CommandError`` (usage) for an unknown option, a missing option value or a wrong number of
     ///   positionals.
     public static func parse(
@@ -36,7 +37,12 @@ public struct Arguments: Sendable, Equatable {
                 continue
             }
             let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
-            let name = parts[0]
+            var name = parts[0]
+            if let long = CommandHelp.shortForms[name], !allowedFlags.contains(name), !allowedOptions.contains(name),
+                allowedFlags.contains(long) || allowedOptions.contains(long)
+            {
+                name = long  // -p PID is --pid PID
+            }
             if allowedFlags.contains(name) && parts.count == 1 {
                 result.flags.insert(name)
             } else if allowedOptions.contains(name) {
@@ -49,7 +55,8 @@ public struct Arguments: Sendable, Equatable {
                     throw .usage("\(command): \(name) needs a value")
                 }
             } else {
-                throw .usage("\(command): unknown option \(argument)")
+                let known = allowedFlags.union(allowedOptions).union(["--help"])
+                throw .usage("\(command): unknown option \(argument)\(Suggestion.hint(for: name, in: known.sorted()))")
             }
         }
         if result.has("--help") { return result }

@@ -19,28 +19,33 @@ public struct Console: Sendable {
     public var dataOutput: @Sendable (Data) -> Void
     /// Whether standard output is a terminal (binary output is refused there).
     public var outputIsTerminal: Bool
+    /// Whether standard error is a terminal (`run`'s event lines are human-readable there).
+    public var errorOutputIsTerminal: Bool
 
     /// - Parameter dataOutput: where bytes go; by default they are passed to `output` decoded as UTF-8.
     public init(
         output: @escaping @Sendable (String) -> Void, errorOutput: @escaping @Sendable (String) -> Void,
-        useColor: Bool, dataOutput: (@Sendable (Data) -> Void)? = nil, outputIsTerminal: Bool = false
+        useColor: Bool, dataOutput: (@Sendable (Data) -> Void)? = nil, outputIsTerminal: Bool = false,
+        errorOutputIsTerminal: Bool = false
     ) {
         self.output = output
         self.errorOutput = errorOutput
         self.useColor = useColor
         self.dataOutput = dataOutput ?? { data in output(String(decoding: data, as: UTF8.self)) }
         self.outputIsTerminal = outputIsTerminal
+        self.errorOutputIsTerminal = errorOutputIsTerminal
     }
 
-    /// The process's stdout and stderr; colour when stdout is a terminal and `NO_COLOR` is unset or empty.
+    /// The process's stdout and stderr; colour when stdout is a terminal, `NO_COLOR` is unset or empty and `TERM`
+    /// is not `dumb`.
     public static func standard(environment: [String: String]) -> Console {
-        let noColor = !(environment["NO_COLOR"] ?? "").isEmpty
+        let noColor = !(environment["NO_COLOR"] ?? "").isEmpty || environment["TERM"] == "dumb"
         let terminal = isatty(STDOUT_FILENO) == 1
         return Console(
             output: { text in writeAll(STDOUT_FILENO, Array(text.utf8)) },
             errorOutput: { text in writeAll(STDERR_FILENO, Array(text.utf8)) },
             useColor: !noColor && terminal, dataOutput: { data in writeAll(STDOUT_FILENO, [UInt8](data)) },
-            outputIsTerminal: terminal)
+            outputIsTerminal: terminal, errorOutputIsTerminal: isatty(STDERR_FILENO) == 1)
     }
 
     /// Unbuffered, so that standard output and error interleave in the order written.

@@ -8,7 +8,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     case ok = 0
     /// No report matched, or the directory holds no reports.
     case notFound = 1
-    /// The command line was wrong (unknown command or option, missing argument, ambiguous id prefix).
+    /// The command line or the configuration was wrong (unknown command or option, missing argument, ambiguous
+    /// id prefix, a configuration value out of range).
     case usage = 2
     /// A file or directory the user named could not be read or parsed.
     case failure = 3
@@ -24,7 +25,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         switch self {
         case .ok: "success"
         case .notFound: "no matching report, or no reports at all"
-        case .usage: "usage error (unknown command or option, missing or ambiguous argument)"
+        case .usage:
+            "usage or configuration error (unknown command or option, missing or ambiguous argument, bad value)"
         case .failure: "I/O or parse error of a file or directory you named"
         case .noSuchProcess: "no such process (or thread) to watch"
         case .permissionDenied:
@@ -45,6 +47,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
             case .spawnFailed: self = .commandNotStarted
             default: self = .failure
             }
+        case let error as StallWatchError where error.code == .invalidConfiguration: self = .usage
         default: self = .failure
         }
     }

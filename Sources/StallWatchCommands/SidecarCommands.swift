@@ -11,14 +11,14 @@ public struct ChildExitStatus: Error, Sendable, Equatable {
 enum SidecarCommands {
     static let watchOptions: Set<String> = [
         "--pid", "--tid", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms",
-        "--metrics",
+        "--metrics", "--otlp",
     ]
     static let runOptions: Set<String> = [
         "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms", "--heartbeat-wait-ms",
-        "--metrics",
+        "--metrics", "--otlp",
     ]
     static let daemonOptions: Set<String> = [
-        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--metrics",
+        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--metrics", "--otlp",
     ]
 
     // MARK: watch
@@ -31,13 +31,20 @@ enum SidecarCommands {
         try apply(args, to: &options)
         if let tid = args.options["--tid"] { options.threadID = Int32(try number(tid, "--tid", 1...Int(Int32.max))) }
         if args.has("--proc") { options.mode = .proc }
-        let console = invocation.console
-        let (metrics, server) = try startMetrics(args, console: console)
+        let output = EventOutput(
+            console: invocation.console, arguments: args, reportDirectory: options.configuration.reportDirectoryPath)
+        let (metrics, server) = try startMetrics(args, output: output)
         defer { server?.stop() }
+        let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
+        defer { otlp?.stop() }
         let watcher = try TargetWatcher(options: options) { event in
-            if case .stall(let stall) = event { metrics?.observe(stall) }
-            emit(event.lineFields, console: console)
+            if case .stall(let stall) = event {
+                metrics?.observe(stall)
+                otlp?.observe(stall)
+            }
+            output.emit(event.lineFields)
         }
+        metrics?.declare(loop: watcher.loopName)
         TerminationSignals.install { _ in
             watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
         }
@@ -55,14 +62,22 @@ enum SidecarCommands {
         let waitMs =
             try args.options["--heartbeat-wait-ms"].map { try number($0, "--heartbeat-wait-ms", 0...60_000) } ?? 1000
         let console = invocation.console
-        let (metrics, server) = try startMetrics(args, console: console, toError: true)
+        let output = EventOutput(
+            console: console, toError: true, arguments: args,
+            reportDirectory: options.configuration.reportDirectoryPath)
+        let (metrics, server) = try startMetrics(args, output: output)
         defer { server?.stop() }
+        let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
+        defer { otlp?.stop() }
         let status = try CommandRunner.run(args.positionals, options: options, heartbeatWait: .milliseconds(waitMs)) {
             event in
             switch event {
             case .target(let event):
-                if case .stall(let stall) = event { metrics?.observe(stall) }
-                emit(event.lineFields, console: console, toError: true)
+                if case .stall(let stall) = event {
+                    metrics?.observe(stall)
+                    otlp?.observe(stall)
+                }
+                output.emit(event.lineFields)
             case .watchFailed(let error): console.printError("stallwatch: \(error.message)")
             }
         }
@@ -77,17 +92,32 @@ enum SidecarCommands {
         let configuration = try configuration(args, invocation)
         let directory = configuration.heartbeatDirectoryPath
         let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
-        let console = invocation.console
-        let (metrics, server) = try startMetrics(args, console: console)
+        let output = EventOutput(
+            console: invocation.console, arguments: args, reportDirectory: configuration.reportDirectoryPath)
+        let (metrics, server) = try startMetrics(args, output: output, labelsByProcess: true)
         defer { server?.stop() }
+        let otlp = try startOTLP(args, reportDirectory: configuration.reportDirectoryPath)
+        defer { otlp?.stop() }
+        let watched = DaemonReference()
+        let notifications = try DaemonNotifications(
+            environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs))
+        defer { notifications.stopping() }
         let daemon = SidecarDaemon(
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
         ) { event in
-            if case .target(_, .stall(let stall)) = event { metrics?.observe(stall) }
-            emit(event.lineFields, console: console)
+            if case .target(_, .stall(let stall)) = event {
+                metrics?.observe(stall)
+                otlp?.observe(stall)
+            }
+            if case .target(let pid, .watching) = event, let metrics, let loop = watched.daemon?.watchedLoop(of: pid) {
+                metrics.declare(loop: loop.loopName, executable: loop.executable, pid: pid)
+            }
+            notifications.observe(event)
+            output.emit(event.lineFields)
         }
+        watched.daemon = daemon
         TerminationSignals.install { _ in daemon.stop() }
-        try daemon.run()
+        try daemon.run(onScan: notifications.scanned)
         return .ok
     }
 
@@ -95,20 +125,24 @@ enum SidecarCommands {
 
     /// With `--metrics HOST:PORT` (loopback unless a host is given): Prometheus text of the stalls seen, served
     /// on its own thread; announces the bound address as a JSON line.
-    private static func startMetrics(_ args: Arguments, console: Console, toError: Bool = false) throws
+    private static func startMetrics(_ args: Arguments, output: EventOutput, labelsByProcess: Bool = false) throws
         -> (StallMetrics?, MetricsHTTPServer?)
     {
         guard let address = args.options["--metrics"] else { return (nil, nil) }
-        let metrics = StallMetrics()
+        let metrics = StallMetrics(labelsByProcess: labelsByProcess)
         let server = try MetricsHTTPServer(address: address) { metrics.exposition() }
         try server.start()
-        emit(
-            [
-                "event": .string("metrics"), "address": .string("\(server.host):\(server.port)"),
-                "path": .string("/metrics"),
-            ],
-            console: console, toError: toError)
+        output.emit([
+            "event": .string("metrics"), "address": .string("\(server.host):\(server.port)"),
+            "path": .string("/metrics"),
+        ])
         return (metrics, server)
+    }
+
+    /// With `--otlp URL`: each ended stall posted to URL/v1/logs as an OTLP log record, from the exporter's thread.
+    private static func startOTLP(_ args: Arguments, reportDirectory: String) throws -> OTLPLogExporter? {
+        guard let endpoint = args.options["--otlp"] else { return nil }
+        return try OTLPLogExporter(endpoint: endpoint, reportDirectory: reportDirectory)
     }
 
     private static func configuration(_ args: Arguments, _ invocation: Invocation) throws -> StallWatchConfiguration {
@@ -137,13 +171,5 @@ enum SidecarCommands {
                 "\(name) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
-    }
-
-    /// One JSON line per event (``JSONLinesEventWriter/encode(_:)``): on stdout for `watch`/`daemon`, on stderr
-    /// for `run` (stdout is the command's); nothing for events without a line (samples).
-    private static func emit(_ fields: [String: JSONLinesEventWriter.Value]?, console: Console, toError: Bool = false) {
-        guard let fields else { return }
-        let line = JSONLinesEventWriter.encode(fields)
-        if toError { console.printError(line) } else { console.print(line) }
     }
 }

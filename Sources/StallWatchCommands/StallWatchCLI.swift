@@ -78,24 +78,25 @@ public enum StallWatchCLI {
         Subcommand(
             ["watch"],
             synopsis:
-                "--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT]",
+                "-p|--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL]",
             summary:
-                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); stack samples by ptrace; one JSON line per event",
-            flags: ["--proc"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
+                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); stack samples by ptrace; one line per event (JSON with --json or when standard output is not a terminal)",
+            flags: ["--proc", "--json"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
         Subcommand(
             ["run"],
             synopsis:
-                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--metrics HOST:PORT] -- CMD [ARGS...]",
+                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL] -- CMD [ARGS...]",
             summary:
                 "start CMD and watch it as `watch` does; SIGINT/SIGTERM/SIGHUP are forwarded; exits with CMD's status (128+N if killed by signal N; 127 if it cannot start); events on stderr",
-            flags: ["--proc"], options: SidecarCommands.runOptions, positionals: 1...100_000, run: SidecarCommands.run),
+            flags: ["--proc", "--json"], options: SidecarCommands.runOptions, positionals: 1...100_000,
+            run: SidecarCommands.run),
         Subcommand(
             ["daemon"],
             synopsis:
-                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT]",
+                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT] [--otlp URL]",
             summary:
                 "watch every process that publishes a heartbeat in DIR (default /dev/shm), picking up new ones and dropping exited ones, until SIGINT/SIGTERM",
-            options: SidecarCommands.daemonOptions, run: SidecarCommands.daemon),
+            flags: ["--json"], options: SidecarCommands.daemonOptions, run: SidecarCommands.daemon),
     ]
 
     /// The options every multi-report command accepts (``ReportFilter``).
@@ -106,25 +107,56 @@ public enum StallWatchCLI {
     /// - Throws: ``CommandError`` or `StallWatchError`; map it with ``ExitCode/init(for:)`` and
     ///   ``ExitCode/message(for:)``.
     public static func run(_ arguments: [String], console: Console, environment: [String: String]) throws -> ExitCode {
-        guard let first = arguments.first, !["-h", "--help", "help"].contains(first) else {
+        guard let first = arguments.first, !["-h", "--help"].contains(first) else {
             console.print(help)
             return arguments.isEmpty ? .usage : .ok
         }
+        if ["--version", "-V", "version"].contains(first) {
+            console.print("stallwatch \(CommandHelp.version)")
+            return .ok
+        }
+        if first == "help" {
+            let topic = Array(arguments.dropFirst())
+            guard !topic.isEmpty else {
+                console.print(help)
+                return .ok
+            }
+            guard let text = CommandHelp.text(forTopic: topic) else {
+                let topics = subcommands.map { $0.words.joined(separator: " ") } + ["reports"]
+                throw CommandError.usage(
+                    "help: no topic \(topic.joined(separator: " "))"
+                        + Suggestion.hint(for: topic.joined(separator: " "), in: topics))
+            }
+            console.print(text)
+            return .ok
+        }
+        EnvironmentCheck.warnAboutUnknownVariables(environment, console: console)
         let matched = subcommands.filter { arguments.starts(with: $0.words) }.max { $0.words.count < $1.words.count }
         guard let command = matched else {
-            let known = subcommands.filter { $0.words.first == first }.map { $0.words.joined(separator: " ") }
-            if !known.isEmpty {
+            let group = subcommands.filter { $0.words.first == first && $0.words.count > 1 }
+            if !group.isEmpty {
+                if arguments.count == 2, ["-h", "--help"].contains(arguments[1]),
+                    let text = CommandHelp.text(forGroup: [first])
+                {
+                    console.print(text)
+                    return .ok
+                }
+                let known = group.map { $0.words.joined(separator: " ") }
+                let second = arguments.count > 1 ? "\(first) \(arguments[1])" : first
                 throw CommandError.usage(
-                    "\(first): expected one of: \(known.joined(separator: ", ")) (see stallwatch --help)")
+                    "\(first): expected one of: \(known.joined(separator: ", "))\(Suggestion.hint(for: second, in: known)) "
+                        + "(see stallwatch help \(first))")
             }
-            throw CommandError.usage("unknown command \(first) (see stallwatch --help)")
+            let words = Set(subcommands.map { $0.words[0] } + ["help", "version"])
+            throw CommandError.usage(
+                "unknown command \(first)\(Suggestion.hint(for: first, in: words.sorted())) (see stallwatch --help)")
         }
         let name = command.words.joined(separator: " ")
         let parsed = try Arguments.parse(
             Array(arguments.dropFirst(command.words.count)), flags: command.flags, options: command.options,
             positionals: command.positionals, command: name)
         if parsed.has("--help") {
-            console.print("usage: \(command.usage)\n\n\(command.summary)")
+            console.print(CommandHelp.text(for: command))
             return .ok
         }
         return try command.run(Invocation(arguments: parsed, console: console, environment: environment))
@@ -132,7 +164,10 @@ public enum StallWatchCLI {
 
     /// The text of `stallwatch --help`: commands, environment and exit codes.
     public static var help: String {
-        var lines = ["usage: stallwatch COMMAND [ARGS]", "", "commands:"]
+        var lines = [
+            "usage: stallwatch COMMAND [ARGS]   (stallwatch help COMMAND, stallwatch COMMAND --help: its options)", "",
+            "commands:",
+        ]
         for command in subcommands {
             lines.append("  \(command.usage)")
             lines.append("      \(command.summary)")
@@ -140,7 +175,7 @@ public enum StallWatchCLI {
         lines += [
             "", "environment:",
             "  STALLWATCH_REPORT_DIRECTORY  default report directory",
-            "  NO_COLOR                     disable colour (colour is only used on a terminal)",
+            "  NO_COLOR, TERM=dumb          disable colour (colour is only used on a terminal)",
             "  STALLWATCH_<KEY>             any configuration key (watch/run/daemon), e.g. STALLWATCH_THRESHOLD_MS",
             "", "exit codes:",
         ]

@@ -59,7 +59,7 @@ public struct CallTreeView: Sendable {
     /// address: what a call-tree node, a flame-graph box or an exported frame is called.
     public static func label(_ frame: StackFrame, withLocation: Bool = true) -> String {
         var text: String
-        if let symbol = frame.symbol {
+        if let symbol = frame.readableName {
             text = symbol
             if let image = frame.image { text += " (\(ApplicationFrame.imageName(image)))" }
         } else if let image = frame.image {
@@ -82,7 +82,7 @@ public struct CallTreeView: Sendable {
     /// The name of a frame in exports (folded, speedscope, pprof, flame graph): the function, or image +
     /// offset, or the address.
     public static func functionName(_ frame: StackFrame) -> String {
-        frame.symbol ?? frame.image.map {
+        frame.readableName ?? frame.image.map {
             ApplicationFrame.imageName($0) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
         }
             ?? frame.address.hexAddress

@@ -72,6 +72,7 @@ public struct HTMLReport {
             ))
         rows.append(("Severity", "\(report.severity.rawValue), \(report.status.rawValue)"))
         rows.append(("Cause", ReportSummary.causeKind(of: report)))
+        rows += CauseDescription.rows(report)
         rows.append(("Phase", "\(report.loop.phase), iteration \(report.loop.iteration)"))
         rows.append(("Loop", "\(report.loop.name) (thread \(report.loop.threadId))"))
         rows.append(("Top frame", report.applicationFrame?.description ?? "-"))
@@ -96,7 +97,10 @@ public struct HTMLReport {
             html += "<tr><th>\(escape(name))</th><td\(style)>\(escape(value))</td></tr>\n"
         }
         html += "</table>\n"
-        for (heading, items) in [("Notes", report.notes), ("Capture errors", capture.errors)] where !items.isEmpty {
+        let sections = [
+            ("Evidence", report.cause?.evidence ?? []), ("Notes", report.notes), ("Capture errors", capture.errors),
+        ]
+        for (heading, items) in sections where !items.isEmpty {
             html += "<h3>\(heading)</h3>\n<ul>\n" + items.map { "<li>\(escape($0))</li>\n" }.joined() + "</ul>\n"
         }
         return html

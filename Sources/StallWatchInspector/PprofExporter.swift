@@ -2,7 +2,8 @@
 import Foundation
 import StallWatch
 
-/// One pprof `Profile` for any number of reports: sample types `samples/count` and `wall/nanoseconds`, one
+/// One pprof `Profile` for any number of reports (gzipped with zlib, the reports' executable as the first
+/// mapping, function names in the short style with the full demangled name as `system_name`): sample types `samples/count` and `wall/nanoseconds`, one
 /// mapping per loaded image instance (path, build-id, load base), locations by address, functions by name and
 /// file, and a `report` label on every sample naming the report it came from.
 ///
@@ -34,7 +35,7 @@ public struct PprofExporter: ProfileExporter {
     private var stringIndex: [String: Int] = ["": 0]
     private var mappings: [Mapping] = []
     private var mappingIndex: [String: Int] = [:]
-    private var functions: [(name: Int, file: Int)] = []
+    private var functions: [(name: Int, systemName: Int, file: Int)] = []
     private var functionIndex: [String: Int] = [:]
     private var locations: [Location] = []
     private var locationIndex: [String: Int] = [:]
@@ -55,6 +56,10 @@ public struct PprofExporter: ProfileExporter {
         firstStart = min(firstStart ?? start, start)
         lastEnd = max(lastEnd ?? end, end)
         let images = Dictionary(report.images.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        // pprof takes the first mapping for the main binary (its `File:` header): the report's executable.
+        if mappings.isEmpty, images[report.process.executable] != nil {
+            _ = mapping(for: StackFrame(address: 0, image: report.process.executable), images: images)
+        }
         let label = string(report.id)
         for sample in ProfileStacks.samples(of: report) {
             let ids = sample.frames.map { UInt64(location(of: $0, images: images)) }
@@ -113,7 +118,7 @@ public struct PprofExporter: ProfileExporter {
             profile.field(5) { message in  // function
                 message.field(1, number + 1)
                 message.field(2, function.name)
-                message.field(3, function.name)  // system_name
+                message.field(3, function.systemName)  // system_name: the full demangled name
                 message.field(4, function.file)
             }
         }
@@ -171,7 +176,7 @@ public struct PprofExporter: ProfileExporter {
         if let known = functionIndex[functionKey] {
             function = known
         } else {
-            functions.append((string(name), string(frame.file ?? "")))
+            functions.append((string(name), string(frame.symbol ?? name), string(frame.file ?? "")))
             function = functions.count
             functionIndex[functionKey] = function
         }

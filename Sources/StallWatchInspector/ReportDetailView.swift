@@ -198,7 +198,7 @@ public struct ReportDetailView: Sendable {
     /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address.
     public static func describe(_ frame: StackFrame) -> String {
         var text = frame.address.hexAddress
-        if let symbol = frame.symbol {
+        if let symbol = frame.readableName {
             text += " " + symbol
             if let offset = frame.symbolOffset { text += " + \(offset)" }
             if let image = frame.image { text += " (\(ApplicationFrame.imageName(image)))" }

@@ -53,6 +53,7 @@ public struct ReportSymbolicator {
             sessions[path] = session
             outcome.filesUsed.append(file)
         }
+        var filledFrames: [StackFrame: StackFrame] = [:]
         for (sampleIndex, sample) in report.samples.enumerated() {
             for (frameIndex, frame) in sample.frames.enumerated() {
                 guard let path = frame.image, let session = sessions[path], let offset = frame.offset
@@ -65,7 +66,10 @@ public struct ReportSymbolicator {
                 if filled.symbol == nil {
                     var symbolOffset: UInt64 = 0
                     if let name = sw_symbols_name(session, address, &symbolOffset) {
-                        filled.symbol = Demangler.demangle(String(cString: name))
+                        let raw = String(cString: name)
+                        let full = Demangler.demangle(raw)
+                        filled.symbol = full
+                        filled.shortSymbol = StackFrame.shortSymbol(raw: raw, full: full)
                         filled.symbolOffset = Int(truncatingIfNeeded: symbolOffset + back)
                     }
                 }
@@ -79,9 +83,12 @@ public struct ReportSymbolicator {
                 if filled != frame {
                     outcome.framesFilled += 1
                     outcome.report.samples[sampleIndex].frames[frameIndex] = filled
+                    if filledFrames[frame] == nil { filledFrames[frame] = filled }
                 }
             }
         }
+        // The point stack, call tree and thread snapshot repeat the samples' frames: every view reads them.
+        outcome.report.replaceFrames(filledFrames)
         if outcome.framesFilled > 0 {
             outcome.report.notes.append(
                 "Symbolicated offline by stallwatch reports symbolicate on \(ProcessInfo.processInfo.hostName): "

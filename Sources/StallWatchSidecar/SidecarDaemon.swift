@@ -37,13 +37,25 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
         self.onEvent = onEvent
     }
 
+    /// The loop name and executable of the process `pid` watched now (for metrics labels); nil when not watched.
+    public func watchedLoop(of pid: Int32) -> (loopName: String, executable: String)? {
+        watchers.withLock { watchers in
+            watchers.values.first { $0.watcher.options.pid == pid }.map {
+                ($0.watcher.loopName, ProcessIdentity.of(pid: pid).executable)
+            }
+        }
+    }
+
     /// The pids being watched now.
     public var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.watcher.options.pid }.sorted() } }
 
     /// Scans and watches until ``stop()``; then stops every watcher (stalls in progress become `unrecovered`).
     ///
+    /// - Parameter onScan: called on this thread after each scan with the number of processes watched (the
+    ///   daemon's own sign of life: `stallwatch daemon` sends READY=1 after the first and pings systemd's
+    ///   watchdog only while scans keep coming).
     /// - Throws: `.systemCall` when the directory cannot be read at all.
-    public func run() throws(SidecarError) {
+    public func run(onScan: (_ watched: Int) -> Void = { _ in }) throws(SidecarError) {
         var info = stat()
         guard stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             throw SidecarError(
@@ -76,6 +88,7 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
                     }
                 }
             }
+            onScan(watchers.withLock { $0.count })
             let (seconds, attoseconds) = scanInterval.components
             _ = wakeup.wait(
                 timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))

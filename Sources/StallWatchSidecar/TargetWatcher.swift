@@ -69,6 +69,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     /// `heartbeat` or `proc`.
     public let source: String
     public let thresholdMs: Int
+    /// The loop's name in reports and metrics: the heartbeat's, else the thread's name, else `main`.
+    public let loopName: String
     private let heartbeat: HeartbeatReader?
     private let sampling: PtraceStackSampling
     private let recorder: StallRecorder
@@ -134,9 +136,10 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         var finalOptions = options
         finalOptions.configuration = configuration
         self.options = finalOptions
-        let loopName = reader?.segment.loopName ?? (ProcFile.text("/proc/\(pid)/task/\(tid)/comm") ?? "main")
+        let named = reader?.segment.loopName ?? (ProcFile.text("/proc/\(pid)/task/\(tid)/comm") ?? "main")
+        loopName = named.isEmpty ? "main" : named
         recorder = StallRecorder(
-            configuration: configuration, loopName: loopName.isEmpty ? "main" : loopName,
+            configuration: configuration, loopName: loopName,
             target: StallRecorder.Target(
                 processID: pid, detectionSource: reader == nil ? "proc" : "heartbeat", sampler: sampling,
                 process: ProcessIdentity.of(pid: pid), phaseKnown: reader != nil,

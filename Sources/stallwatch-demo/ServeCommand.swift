@@ -75,7 +75,11 @@ struct ServeCommand {
             fail("\(error)", code: 1)
         }
         service.onQuit = { loop.stop() }
-        let watchdog = Watchdog(loop: loop, configuration: configuration) { EventPrinter.print($0) }
+        let notifications = ServiceNotifications()
+        let watchdog = Watchdog(loop: loop, configuration: configuration) { event in
+            EventPrinter.print(event)
+            notifications.observe(event)
+        }
         do {
             try watchdog.start()
         } catch {
@@ -85,8 +89,10 @@ struct ServeCommand {
             "event": "listening", "port": server.port, "pid": Int(getpid()), "mode": service.mode,
             "sessions": sessions, "thresholdMs": configuration.thresholdMs, "reportDirectory": watchdog.reportDirectory,
         ])
+        notifications.serving(port: server.port, mode: service.mode, watchdog: watchdog)
         loop.run()
 
+        notifications.stopping()
         server.stop()
         for source in signalSources { source.cancel() }
         watchdog.stop()

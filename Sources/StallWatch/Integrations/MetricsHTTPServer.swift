@@ -1,16 +1,19 @@
 // A tiny HTTP/1.0 endpoint for Prometheus scrapes (`--metrics 127.0.0.1:PORT`), on its own thread.
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Serves `GET /metrics` with the text a closure renders (usually ``StallMetrics/exposition()``), one
-/// connection at a time on a named thread (`stallwatch-http`) blocked in `accept`.
+/// Serves `GET /metrics` with the text a closure renders (usually ``StallMetrics/exposition()``): a named thread
+/// (`stallwatch-http`) blocked in `accept` hands each connection to one of 8 workers
+/// (``MetricsConnectionWorkers``), so scrapes are answered side by side with idle or slow clients.
 ///
 /// For services that have no HTTP server of their own, and for the sidecar CLI's `--metrics HOST:PORT`.
 /// Binds to loopback unless told otherwise: metrics name functions and loops, which is nobody else's business.
-/// Each request gets 2 s to arrive and its answer 2 s to leave, so a stuck client cannot hold the thread.
+/// Each connection has a total deadline of 2 s for its request to arrive and its answer to leave, so a stuck
+/// or dripping client cannot hold a worker longer.
 ///
 /// ```swift
 /// let server = try MetricsHTTPServer(address: "127.0.0.1:9464") { metrics.exposition() }
@@ -22,7 +25,9 @@ public final class MetricsHTTPServer: Sendable {
     public let host: String
     private let fd: Int32
     private let render: @Sendable () -> String
-    private let thread = Mutex<NamedThread?>(nil)
+    private let thread = Mutex<(acceptor: NamedThread, workers: MetricsConnectionWorkers)?>(nil)
+    /// The total time a connection may take, from accept to the last byte of the answer.
+    static let connectionDeadlineNanos: UInt64 = 2_000_000_000
     private let stopping = Atomic<Bool>(false)
     private let closed = Atomic<Bool>(false)
 
@@ -81,12 +86,14 @@ public final class MetricsHTTPServer: Sendable {
     ///
     /// - Throws: `.systemCall` if the thread cannot start; `.invalidState` after ``stop()``.
     public func start() throws(StallWatchError) {
-        try thread.withLock { (thread: inout NamedThread?) throws(StallWatchError) in
+        try thread.withLock {
+            (thread: inout (acceptor: NamedThread, workers: MetricsConnectionWorkers)?) throws(StallWatchError) in
             guard thread == nil else { return }
             guard !stopping.load(ordering: .acquiring) else {
                 throw StallWatchError(.invalidState, "the metrics server was stopped; create a new one")
             }
-            thread = try NamedThread(name: "stallwatch-http") { [self] in serve() }
+            let workers = try MetricsConnectionWorkers(count: 8) { [self] client in handle(client) }
+            thread = (try NamedThread(name: "stallwatch-http") { [self] in serve(workers) }, workers)
         }
     }
 
@@ -97,7 +104,8 @@ public final class MetricsHTTPServer: Sendable {
             guard let running = thread else { return }
             // Wakes the thread blocked in accept (which then fails with EINVAL).
             shutdown(fd, Int32(SHUT_RDWR))
-            running.join()
+            running.acceptor.join()
+            running.workers.stop()
             thread = nil
         }
         if !closed.exchange(true, ordering: .acquiringAndReleasing) { close(fd) }
@@ -105,7 +113,7 @@ public final class MetricsHTTPServer: Sendable {
 
     // MARK: Serving
 
-    private func serve() {
+    private func serve(_ workers: MetricsConnectionWorkers) {
         while !stopping.load(ordering: .acquiring) {
             let client = accept(fd, nil, nil)
             if client < 0 {
@@ -114,19 +122,26 @@ public final class MetricsHTTPServer: Sendable {
             }
             // accept4(SOCK_CLOEXEC) is not exported to Swift; the connection lives for one request anyway.
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            handle(client)
-            close(client)
+            workers.submit(client)
         }
     }
 
     private func handle(_ client: Int32) {
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let deadline = DispatchTime.now().uptimeNanoseconds + Self.connectionDeadlineNanos
+        // Each recv/send waits at most what is left of the deadline (checked between calls too).
+        func armTimeout() -> Bool {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return false }
+            let left = deadline - now
+            var timeout = timeval(tv_sec: Int(left / 1_000_000_000), tv_usec: Int(left % 1_000_000_000 / 1000) + 1)
+            setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            return true
+        }
         var request: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 2048)
         // Read the request head: up to the blank line, at most 8 KiB.
-        while request.count < 8192, !Self.hasHeadEnd(request) {
+        while request.count < 8192, !Self.hasHeadEnd(request), armTimeout() {
             let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { break }
@@ -151,7 +166,7 @@ public final class MetricsHTTPServer: Sendable {
             response = Self.response("400 Bad Request", "text/plain; charset=utf-8", body, length: body.utf8.count)
         }
         var bytes = Array(response.utf8)[...]
-        while !bytes.isEmpty {
+        while !bytes.isEmpty, armTimeout() {
             let n = bytes.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return }

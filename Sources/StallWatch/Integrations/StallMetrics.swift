@@ -12,7 +12,8 @@ import Synchronization
 ///
 /// | metric | type | labels |
 /// |---|---|---|
-/// | `stallwatch_stalls_total` | counter | `loop`, `cause`, `severity` (counted when the final report is written) |
+/// | `stallwatch_stalls_total` | counter | `loop`, `cause`, `severity` (counted when the final report is written; every
+/// cause and severity of every known loop from the start, at 0, so `increase()` sees the first stall) |
 /// | `stallwatch_stall_duration_seconds` | histogram | `loop` |
 /// | `stallwatch_stalls_in_progress` | gauge | `loop` |
 /// | `stallwatch_capture_pause_seconds` | histogram | — (loop-thread pause per in-process sample) |
@@ -21,6 +22,9 @@ import Synchronization
 /// | `stallwatch_loop_iterations_total`, `stallwatch_loop_transitions_total` | counter | `loop` |
 /// | `stallwatch_loop_phase` | gauge (1 for the current phase, 0 for the others) | `loop`, `phase` |
 /// | `stallwatch_loop_phase_seconds` | gauge (time in the current busy phase; 0 while idle) | `loop` |
+///
+/// With `labelsByProcess` (the sidecar daemon, watching many processes) the stall series also carry `process`
+/// (the executable's file name) and `pid`, so processes are not merged into one series.
 public final class StallMetrics: Sendable {
     /// Stall duration buckets (seconds): from a short threshold to a long hang.
     public static let defaultDurationBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
@@ -44,10 +48,24 @@ public final class StallMetrics: Sendable {
         var loop: String
         var cause: String
         var severity: String
+        var process: String = ""
+        var pid: String = ""
         static func < (a: StallKey, b: StallKey) -> Bool {
-            (a.loop, a.cause, a.severity) < (b.loop, b.cause, b.severity)
+            (a.process, a.pid, a.loop, a.cause, a.severity) < (b.process, b.pid, b.loop, b.cause, b.severity)
+        }
+        var labels: [String: String] {
+            var labels = ["loop": loop, "cause": cause, "severity": severity]
+            if !pid.isEmpty {
+                labels["process"] = process
+                labels["pid"] = pid
+            }
+            return labels
         }
     }
+
+    /// Loops (and, by process, their processes) whose stall series exist before any stall.
+    private let declared = Mutex<Set<StallKey>>([])
+    private let labelsByProcess: Bool
 
     private let counters: Mutex<Counters>
     /// Each watched loop with the name its labels use (``StallWatchConfiguration/name(of:)``, as in reports).
@@ -63,8 +81,9 @@ public final class StallMetrics: Sendable {
     public init(
         loops: [any WatchedLoop] = [], configuration: StallWatchConfiguration = StallWatchConfiguration(),
         durationBuckets: [Double] = StallMetrics.defaultDurationBuckets,
-        pauseBuckets: [Double] = StallMetrics.defaultPauseBuckets
+        pauseBuckets: [Double] = StallMetrics.defaultPauseBuckets, labelsByProcess: Bool = false
     ) {
+        self.labelsByProcess = labelsByProcess
         self.durationBuckets = Histogram.normalized(durationBuckets)
         counters = Mutex(Counters(pauses: Histogram(bounds: Histogram.normalized(pauseBuckets))))
         for loop in loops { watch(loop, configuration: configuration) }
@@ -79,6 +98,21 @@ public final class StallMetrics: Sendable {
         }
     }
 
+    /// Makes the stall series of `loop` (in process `pid` running `executable`, used with `labelsByProcess`) exist
+    /// at 0 for every cause and severity before its first stall: the sidecar calls this when it starts watching.
+    public func declare(loop: String, executable: String = "", pid: Int32 = 0) {
+        let key = stallKey(loop: loop, executable: executable, pid: pid)
+        declared.withLock { _ = $0.insert(key) }
+    }
+
+    private func stallKey(loop: String, executable: String, pid: Int32, cause: String = "", severity: String = "")
+        -> StallKey
+    {
+        guard labelsByProcess else { return StallKey(loop: loop, cause: cause, severity: severity) }
+        let name = executable.split(separator: "/").last.map(String.init) ?? executable
+        return StallKey(loop: loop, cause: cause, severity: severity, process: name, pid: String(pid))
+    }
+
     /// Counts one stall event. Call it from the watchdog's `onEvent` handler (any thread).
     public func observe(_ event: StallEvent) {
         counters.withLock { c in
@@ -89,9 +123,9 @@ public final class StallMetrics: Sendable {
                 break
             case .ended(let report):
                 c.inProgress[report.loop.name]?.remove(report.id)
-                let key = StallKey(
-                    loop: report.loop.name, cause: report.cause?.kind.rawValue ?? "unknown",
-                    severity: report.severity.rawValue)
+                let key = stallKey(
+                    loop: report.loop.name, executable: report.process.executable, pid: report.process.pid,
+                    cause: report.cause?.kind.rawValue ?? "unknown", severity: report.severity.rawValue)
                 c.stalls[key, default: 0] += 1
                 c.durations[report.loop.name, default: Histogram(bounds: durationBuckets)]
                     .observe(max(0, report.durationMs) / 1000)
@@ -120,9 +154,27 @@ public final class StallMetrics: Sendable {
 
         out.family(
             "stallwatch_stalls_total", "counter", "Stalls of a watched loop, counted when the final report is written.")
-        for (key, count) in c.stalls.sorted(by: { $0.key < $1.key }) {
-            out.sample(
-                "stallwatch_stalls_total", ["loop": key.loop, "cause": key.cause, "severity": key.severity], count)
+        var stalls = c.stalls
+        // Every known loop's series from the start, at 0: Prometheus' increase() then counts the first stall.
+        var known = declared.withLock { $0 }
+        for name in watched.map(\.name) where !labelsByProcess {
+            known.insert(StallKey(loop: name, cause: "", severity: ""))
+        }
+        for key in c.stalls.keys {
+            known.insert(StallKey(loop: key.loop, cause: "", severity: "", process: key.process, pid: key.pid))
+        }
+        for base in known {
+            for cause in StallReport.Cause.Kind.allCases {
+                for severity in StallReport.Severity.allCases {
+                    var key = base
+                    key.cause = cause.rawValue
+                    key.severity = severity.rawValue
+                    if stalls[key] == nil { stalls[key] = 0 }
+                }
+            }
+        }
+        for (key, count) in stalls.sorted(by: { $0.key < $1.key }) {
+            out.sample("stallwatch_stalls_total", key.labels, count)
         }
         out.family("stallwatch_stall_duration_seconds", "histogram", "How long each stall lasted.")
         for (loop, histogram) in c.durations.sorted(by: { $0.key < $1.key }) {

@@ -9,7 +9,7 @@
 /// a stall — event lines, log records, `reports list`, `reports summary`, the HTML page — uses this, so they name
 /// the same function for the same stall.
 public struct ApplicationFrame: Sendable, Equatable, Hashable, CustomStringConvertible {
-    /// The symbol; or the image's file name when the frame has no symbol; or the address.
+    /// The symbol's readable name (``StackFrame/readableName``); or the image's file name when the frame has no symbol; or the address.
     public var name: String
     /// The symbol offset (decimal), or the offset in the image (hex) when there is no symbol.
     public var offset: String?
@@ -29,12 +29,12 @@ public struct ApplicationFrame: Sendable, Equatable, Hashable, CustomStringConve
 
     /// The application frame of `frames` (innermost first); nil when there are none.
     public init?(frames: [StackFrame]) {
-        let named = { (frame: StackFrame) in frame.symbol.map { !Self.isMachinery($0) } ?? false }
+        let named = { (frame: StackFrame) in frame.readableName.map { !Self.isMachinery($0) } ?? false }
         if let own = frames.first(where: { named($0) && $0.image.map { !Self.isSystemImage($0) } ?? false }),
-            let symbol = own.symbol
+            let symbol = own.readableName
         {
             self.init(name: symbol, offset: own.symbolOffset.map(String.init))
-        } else if let any = frames.first(where: named), let symbol = any.symbol {
+        } else if let any = frames.first(where: named), let symbol = any.readableName {
             self.init(name: symbol, offset: any.symbolOffset.map(String.init))
         } else if let placed = frames.first(where: { $0.image != nil && $0.offset != nil }), let image = placed.image {
             self.init(name: Self.imageName(image), offset: placed.offset?.hexAddress)

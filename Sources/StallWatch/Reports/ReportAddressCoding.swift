@@ -42,7 +42,7 @@ extension KeyedEncodingContainer {
 
 extension StackFrame {
     enum CodingKeys: String, CodingKey {
-        case address, image, offset, symbol, symbolOffset, file, line
+        case address, image, offset, symbol, symbolOffset, file, line, shortSymbol
     }
 
     public init(from decoder: any Decoder) throws {
@@ -54,7 +54,8 @@ extension StackFrame {
             symbol: try c.decodeIfPresent(String.self, forKey: .symbol),
             symbolOffset: try c.decodeIfPresent(Int.self, forKey: .symbolOffset),
             file: try c.decodeIfPresent(String.self, forKey: .file),
-            line: try c.decodeIfPresent(Int.self, forKey: .line))
+            line: try c.decodeIfPresent(Int.self, forKey: .line),
+            shortSymbol: try c.decodeIfPresent(String.self, forKey: .shortSymbol))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -66,6 +67,7 @@ extension StackFrame {
         try c.encodeIfPresent(symbolOffset, forKey: .symbolOffset)
         try c.encodeIfPresent(file, forKey: .file)
         try c.encodeIfPresent(line, forKey: .line)
+        try c.encodeIfPresent(shortSymbol, forKey: .shortSymbol)
     }
 }
 

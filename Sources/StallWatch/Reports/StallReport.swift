@@ -431,10 +431,13 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
     public var symbolOffset: Int?
     public var file: String?
     public var line: Int?
+    /// The short name of ``symbol`` in the Swift backtracer's style (``StackFrame/readableName``); nil when it is the
+    /// same as ``symbol`` (C names) or unknown (reports written before it existed).
+    public var shortSymbol: String?
 
     public init(
         address: UInt64, image: String? = nil, offset: UInt64? = nil, symbol: String? = nil,
-        symbolOffset: Int? = nil, file: String? = nil, line: Int? = nil
+        symbolOffset: Int? = nil, file: String? = nil, line: Int? = nil, shortSymbol: String? = nil
     ) {
         self.address = address
         self.image = image
@@ -443,6 +446,7 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
         self.symbolOffset = symbolOffset
         self.file = file
         self.line = line
+        self.shortSymbol = shortSymbol
     }
 }
 

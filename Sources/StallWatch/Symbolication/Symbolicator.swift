@@ -35,6 +35,7 @@ public final class Symbolicator: @unchecked Sendable {
     private struct Resolved {
         var image: ImageMap.Image
         var symbol: String?
+        var shortSymbol: String?
         var symbolOffset: UInt64
         var file: String?
         var line: Int?
@@ -50,7 +51,7 @@ public final class Symbolicator: @unchecked Sendable {
     }
     /// Finished frames: the warm path is one dictionary lookup per address.
     private var frameCache: [FrameKey: StackFrame] = [:]
-    private var demangled: [String: String] = [:]
+    private var demangled: [String: (full: String, short: String?)] = [:]
     private var buildIDs: [String: String?] = [:]
     private static let cacheLimit = 1 << 16
 
@@ -91,7 +92,7 @@ public final class Symbolicator: @unchecked Sendable {
                 symbolOffset: resolved.symbol.map { _ in
                     Int(truncatingIfNeeded: resolved.symbolOffset &+ (address &- lookup))
                 },
-                file: resolved.file, line: resolved.line)
+                file: resolved.file, line: resolved.line, shortSymbol: resolved.shortSymbol)
             if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
             frameCache[key] = frame
             frames.append(frame)
@@ -149,7 +150,7 @@ public final class Symbolicator: @unchecked Sendable {
         if mode != .off, let session = currentSession() {
             var offset: UInt64 = 0
             if let name = sw_symbols_name(session, address, &offset) {
-                resolved.symbol = demangle(String(cString: name))
+                (resolved.symbol, resolved.shortSymbol) = demangle(String(cString: name))
                 resolved.symbolOffset = offset
             }
             if mode == .full {
@@ -165,11 +166,13 @@ public final class Symbolicator: @unchecked Sendable {
         return resolved
     }
 
-    private func demangle(_ name: String) -> String {
+    /// The full demangled name and, when it differs, the short one (``StackFrame/shortSymbol``); cached.
+    private func demangle(_ name: String) -> (full: String, short: String?) {
         if let known = demangled[name] { return known }
-        let readable = Demangler.demangle(name)
-        demangled[name] = readable
-        return readable
+        let full = Demangler.demangle(name)
+        let names = (full, StackFrame.shortSymbol(raw: name, full: full))
+        demangled[name] = names
+        return names
     }
 
     /// Reads the process's image map and opens the symbol session now, while the process surely exists, and

@@ -1,0 +1,82 @@
+// EventOutput: watch/run/daemon event lines, readable on a terminal and JSON for log shippers.
+import StallWatch
+
+/// Where and how `watch`, `run` and `daemon` print their events: one JSON line each (``JSONLinesEventWriter``)
+/// with `--json` or when the stream is not a terminal; otherwise a sentence a person reads, naming the report's
+/// file.
+struct EventOutput {
+    var console: Console
+    /// `run` prints on standard error: standard output is the command's.
+    var toError = false
+    /// `--json`: JSON lines even on a terminal.
+    var json = false
+    /// The directory reports are written to, for the path of an ended stall's report.
+    var reportDirectory: String
+
+    init(console: Console, toError: Bool = false, arguments: Arguments, reportDirectory: String) {
+        self.console = console
+        self.toError = toError
+        self.json = arguments.has("--json")
+        self.reportDirectory = reportDirectory
+    }
+
+    /// Whether lines are JSON: asked for, or the stream is not a terminal.
+    var writesJSON: Bool { json || !(toError ? console.errorOutputIsTerminal : console.outputIsTerminal) }
+
+    /// Prints the event; nothing for events without a line (samples).
+    func emit(_ fields: [String: JSONLinesEventWriter.Value]?) {
+        guard let fields else { return }
+        let line =
+            writesJSON ? JSONLinesEventWriter.encode(fields) : Self.text(fields, reportDirectory: reportDirectory)
+        if toError { console.printError(line) } else { console.print(line) }
+    }
+
+    /// `752.9`, `250`: one decimal at most.
+    static func number(_ value: Double) -> String {
+        guard value.isFinite else { return "?" }
+        let tenths = (value * 10).rounded()
+        return tenths.truncatingRemainder(dividingBy: 10) == 0 ? String(Int(tenths / 10)) : String(tenths / 10)
+    }
+
+    /// The sentence for an event's fields:
+    /// `stall ended: loop main (pid 42) 752.9 ms in static Stalls.sleepFor(milliseconds:) [sleep], 11 samples; report /var/tmp/…/stall-….json`.
+    static func text(_ fields: [String: JSONLinesEventWriter.Value], reportDirectory: String) -> String {
+        func value(_ key: String) -> String? {
+            switch fields[key] {
+            case .string(let text): text
+            case .int(let number): String(number)
+            case .double(let number): Self.number(number)
+            case nil: nil
+            }
+        }
+        let event = value("event") ?? "event"
+        let loop = value("loop").map { "loop \($0)" } ?? "loop"
+        let pid = value("pid").map { " (pid \($0))" } ?? ""
+        switch event {
+        case "began":
+            return
+                "stall began: \(loop)\(pid) stuck in \(value("phase") ?? "?") for over \(value("thresholdMs") ?? "?") ms"
+        case "escalated":
+            return "stall escalated: \(loop) is now a \(value("severity") ?? "hang")"
+        case "ended":
+            var text = "stall ended: \(loop)\(pid) \(value("durationMs") ?? "?") ms in \(value("top") ?? "?")"
+            if let cause = value("cause") { text += " [\(cause)]" }
+            text += ", \(value("samples") ?? "0") samples"
+            if let id = value("id") {
+                text += "; report \(reportDirectory)/\(ReportWriter.fileName(forReportID: id))"
+            }
+            return text
+        case "watching":
+            return
+                "watching pid \(value("pid") ?? "?") thread \(value("threadId") ?? "?") by \(value("source") ?? "?"), "
+                + "threshold \(value("thresholdMs") ?? "?") ms"
+        case "metrics":
+            return "metrics on http://\(value("address") ?? "?")\(value("path") ?? "/metrics")"
+        default:
+            let rest = fields.keys.filter { $0 != "event" }.sorted().compactMap { key in
+                value(key).map { "\(key)=\($0)" }
+            }
+            return ([event] + rest).joined(separator: " ")
+        }
+    }
+}

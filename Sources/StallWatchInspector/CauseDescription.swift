@@ -1,0 +1,28 @@
+// CauseDescription: the cause of a stall as the HTML page states it — the threads involved, with their stacks.
+import StallWatch
+
+/// The parts of a report's ``StallReport/Cause`` that name other threads: the blocking thread (a lock's owner)
+/// and a deadlock's cycle, each with its name, state and application frame from the thread snapshot.
+public enum CauseDescription {
+    /// `("Blocking thread", "4243 db-writer (S, futex) in DB.commit() + 40")`, and for a deadlock one row with
+    /// every thread of the cycle; none when the cause names no other thread.
+    public static func rows(_ report: StallReport) -> [(String, String)] {
+        guard let cause = report.cause else { return [] }
+        var rows: [(String, String)] = []
+        if let blocking = cause.blockingThreadId, blocking != report.loop.threadId {
+            rows.append(("Blocking thread", describe(blocking, in: report)))
+        }
+        if let cycle = cause.deadlockedThreadIds, !cycle.isEmpty {
+            rows.append(("Deadlocked threads", cycle.map { describe($0, in: report) }.joined(separator: "; ")))
+        }
+        return rows
+    }
+
+    /// `4243 db-writer (S, futex) in DB.commit() + 40`, or just the id when the snapshot lacks the thread.
+    public static func describe(_ threadID: Int32, in report: StallReport) -> String {
+        guard let thread = report.threads?.first(where: { $0.threadId == threadID }) else { return "\(threadID)" }
+        var text = "\(threadID) \(thread.name) (\(thread.state)" + (thread.syscall.map { ", \($0)" } ?? "") + ")"
+        if let frame = ApplicationFrame(frames: thread.frames) { text += " in \(frame.description)" }
+        return text
+    }
+}

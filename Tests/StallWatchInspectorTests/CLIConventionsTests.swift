@@ -1,0 +1,87 @@
+// The command line's conventions: --version, help TOPIC, CMD --help (golden), short flags, "did you mean",
+// exit code 2 for usage and configuration errors, unknown STALLWATCH_* variables, readable event lines.
+import Foundation
+import StallWatch
+import StallWatchCommands
+import StallWatchInspector
+import Testing
+
+@Suite struct CLIConventionsTests {
+    /// `help-reports-list.txt` for `reports list`.
+    static func goldenName(_ words: [String]) -> String { "help-" + words.joined(separator: "-") + ".txt" }
+
+    @Test(arguments: StallWatchCLI.subcommands.map(\.words) + [["reports"]])
+    func everyCommandsHelpMatchesItsGoldenText(words: [String]) throws {
+        let (code, output) = CapturedConsole.run(words + ["--help"])
+        #expect(code == .ok)
+        #expect(output.standardError == "")
+        try ReportsCLITests().expectGolden(output.standardOutput, Self.goldenName(words))
+        let (topicCode, topic) = CapturedConsole.run(["help"] + words)
+        #expect(topicCode == .ok)
+        #expect(topic.standardOutput == output.standardOutput, "help TOPIC is CMD --help")
+    }
+
+    @Test func everyOptionOfEveryCommandHasADescribedLine() {
+        for command in StallWatchCLI.subcommands {
+            let text = CommandHelp.text(for: command)
+            for option in command.flags.union(command.options) where option != "-o" {
+                let line = text.split(separator: "\n").first { $0.contains(" \(option)") }
+                #expect(
+                    line.map { $0.split(separator: " ", omittingEmptySubsequences: true).count > 2 } == true,
+                    "\(command.words) \(option)")
+            }
+        }
+    }
+
+    @Test func versionIsPrinted() {
+        for flag in ["--version", "-V", "version"] {
+            let (code, output) = CapturedConsole.run([flag])
+            #expect(code == .ok)
+            #expect(output.standardOutput == "stallwatch \(CommandHelp.version)\n")
+        }
+    }
+
+    @Test func mistypedCommandsAndOptionsGetASuggestionAndExit2() {
+        let (code, output) = CapturedConsole.run(["wacth", "--pid", "1"])
+        #expect(code == .usage)
+        #expect(output.standardError.contains("did you mean watch?"))
+        let (listCode, list) = CapturedConsole.run(["reports", "lsit"])
+        #expect(listCode == .usage)
+        #expect(list.standardError.contains("did you mean reports list?"))
+        let (optionCode, option) = CapturedConsole.run(["reports", "list", "--jsno"])
+        #expect(optionCode == .usage)
+        #expect(option.standardError.contains("did you mean --json?"))
+        #expect(Suggestion.closest(to: "xyzzy", in: ["watch", "run", "daemon"]) == nil)
+    }
+
+    @Test func shortFlagsStandForTheirLongOptions() throws {
+        let parsed = try Arguments.parse(
+            ["-p", "42"], flags: [], options: ["--pid"], positionals: 0...0, command: "watch")
+        #expect(parsed.options == ["--pid": "42"])
+        #expect(throws: CommandError.self) {
+            try Arguments.parse(["-p", "42"], flags: [], options: [], positionals: 0...0, command: "reports list")
+        }
+    }
+
+    @Test func aBadConfigurationValueIsAUsageError() {
+        let environment = ["TZ": "UTC", "STALLWATCH_THRESHOLD_MS": "-5"]
+        let (code, output) = CapturedConsole.run(["watch", "-p", "\(getpid())"], environment: environment)
+        #expect(code == .usage)
+        #expect(output.standardError.contains("STALLWATCH_THRESHOLD_MS"))
+    }
+
+    @Test func anUnknownStallWatchVariableIsWarnedAbout() {
+        let environment = ["TZ": "UTC", "STALLWATCH_TRESHOLD_MS": "100"]
+        let (_, output) = CapturedConsole.run(["reports", "list", "/nonexistent"], environment: environment)
+        #expect(
+            output.standardError.contains(
+                "unknown environment variable STALLWATCH_TRESHOLD_MS is ignored (did you mean STALLWATCH_THRESHOLD_MS?)"
+            ))
+        #expect(StallWatchConfiguration.unknownEnvironmentVariables(in: ["STALLWATCH_THRESHOLD_MS": "1"]).isEmpty)
+    }
+
+    @Test func dumbTerminalsAndNoColorGetNoColour() {
+        #expect(Console.standard(environment: ["TERM": "dumb"]).useColor == false)
+        #expect(Console.standard(environment: ["NO_COLOR": "1"]).useColor == false)
+    }
+}

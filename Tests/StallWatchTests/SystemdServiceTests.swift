@@ -1,0 +1,199 @@
+// `stallwatch-demo serve` and `stallwatch daemon` under a NOTIFY_SOCKET listener playing systemd, and the shipped
+// units: READY once serving/watching, readable STATUS, WATCHDOG=1 only while healthy, a watchdog signal that ends
+// a stuck Swift process.
+import Foundation
+import Testing
+
+@testable import StallWatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A child process started with extra environment, stdout piped; always killed on teardown.
+final class NotifiedChild {
+    let process = Process()
+    private let output = Pipe()
+
+    init(_ path: String, _ arguments: [String], environment extra: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in extra { environment[key] = value }
+        process.environment = environment
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        try process.run()
+    }
+
+    deinit { stop() }
+
+    /// The first line of standard output (blocking until it is written or the process closes it).
+    func firstLine() -> String {
+        var line = Data()
+        let reader = output.fileHandleForReading
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        return String(decoding: line.split(separator: UInt8(ascii: "\n")).first ?? Data(), as: UTF8.self)
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+@Suite(.serialized) struct SystemdServiceTests {
+    static func pings(_ messages: [DatagramListener.Message]) -> [UInt64] {
+        messages.filter { $0.text == "WATCHDOG=1" }.map(\.receivedNanos)
+    }
+
+    static func firstTime(_ messages: [DatagramListener.Message], containing text: String) -> UInt64? {
+        messages.first { $0.text.contains(text) }?.receivedNanos
+    }
+
+    /// Sends `POST path` to 127.0.0.1:port and leaves the connection open (the answer comes after the stall).
+    static func post(port: Int, path: String) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0)
+        let request = Array("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8)
+        try #require(write(fd, request, request.count) == request.count)
+        return fd
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func serveIsReadyOncePingsWhileHealthyStopsDuringAStallAndResumes() throws {
+        let directory = Fixtures.temporaryDirectory("sd-serve")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let listener = try DatagramListener(address: directory + "/notify.sock")
+        listener.startCollecting()
+        defer { listener.stopCollecting() }
+        let serve = try NotifiedChild(
+            Fixtures.executable("stallwatch-demo"),
+            ["serve", "--port", "0", "--threshold-ms", "150", "--sessions", "100", "--report-dir", directory],
+            environment: ["NOTIFY_SOCKET": directory + "/notify.sock", "WATCHDOG_USEC": "200000"])
+        defer { serve.stop() }
+        let listening = try #require(
+            try JSONSerialization.jsonObject(with: Data(serve.firstLine().utf8)) as? [String: Any])
+        let port = try #require(listening["port"] as? Int)
+
+        #expect(
+            listener.wait(timeout: .seconds(20)) { $0.contains { $0.text.hasPrefix("READY=1\nSTATUS=serving on") } })
+        #expect(listener.wait(timeout: .seconds(20)) { Self.pings($0).count >= 3 }, "pings every 100 ms")
+
+        let connection = try Self.post(port: port, path: "/stall/sort?ms=1200")
+        defer { close(connection) }
+        #expect(listener.wait(timeout: .seconds(20)) { Self.firstTime($0, containing: "STATUS=serving; last") != nil })
+        let messages = listener.messages
+        let began = try #require(Self.firstTime(messages, containing: "STATUS=loop stalled"))
+        let ended = try #require(Self.firstTime(messages, containing: "STATUS=serving; last stall"))
+        #expect(ended > began + 500_000_000, "the stall lasted about a second")
+        #expect(listener.wait(timeout: .seconds(20)) { Self.pings($0).filter { $0 > ended }.count >= 2 }, "resumed")
+        // A ping sent just before the threshold was crossed may be read a little after the stall's STATUS.
+        let during = Self.pings(listener.messages).filter { $0 > began + 30_000_000 && $0 < ended }
+        #expect(during.isEmpty, "\(during.count) WATCHDOG=1 while the loop was stalled")
+        #expect(Self.pings(listener.messages).filter { $0 < began }.count >= 3)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theDaemonIsReadyAfterItsFirstScanAndItsStatusFollowsAWatchedStall() throws {
+        let directory = Fixtures.temporaryDirectory("sd-daemon")
+        let shm = Fixtures.temporaryDirectory("sd-daemon-shm")
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: shm)
+        }
+        let listener = try DatagramListener(address: directory + "/notify.sock")
+        listener.startCollecting()
+        defer { listener.stopCollecting() }
+        let daemon = try NotifiedChild(
+            Fixtures.executable("stallwatch"),
+            ["daemon", "--heartbeat-dir", shm, "--report-dir", directory + "/reports", "--scan-ms", "100"],
+            environment: ["NOTIFY_SOCKET": directory + "/notify.sock", "WATCHDOG_USEC": "300000"])
+        defer { daemon.stop() }
+        #expect(
+            listener.wait(timeout: .seconds(20)) {
+                $0.contains { $0.text == "READY=1\nSTATUS=watching 0 processes in \(shm); 0 stalls reported" }
+            })
+        #expect(listener.wait(timeout: .seconds(20)) { Self.pings($0).count >= 3 }, "pings every 150 ms")
+
+        let demo = try NotifiedChild(
+            Fixtures.executable("stallwatch-demo"),
+            [
+                "stall", "--kind", "sleep", "--duration-ms", "900", "--threshold-ms", "200", "--delay-ms", "1200",
+                "--no-watchdog", "--report-dir", directory + "/demo",
+            ], environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": shm])
+        defer { demo.stop() }
+        let pid = demo.process.processIdentifier
+        #expect(
+            listener.wait(timeout: .seconds(20)) { Self.firstTime($0, containing: "stalled now: pid \(pid)") != nil })
+        #expect(listener.wait(timeout: .seconds(20)) { Self.firstTime($0, containing: "; 1 stall reported") != nil })
+        let stalledAt = try #require(Self.firstTime(listener.messages, containing: "stalled now"))
+        let endedAt = try #require(Self.firstTime(listener.messages, containing: "; 1 stall reported"))
+        // The daemon's health is its own scan loop: a watched process's stall is reported, not a reason for
+        // systemd to restart the daemon.
+        let during = Self.pings(listener.messages).filter { $0 > stalledAt && $0 < endedAt }
+        #expect(!during.isEmpty || endedAt - stalledAt < 300_000_000, "the daemon kept pinging while healthy")
+    }
+
+    /// `WatchdogSignal=` of a shipped unit, as a signal number.
+    static func watchdogSignal(unit: String) throws -> Int32 {
+        let text = try String(contentsOfFile: Fixtures.packageRoot.path + "/Config/systemd/\(unit)", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("WatchdogSignal=") })
+        let names: [String: Int32] = ["SIGKILL": SIGKILL, "SIGTERM": SIGTERM, "SIGABRT": SIGABRT]
+        return try #require(names[String(line.dropFirst("WatchdogSignal=".count))])
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["myservice.service", "stallwatch-daemon.service"])
+    func theUnitsWatchdogSignalEndsAStuckSwiftProcess(unit: String) throws {
+        let signal = try Self.watchdogSignal(unit: unit)
+        let stuck = try NotifiedChild(
+            Fixtures.executable("stallwatch-demo"),
+            ["stall", "--kind", "cpu", "--duration-ms", "30000", "--delay-ms", "0", "--no-watchdog", "--no-heartbeat"],
+            environment: [:])
+        defer { stuck.stop() }
+        // Busy on its loop: its CPU time grows.
+        let pid = stuck.process.processIdentifier
+        func cpuTicks() -> Int {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+            return fields.count > 12 ? Int(fields[11]) ?? 0 : 0
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while cpuTicks() < 20 && ContinuousClock.now < deadline { usleep(20_000) }
+        #expect(cpuTicks() >= 20, "the demo is stuck on the CPU")
+        kill(pid, signal)
+        let exitDeadline = ContinuousClock.now + .seconds(10)
+        while stuck.process.isRunning && ContinuousClock.now < exitDeadline { usleep(10_000) }
+        #expect(!stuck.process.isRunning, "signal \(signal) ended the stuck process")
+    }
+
+    @Test(arguments: ["myservice.service", "stallwatch-daemon.service"])
+    func theShippedUnitsPassSystemdsVerifier(unit: String) throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") else { return }
+        let directory = Fixtures.temporaryDirectory("sd-verify")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let text = try String(contentsOfFile: Fixtures.packageRoot.path + "/Config/systemd/\(unit)", encoding: .utf8)
+        // The binaries are not installed here: point ExecStart at a real executable, keep everything else.
+        let local = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("ExecStart=") ? "ExecStart=/bin/true" : String(line)
+        }
+        try local.joined(separator: "\n").write(toFile: directory + "/\(unit)", atomically: true, encoding: .utf8)
+        let result = try Fixtures.run("/usr/bin/systemd-analyze", ["verify", directory + "/\(unit)"])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(!(result.stdout + result.stderr).contains(unit), "\(result.stdout)\(result.stderr)")
+    }
+}
