@@ -65,6 +65,10 @@ public struct StallReport: Codable, Sendable, Equatable {
     public var occurrences: Int?
     public var firstSeen: Date?
     public var lastSeen: Date?
+    /// The Swift task of a stall on the Concurrency pool.
+    public var task: TaskDescription?
+    /// The pool's workers, for a stall whose cause is `saturated`.
+    public var pool: PoolDescription?
 
     public init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -100,7 +104,7 @@ extension StallReport {
     enum CodingKeys: String, CodingKey {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
-        case occurrences, firstSeen, lastSeen
+        case occurrences, firstSeen, lastSeen, task, pool
     }
 
     public init(from decoder: any Decoder) throws {
@@ -126,6 +130,8 @@ extension StallReport {
         occurrences = try c.decodeIfPresent(Int.self, forKey: .occurrences)
         firstSeen = try c.decodeIfPresent(Date.self, forKey: .firstSeen)
         lastSeen = try c.decodeIfPresent(Date.self, forKey: .lastSeen)
+        task = try c.decodeIfPresent(TaskDescription.self, forKey: .task)
+        pool = try c.decodeIfPresent(PoolDescription.self, forKey: .pool)
         if listing {
             var list = try c.nestedUnkeyedContainer(forKey: .samples)
             var kept: [Sample] = []
@@ -308,7 +314,7 @@ extension StallReport {
     /// The verdict on what held the loop.
     public struct Cause: Codable, Sendable, Equatable {
         public enum Kind: String, Codable, Sendable, CaseIterable {
-            case cpu, lock, io, sleep, deadlock, unknown
+            case cpu, lock, io, sleep, deadlock, unknown, saturated
         }
 
         public var kind: Kind

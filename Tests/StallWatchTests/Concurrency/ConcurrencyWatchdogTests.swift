@@ -1,0 +1,166 @@
+import CStallWatchConcurrency
+// The pool watchdog in this process: each way of blocking a pool worker is one report, with the task named.
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+@Suite(.serialized) struct ConcurrencyWatchdogTests {
+    static let thresholdMs = 100
+    static let sampleIntervalMs = 20
+    static let blockMs = 300
+
+    func configuration(directory: String) -> StallWatchConfiguration {
+        var config = StallWatchConfiguration()
+        config.thresholdMs = Self.thresholdMs
+        config.sampleIntervalMs = Self.sampleIntervalMs
+        config.reportDirectory = directory
+        config.dedupWindowMs = 0
+        config.heartbeat = false
+        config.maxThreads = 0
+        return config
+    }
+
+    /// Final reports of the pool watchdog, as they arrive.
+    final class UtilityReports: Sendable {
+        let reports = Mutex<[StallReport]>([])
+
+        func observe(_ event: StallEvent) {
+            guard case .ended(let report) = event else { return }
+            reports.withLock { $0.append(report) }
+        }
+
+        var all: [StallReport] { reports.withLock { $0 } }
+
+        /// Waits without blocking a pool worker (the test runs on the pool too) until `enough` holds, at most 10 s,
+        /// then a further 300 ms for a report that should not come.
+        func settle(until enough: ([StallReport]) -> Bool) async {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !enough(all), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+            try? await Task.sleep(for: .milliseconds(300))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: PoolBlockingShapes.Shape.allCases)
+    func blockedWorkerIsOneReportNamingTheTaskWithTheJobsDuration(shape: PoolBlockingShapes.Shape) async throws {
+        let directory = Fixtures.temporaryDirectory("pool-\(shape.rawValue)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let seen = UtilityReports()
+        try ConcurrencyWatchdog.enable(configuration: configuration(directory: directory)) { seen.observe($0) }
+        defer { ConcurrencyWatchdog.disable() }
+
+        await PoolBlockingShapes.run(shape, milliseconds: Self.blockMs)
+        let tid = PoolBlockingShapes.blockedThread.withLock { $0 }
+        let ours = { (reports: [StallReport]) in reports.filter { $0.loop.threadId == tid && $0.pool == nil } }
+        await seen.settle { !ours($0).isEmpty }
+        let reports = ours(seen.all)
+        try #require(reports.count == 1, "\(shape): \(reports.map(\.id))")
+        let report = reports[0]
+        #expect(report.detection.source == "concurrency-pool")
+        #expect(report.detection.latencyMs <= 10, "\(shape): detected \(report.detection.latencyMs) ms late")
+        let task = try #require(report.task)
+        #expect(task.id != 0)
+        // The job's priority: the task's own (`low`) when it starts, the resumer's when it is resumed.
+        #expect(["low", "medium"].contains(task.priorityName))
+        #expect(abs(report.durationMs - Double(Self.blockMs)) <= Double(Self.sampleIntervalMs), "\(report.durationMs)")
+        #expect(report.status == .ended)
+        #expect(report.loop.threadId != 0)
+        let expected: StallReport.Cause.Kind = shape == .cpu ? .cpu : .sleep
+        #expect(report.cause?.kind == expected, "\(shape): \(String(describing: report.cause))")
+        #expect(report.samples.count >= 2)
+        try Fixtures.expectReportsValidate(in: directory)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPoolWithEveryWorkerStuckWhileJobsWaitIsOneSaturatedReportListingEachWorker() async throws {
+        let directory = Fixtures.temporaryDirectory("pool-saturated")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let seen = UtilityReports()
+        try ConcurrencyWatchdog.enable(configuration: configuration(directory: directory)) { seen.observe($0) }
+        defer { ConcurrencyWatchdog.disable() }
+        let width = ProcessInfo.processInfo.activeProcessorCount
+
+        let blocked = (0..<width).map { _ in
+            Task.detached(priority: .utility) { PoolBlockingShapes.blockInUsleep(milliseconds: 600) }
+        }
+        // Queued behind them at the same priority: the job that waits.
+        let waiting = Task.detached(priority: .utility) { 1 }
+        for task in blocked { await task.value }
+        #expect(await waiting.value == 1)
+
+        await seen.settle { $0.contains { $0.pool != nil } }
+        let saturated = seen.all.filter { $0.pool != nil }
+        try #require(saturated.count == 1, "\(saturated.map(\.id))")
+        let pool = try #require(saturated[0].pool)
+        #expect(saturated[0].cause?.kind == .saturated)
+        #expect(pool.workers.count == width)
+        #expect(Set(pool.workers.map(\.threadId)).count == width)
+        #expect(pool.waitingJobs >= 1)
+        try Fixtures.expectReportsValidate(in: directory)
+        #expect(pool.workers.allSatisfy { $0.task.priorityName == "low" && $0.runningMs >= Double(Self.thresholdMs) })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func poolStatisticsCountJobsAndTheirDurations() async throws {
+        let directory = Fixtures.temporaryDirectory("pool-stats")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try ConcurrencyWatchdog.enable(configuration: configuration(directory: directory))
+        defer { ConcurrencyWatchdog.disable() }
+        let before = ConcurrencyWatchdog.statistics
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<1000 { group.addTask {} }
+        }
+        let after = ConcurrencyWatchdog.statistics
+        #expect(after.jobsStarted - before.jobsStarted >= 1000)
+        #expect(after.durationCounts.reduce(0, +) - before.durationCounts.reduce(0, +) >= 1000)
+        #expect(after.delayCounts.count == PoolStatistics.bucketBounds.count + 1)
+    }
+}
+
+// Enabling and disabling, in the same serialized suite: the pool watchdog is one per process.
+extension ConcurrencyWatchdogTests {
+    static func poolThreads() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { tid in
+            (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.hasPrefix("stallwatch-pool")
+                == true
+        }.count
+    }
+
+    static func openDescriptors() -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func enablingAndDisabling1000TimesLeavesNoThreadNoHookAndNoDescriptor() async throws {
+        let directory = Fixtures.temporaryDirectory("pool-cycles")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var config = StallWatchConfiguration()
+        config.reportDirectory = directory
+        config.heartbeat = false
+        try ConcurrencyWatchdog.enable(configuration: config)  // the first enable sets up the queues once
+        ConcurrencyWatchdog.disable()
+        let descriptors = Self.openDescriptors()
+        for cycle in 0..<1000 {
+            try ConcurrencyWatchdog.enable(configuration: config)
+            if cycle % 100 == 0 {
+                await withTaskGroup(of: Void.self) { group in
+                    for _ in 0..<10 { group.addTask {} }
+                }
+            }
+            ConcurrencyWatchdog.disable()
+        }
+        #expect(!ConcurrencyWatchdog.isEnabled)
+        #expect(!ConcurrencyWatchdog.hookInstalled)
+        #expect(Self.poolThreads() == 0)
+        // Other suites open and close descriptors meanwhile: allow a few, not one per cycle.
+        #expect(Self.openDescriptors() <= descriptors + 8, "\(descriptors) → \(Self.openDescriptors())")
+    }
+
+    @Test func anUnknownRuntimeLayoutIsNotOneStallWatchKnows() {
+        #expect(ConcurrencyWatchdog.knownLayoutVersions.contains(Int(sw_pool_runtime_layout_version())))
+        #expect(!ConcurrencyWatchdog.knownLayoutVersions.contains(-1))
+    }
+}
