@@ -9,6 +9,8 @@ enum DemoLoop: String, CaseIterable {
     case stallwatch
     /// `RunLoop.main`, watched through CFRunLoopObservers.
     case foundation
+    /// The Swift Concurrency pool, watched by the ConcurrencyWatchdog (`--kind cpu|sleep|lock|io|saturate`).
+    case concurrency
     /// `dispatchMain()` only, watched by a main-queue ping probe.
     case dispatchMain = "dispatch-main"
 }

@@ -8,7 +8,7 @@ let usage = """
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
-                                 [--loop stallwatch|foundation|dispatch-main] [--probe-interval-ms N]
+                                 [--loop stallwatch|foundation|dispatch-main|concurrency] [--probe-interval-ms N]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
     stalls the loop --repeat times (default 1) for --duration-ms (default 750) inside a function named after the
@@ -64,6 +64,7 @@ struct StallCommand {
     func run() -> Never {
         if loop == .foundation { runOnFoundationRunLoop() }
         if loop == .dispatchMain { runOnDispatchMain() }
+        if loop == .concurrency { runOnConcurrencyPool() }
         let loop = EventLoop(name: "demo")
         let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs

@@ -14,7 +14,8 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
         threshold = UInt64(configuration.thresholdMs) * 1_000_000
         width = Int(sw_pool_width())
         let recorder = StallRecorder(
-            configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(), emit: emit)
+            configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(),
+            emit: PoolCounters.counting(saturation: true, emit))
         follower = StallFollower(
             source: PoolSaturationSource(), recorder: recorder, configuration: configuration.detectorConfiguration,
             watcherName: "pool watchdog")

@@ -37,7 +37,8 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         followers.first?.recorder.warmUp()
         while !isStopping() {
             addFollowers()
-            var deadline: UInt64?
+            // The saturation first: its end is seen by this look, not after the workers' final reports.
+            var deadline = saturation.look(now: sw_monotonic_ns())
             var lookAgain = false
             for index in followers.indices {
                 followers[index].recorder.nextTask = PoolWorkerProgressSource.task(ofSlot: Int32(index))
@@ -49,7 +50,6 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
                     if let next = nextSampleAt { deadline = min(deadline ?? next, next) }
                 }
             }
-            if let next = saturation.look(now: sw_monotonic_ns()) { deadline = min(deadline ?? next, next) }
             if lookAgain {
                 timedOut = false
                 continue
@@ -78,7 +78,8 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         let count = max(minimum, Int(sw_pool_slot_count()))
         while followers.count < count {
             let recorder = StallRecorder(
-                configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(), emit: emit)
+                configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(),
+                emit: PoolCounters.counting(saturation: false, emit))
             followers.append(
                 StallFollower(
                     source: PoolWorkerProgressSource(slot: Int32(followers.count)), recorder: recorder,
