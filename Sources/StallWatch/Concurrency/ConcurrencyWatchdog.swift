@@ -1,5 +1,6 @@
 // ConcurrencyWatchdog: the one-line switch that times every Swift Concurrency job and reports stuck workers.
 import CStallWatchConcurrency
+import Dispatch
 import Synchronization
 
 /// Watches the Swift Concurrency global executor's pool: every job is timed, and a job that runs past the
@@ -62,7 +63,11 @@ public enum ConcurrencyWatchdog {
             let watcher = PoolWatcher(configuration: configuration, emit: onEvent) {
                 stop.value.load(ordering: .acquiring)
             }
-            let thread = try NamedThread(name: "stallwatch-pool") { watcher.run() }
+            // Jobs are routed only once the watcher can follow them: a first stall during its set-up (symbol
+            // tables, tens to hundreds of ms) would otherwise go unseen.
+            let ready = DispatchSemaphore(value: 0)
+            let thread = try NamedThread(name: "stallwatch-pool") { watcher.run { ready.signal() } }
+            ready.wait()
             guard sw_pool_enable() == 0 else {
                 stop.value.store(true, ordering: .releasing)
                 sw_pool_wake()

@@ -29,12 +29,14 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         saturation = PoolSaturationWatcher(configuration: configuration, emit: emit)
     }
 
-    func run() {
+    /// Follows the workers until stopped; `ready` is called once the recorders are set up, before the first look.
+    func run(ready: () -> Void = {}) {
         let threshold = UInt64(configuration.thresholdMs) * 1_000_000
         var timedOut = true
         // Recorders for the workers to come are set up now, not when their first job is already stuck.
         addFollowers(atLeast: Int(sw_pool_width()) + 2)
         followers.first?.recorder.warmUp()
+        ready()
         while !isStopping() {
             addFollowers()
             // The saturation first: its end is seen by this look, not after the workers' final reports.
