@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures what each StallWatch stage costs (DESIGN §11) and prints the tables side by side.
-# Usage: scripts/bench.sh [all|loop|capture|sidecar|inspect]   (release build; figures drift ±40% run to run on a shared VM)
+# Usage: scripts/bench.sh [all|loop|capture|sidecar|inspect|pool]   (release build; figures drift ±40% run to run on a shared VM)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

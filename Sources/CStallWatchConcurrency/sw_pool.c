@@ -26,6 +26,7 @@ typedef SWIFTCC void (*sw_enqueue_hook)(sw_job *job, sw_enqueue_original origina
 extern sw_enqueue_hook swift_task_enqueueGlobal_hook;
 extern SWIFTCC void swift_job_run(sw_job *job, const void *identity, uintptr_t implementation);
 extern SWIFTCC uint64_t swift_task_getJobTaskId(sw_job *job);
+extern SWIFTCC sw_job *swift_task_getCurrent(void);
 extern const uint32_t _swift_concurrency_debug_internal_layout_version __attribute__((weak));
 
 // libdispatch, as the runtime's own Linux executor uses it (dispatch_queue_set_width is exported, not public).
@@ -211,6 +212,11 @@ static SWIFTCC void hook(sw_job *job, sw_enqueue_original original) {
     } else {
         route(job);
     }
+}
+
+uint64_t sw_pool_current_task_id(void) {
+    sw_job *task = swift_task_getCurrent();  // a task is a job: its id is read the same way
+    return task ? swift_task_getJobTaskId(task) : 0;
 }
 
 int sw_pool_runtime_layout_version(void) {

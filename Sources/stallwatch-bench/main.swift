@@ -2,7 +2,7 @@
 import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
-let known = ["all", "loop", "capture", "sidecar", "inspect"]
+let known = ["all", "loop", "capture", "sidecar", "inspect", "pool"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -20,6 +20,10 @@ if which == "all" || which == "capture" {
 }
 if which == "all" || which == "sidecar" {
     runSidecarBenchmarks()
+}
+if which == "all" || which == "pool" {
+    Table.header("Concurrency pool")
+    ConcurrencyBenchmarks.jobTimingCost()
 }
 if which == "all" || which == "inspect" {
     runInspectorBenchmarks()

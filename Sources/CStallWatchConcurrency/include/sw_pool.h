@@ -78,6 +78,9 @@ void sw_pool_follow(int index, int on);
 /// The pool's width: how many workers run jobs of one priority at once.
 int sw_pool_width(void);
 
+/// The id of the task running on the calling thread (0 outside a task), as a report's `task.id` gives it.
+uint64_t sw_pool_current_task_id(void);
+
 /// Sums the counters and histograms.
 void sw_pool_read_totals(sw_pool_totals *out);
 

@@ -95,6 +95,13 @@ public enum ConcurrencyWatchdog {
     /// True while `swift_task_enqueueGlobal_hook` is StallWatch's (enabled, or left passing jobs through).
     public static var hookInstalled: Bool { sw_pool_hook_is_ours() != 0 }
 
+    /// The id of the task running the caller (nil outside a task): what a report's `task.id` names, for
+    /// logging it next to a request.
+    public static var currentTaskID: UInt64? {
+        let id = sw_pool_current_task_id()
+        return id == 0 ? nil : id
+    }
+
     /// The pool's counters and histograms since the process started.
     public static var statistics: PoolStatistics { PoolStatistics.read() }
 }

