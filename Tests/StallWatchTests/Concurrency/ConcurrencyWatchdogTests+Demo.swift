@@ -26,9 +26,7 @@ extension ConcurrencyWatchdogTests {
     }
 
     @Test(
-        .disabled(
-            "intermittent: now and then the demo child (spawned from the test process) reports nothing in 30 s; "
-                + "never reproduced from a shell"),
+        .disabled("intermittent: the demo child spawned from the test process sometimes reports nothing in 30 s"),
         .timeLimit(.minutes(2)), arguments: 0..<demoKinds.count)
     func aBlockingAsyncFunctionIsOneReportOfItsWorkerWithTheTaskAndTheCause(_ index: Int) throws {
         let (kind, causes) = Self.demoKinds[index]
