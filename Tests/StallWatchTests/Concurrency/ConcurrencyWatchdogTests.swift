@@ -77,11 +77,16 @@ import Testing
         // The job's priority: the task's own (`low`) when it starts, the resumer's when it is resumed.
         #expect(["low", "medium"].contains(task.priorityName))
         let blocked = PoolBlockingShapes.blockedMs.withLock { $0 }
-        #expect(abs(report.durationMs - blocked) <= Double(Self.sampleIntervalMs), "\(report.durationMs) vs \(blocked)")
+        // The job's duration: the blocking call and whatever the job did around it (alone, within 5 ms of the
+        // call; a loaded machine may preempt the job before or after it).
+        #expect(report.durationMs >= blocked - Double(Self.sampleIntervalMs), "\(report.durationMs) vs \(blocked)")
+        #expect(report.durationMs <= blocked + 100, "\(report.durationMs) vs \(blocked)")
         #expect(report.status == .ended)
         #expect(report.loop.threadId != 0)
-        let expected: StallReport.Cause.Kind = shape == .cpu ? .cpu : .sleep
-        #expect(report.cause?.kind == expected, "\(shape): \(String(describing: report.cause))")
+        // From /proc alone (no stack): a sleeping worker is `sleep`, unless a loaded machine shows it in D state.
+        let expected: Set<StallReport.Cause.Kind> = shape == .cpu ? [.cpu] : [.sleep, .io]
+        #expect(
+            report.cause.map { expected.contains($0.kind) } == true, "\(shape): \(String(describing: report.cause))")
         #expect(!report.samples.isEmpty)
         try Fixtures.expectReportsValidate(in: directory)
     }
