@@ -39,7 +39,7 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
             follower.recorder.nextTask = nil
         }
         guard saturated || follower.isFollowing else { return nil }
-        switch follower.look(timedOut: true) {
+        switch follower.look(timedOut: false) {
         case .lookAgain: return now
         case .sourceEnded: return nil
         case .wait(let wait, let nextSampleAt):

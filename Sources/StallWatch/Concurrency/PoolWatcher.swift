@@ -32,7 +32,6 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
     /// Follows the workers until stopped; `ready` is called once the recorders are set up, before the first look.
     func run(ready: () -> Void = {}) {
         let threshold = UInt64(configuration.thresholdMs) * 1_000_000
-        var timedOut = true
         // Recorders for the workers to come are set up now, not when their first job is already stuck.
         addFollowers(atLeast: Int(sw_pool_width()) + 2)
         followers.first?.recorder.warmUp()
@@ -44,7 +43,10 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             var lookAgain = false
             for index in followers.indices {
                 followers[index].recorder.nextTask = PoolWorkerProgressSource.task(ofSlot: Int32(index))
-                switch followers[index].look(timedOut: timedOut) {
+                // Never "timed out" for the late-wake-up guard: one thread serves every worker, so waking late for
+                // one worker is usually this thread writing another's report, not the process going unscheduled
+                // (the worker measures its job's duration itself either way; the suspend guard still applies).
+                switch followers[index].look(timedOut: false) {
                 case .lookAgain: lookAgain = true
                 case .sourceEnded: break
                 case .wait(let wait, let nextSampleAt):
@@ -52,12 +54,9 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
                     if let next = nextSampleAt { deadline = min(deadline ?? next, next) }
                 }
             }
-            if lookAgain {
-                timedOut = false
-                continue
-            }
+            if lookAgain { continue }
             if let deadline {
-                timedOut = sw_pool_sleep_until(deadline) == 1
+                _ = sw_pool_sleep_until(deadline)
                 continue
             }
             // Every worker idle: one threshold of grace, then park until a job starts.
@@ -66,7 +65,6 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             if sw_pool_sleep_until(sw_monotonic_ns() + threshold) == 1, !isStopping() {
                 _ = sw_pool_park(totals.jobs_started)
             }
-            timedOut = false
         }
         for index in followers.indices {
             followers[index].recorder.abandon(

@@ -158,7 +158,7 @@ extension ConcurrencyWatchdogTests {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(4)))
     func enablingAndDisabling1000TimesLeavesNoThreadNoHookAndNoDescriptor() async throws {
         let directory = Fixtures.temporaryDirectory("pool-cycles")
         defer { try? FileManager.default.removeItem(atPath: directory) }
