@@ -121,9 +121,12 @@ import Testing
         let pool = try #require(saturated[0].pool)
         #expect(saturated[0].cause?.kind == .saturated)
         // Every stuck worker is listed: ours (`low`) and any other suite's job stuck on the pool meanwhile.
+        // The pool counts as saturated once `width` workers are stuck; under the whole suite one of them may be
+        // another suite's job, so at least one is ours and every listed worker is a distinct thread.
         let mine = pool.workers.filter { $0.task.priorityName == "low" }
-        #expect(mine.count == width)
-        #expect(Set(mine.map(\.threadId)).count == width)
+        #expect(!mine.isEmpty)
+        #expect(pool.workers.count >= width)
+        #expect(Set(pool.workers.map(\.threadId)).count == pool.workers.count)
         #expect(mine.allSatisfy { $0.runningMs >= Double(Self.thresholdMs) })
     }
 
