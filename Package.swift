@@ -48,6 +48,10 @@ let package = Package(
         .target(name: "CStallWatchSymbols", dependencies: ["CLibdw"], cSettings: cSettings),
         // One-thread ptrace capture (seize, interrupt, registers, one stack read, detach). Links nothing.
         .target(name: "CStallWatchPtrace", cSettings: cSettings),
+        // Timing every Swift Concurrency job: the global enqueue hook, per-worker slots, the pool watchdog's wait.
+        .target(
+            name: "CStallWatchConcurrency", cSettings: cSettings,
+            linkerSettings: [.linkedLibrary("dispatch"), .linkedLibrary("swift_Concurrency")]),
         // Test and benchmark fixtures (known call chains, a thread parked in the loader lock); in no product.
         .target(
             name: "CStallWatchFixtures", dependencies: ["CLibunwind"], cSettings: cSettings,
@@ -58,6 +62,7 @@ let package = Package(
             name: "StallWatch",
             dependencies: [
                 "CStallWatchCore", "CStallWatchSignal", "CStallWatchUnwind", "CStallWatchSymbols", "CStallWatchPtrace",
+                "CStallWatchConcurrency",
             ]),
         // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop and
         // the child process `run` starts.
@@ -82,6 +87,7 @@ let package = Package(
             name: "StallWatchTests",
             dependencies: [
                 "StallWatch", "CStallWatchCore", "CStallWatchSignal", "CStallWatchSymbols", "CStallWatchFixtures",
+                "CStallWatchConcurrency",
             ]),
         .testTarget(
             name: "StallWatchSidecarTests",

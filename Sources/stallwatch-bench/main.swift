@@ -3,7 +3,7 @@ import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
 if which == "clock-spinner" { ClockSpinner.run() }  // the target of the pause benchmark
-let known = ["all", "loop", "capture", "sidecar", "pause", "inspect"]
+let known = ["all", "loop", "capture", "sidecar", "pause", "inspect", "pool"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -24,6 +24,10 @@ if which == "all" || which == "sidecar" {
 }
 if which == "all" || which == "sidecar" || which == "pause" {
     runTargetPauseBenchmarks()
+}
+if which == "all" || which == "pool" {
+    Table.header("Concurrency pool")
+    ConcurrencyBenchmarks.jobTimingCost()
 }
 if which == "all" || which == "inspect" {
     runInspectorBenchmarks()

@@ -11,6 +11,8 @@ enum DemoLoop: String, CaseIterable {
     case foundation
     /// `dispatchMain()` only, watched by a main-queue ping probe.
     case dispatchMain = "dispatch-main"
+    /// The Swift Concurrency pool, watched by the ConcurrencyWatchdog (`--kind cpu|sleep|lock|io|saturate`).
+    case concurrency
 }
 
 /// Lets the event handler reach the watchdog it was given to.

@@ -10,6 +10,8 @@ import Synchronization
 /// The stall kinds `stallwatch-demo stall --kind` can inject.
 enum StallKind: String, CaseIterable {
     case cpu, sleep, lock, io, deadlock, contention, reentrant, wait
+    /// Every Concurrency pool worker at once (`--loop concurrency`); on a single loop the same as `sleep`.
+    case saturate
 }
 
 /// Functions that stall the calling thread (the loop) for about `durationMs`.
@@ -24,6 +26,7 @@ enum Stalls {
         case .contention: stallOnContendedLock(durationMs: durationMs)
         case .reentrant: stallOnReentrantLock(durationMs: durationMs)
         case .wait: stallInWait(durationMs: durationMs)
+        case .saturate: stallInSleep(durationMs: durationMs)
         }
     }
 

@@ -8,7 +8,7 @@ let usage = """
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
-                                 [--loop stallwatch|foundation|dispatch-main] [--probe-interval-ms N]
+                                 [--loop stallwatch|foundation|dispatch-main|concurrency] [--probe-interval-ms N]
                                  [--sampling-signal default|ignore|handler] [--block-signals]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
@@ -71,6 +71,7 @@ struct StallCommand {
     func run() -> Never {
         if loop == .foundation { runOnFoundationRunLoop() }
         if loop == .dispatchMain { runOnDispatchMain() }
+        if loop == .concurrency { runOnConcurrencyPool() }
         let loop = EventLoop(name: "demo")
         let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs

@@ -198,6 +198,7 @@ public final class StallMetrics: Sendable {
         out.family("stallwatch_report_failures_total", "counter", "Stall reports that could not be written.")
         out.sample("stallwatch_report_failures_total", [:], c.reportFailures)
         appendLoops(watched, to: &out)
+        appendPool(to: &out)
         return out.text
     }
 

@@ -58,6 +58,12 @@ struct EvidenceCollector {
         self.evidence?.threads = threads
     }
 
+    /// The Concurrency sections of the followed stall's report.
+    mutating func attach(task: StallReport.TaskDescription?, pool: StallReport.PoolDescription?) {
+        evidence?.task = task
+        evidence?.pool = pool
+    }
+
     /// Stretches the sampling interval by `scale` from `now` on, with a note saying why.
     mutating func slowDown(by scale: UInt64, now: UInt64) {
         guard scale > 1, var evidence else { return }

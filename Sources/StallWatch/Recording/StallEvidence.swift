@@ -47,6 +47,9 @@ struct StallEvidence: Sendable {
     var captureErrors: [String] = []
     /// Problems met when the watching was set up, repeated in every report.
     var setupErrors: [String] = []
+    /// The Concurrency pool's sections, for a stall of a pool worker or of the whole pool.
+    var task: StallReport.TaskDescription?
+    var pool: StallReport.PoolDescription?
 
     init(
         stall: StallDetector.Stall, threadID: Int32?, reportID: String, wallAtBegin: UInt64, monoAtBegin: UInt64,

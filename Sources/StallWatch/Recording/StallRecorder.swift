@@ -63,6 +63,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     }
 
     package var isFollowing: Bool { collector.evidence != nil }
+    /// The `task` and `pool` sections the next stall's report carries (set by the pool watchdog before it begins).
+    var nextTask: StallReport.TaskDescription?
+    var nextPool: StallReport.PoolDescription?
 
     /// Pays the symbolicator's set-up (mappings, libdwfl session, symbol tables of the images) when the watchdog
     /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
@@ -82,6 +85,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ) {
         let reportID = Self.makeID(wallNanos: sw_realtime_ns())
         collector.begin(stall, thread: thread, annotations: annotations, reportID: reportID, now: now)
+        collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often.
         let first = evidence.samples.first?.addresses ?? []

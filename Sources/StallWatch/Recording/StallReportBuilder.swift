@@ -111,6 +111,16 @@ struct StallReportBuilder {
         report.occurrences = 1
         report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
         if final { report.context = evidence.context }
+        report.task = evidence.task
+        if let pool = evidence.pool {
+            report.pool = pool
+            report.cause = .init(
+                kind: .saturated,
+                evidence: [
+                    "all \(pool.workers.count) workers of the Concurrency pool ran one job each past the threshold "
+                        + "while \(pool.waitingJobs) jobs waited"
+                ])
+        }
         return report
     }
 

@@ -38,6 +38,8 @@ enum ReportDocumentV2 {
         var lastSeen: Date?
         var maxDurationMs: Double?
         var totalDurationMs: Double?
+        var task: StallReport.TaskDescription?
+        var pool: StallReport.PoolDescription?
         /// Every sample's `offsetMs`, in order (so listings keep the sample count and times).
         var sampleOffsetsMs: [Double]
         /// The one frame ``ApplicationFrame`` names the stall after, inline.
@@ -159,8 +161,8 @@ extension ReportDocumentV2 {
             process: report.process, loop: report.loop, signature: report.signature, capture: report.capture,
             notes: report.notes, annotations: report.annotations, cause: report.cause, context: report.context,
             occurrences: report.occurrences, firstSeen: report.firstSeen, lastSeen: report.lastSeen,
-            maxDurationMs: report.maxDurationMs, totalDurationMs: report.totalDurationMs,
-            sampleOffsetsMs: report.samples.map(\.offsetMs), topFrame: topFrame(of: report))
+            maxDurationMs: report.maxDurationMs, totalDurationMs: report.totalDurationMs, task: report.task,
+            pool: report.pool, sampleOffsetsMs: report.samples.map(\.offsetMs), topFrame: topFrame(of: report))
     }
 
     /// The frame that, alone, names the stall as the whole stack does (see ``ApplicationFrame``).

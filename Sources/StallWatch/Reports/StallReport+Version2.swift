@@ -95,6 +95,8 @@ extension StallReport {
         lastSeen = head.lastSeen
         maxDurationMs = head.maxDurationMs
         totalDurationMs = head.totalDurationMs
+        task = head.task
+        pool = head.pool
         let body = try ReportDocumentV2.Body(from: decoder)
         func frames(_ indices: [Int], at path: String) throws -> [StackFrame] {
             try indices.map { index in

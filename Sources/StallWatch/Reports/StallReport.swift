@@ -71,6 +71,10 @@ public struct StallReport: Codable, Sendable, Equatable {
     /// (`durationMs` stays this report's own stall).
     public var maxDurationMs: Double?
     public var totalDurationMs: Double?
+    /// The Swift task of a stall on the Concurrency pool.
+    public var task: TaskDescription?
+    /// The pool's workers, for a stall whose cause is `saturated`.
+    public var pool: PoolDescription?
 
     public init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -106,7 +110,7 @@ extension StallReport {
     enum CodingKeys: String, CodingKey {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
-        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs
+        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool
     }
 
     public init(from decoder: any Decoder) throws {
@@ -139,6 +143,8 @@ extension StallReport {
         lastSeen = try c.decodeIfPresent(Date.self, forKey: .lastSeen)
         maxDurationMs = try c.decodeIfPresent(Double.self, forKey: .maxDurationMs)
         totalDurationMs = try c.decodeIfPresent(Double.self, forKey: .totalDurationMs)
+        task = try c.decodeIfPresent(TaskDescription.self, forKey: .task)
+        pool = try c.decodeIfPresent(PoolDescription.self, forKey: .pool)
         if listing {
             var list = try c.nestedUnkeyedContainer(forKey: .samples)
             var kept: [Sample] = []
@@ -322,7 +328,7 @@ extension StallReport {
     /// The verdict on what held the loop.
     public struct Cause: Codable, Sendable, Equatable {
         public enum Kind: String, Codable, Sendable, CaseIterable {
-            case cpu, lock, io, sleep, deadlock, unknown
+            case cpu, lock, io, sleep, deadlock, unknown, saturated
         }
 
         public var kind: Kind

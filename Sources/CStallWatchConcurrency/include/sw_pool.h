@@ -1,0 +1,99 @@
+// sw_pool: times every job of the Swift Concurrency global executor, in per-worker slots, for a pool watchdog.
+#ifndef SW_POOL_H
+#define SW_POOL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Nothing here runs in a signal handler and nothing here is async-signal-safe: the hook and the job trampoline
+// run on the threads that enqueue and run jobs; the rest on the watchdog's thread. The per-job path allocates
+// nothing and takes no lock (atomic stores to the worker's own slot; one futex wake on the pool's idle → busy
+// edge, only while the watchdog is parked).
+//
+// Layout this relies on (Swift 6.3.1 runtime, `_swift_concurrency_debug_internal_layout_version` 1..2 — checked
+// by sw_pool_runtime_layout_version() before enabling): a job starts with a heap header (metadata, refcount),
+// then `void *schedulerPrivate[2]` (free for the executor that took the job), then 32-bit flags whose bits 8–15
+// are the priority — as declared by the toolchain's `usr/include/swift/ExecutorImpl.h`. The global enqueue hook
+// and `swift_job_run` use the Swift calling convention; an executor reference is two words.
+
+/// Most pool workers that get a slot of their own; a worker beyond that runs its jobs untimed.
+#define SW_POOL_MAX_SLOTS 64
+/// Buckets of the job-duration and enqueue-to-start histograms: upper bounds of 0.1, 1, 10, 100 ms, 1 s, 10 s,
+/// and one bucket above.
+#define SW_POOL_HISTOGRAM_BUCKETS 7
+
+/// What one slot says about the job its worker runs now.
+typedef struct {
+    int32_t thread_id;       ///< 0: the slot is free.
+    uint32_t busy;           ///< 1 while a job runs.
+    uint64_t sequence;       ///< jobs started on this worker (moves with every job).
+    uint64_t start_ns;       ///< CLOCK_MONOTONIC_COARSE when the job started.
+    uint64_t stall_end_ns;   ///< CLOCK_MONOTONIC at the end of a followed job, else 0.
+    uint64_t task_id;        ///< the job's task id (0 for a job that is no task).
+    uint32_t priority;       ///< the job's priority (Swift's JobPriority raw value).
+    uint64_t queued_ns;      ///< how long the job waited between enqueue and start.
+} sw_pool_slot_view;
+
+/// Counters and histograms summed over every slot that ever existed.
+typedef struct {
+    uint64_t jobs_enqueued;
+    uint64_t jobs_started;
+    uint64_t jobs_untimed;   ///< ran without a slot (more than SW_POOL_MAX_SLOTS workers).
+    uint64_t duration_buckets[SW_POOL_HISTOGRAM_BUCKETS];
+    uint64_t duration_sum_ns;
+    uint64_t delay_buckets[SW_POOL_HISTOGRAM_BUCKETS];
+    uint64_t delay_sum_ns;
+} sw_pool_totals;
+
+/// The runtime's internal layout version, or -1 when the Concurrency runtime does not export it.
+int sw_pool_runtime_layout_version(void);
+
+/// Installs the global enqueue hook (chaining to one installed before) and starts timing jobs. Returns 0, or
+/// -1 when the runtime's hook is not available. Call with the caller's own serialisation (not thread-safe
+/// against sw_pool_disable).
+int sw_pool_enable(void);
+
+/// Stops timing: restores the previous hook when ours is still the installed one (returns 0), otherwise leaves
+/// ours in place passing every job straight on (returns 1). Jobs already routed keep running normally.
+int sw_pool_disable(void);
+
+/// True while the hook is installed and timing.
+int sw_pool_is_enabled(void);
+
+/// True when swift_task_enqueueGlobal_hook is ours (enabled, or left passing through).
+int sw_pool_hook_is_ours(void);
+
+/// The number of worker slots ever handed out (an upper bound for sw_pool_slot).
+int sw_pool_slot_count(void);
+
+/// Copies slot `index` (coherent: retried while the worker changes it). Returns 0, or -1 for a bad index.
+int sw_pool_slot(int index, sw_pool_slot_view *out);
+
+/// Asks the worker of slot `index` to record the precise end of its current job (stall_end_ns), or stops it.
+void sw_pool_follow(int index, int on);
+
+/// The pool's width: how many workers run jobs of one priority at once.
+int sw_pool_width(void);
+
+/// The id of the task running on the calling thread (0 outside a task), as a report's `task.id` gives it.
+uint64_t sw_pool_current_task_id(void);
+
+/// Sums the counters and histograms.
+void sw_pool_read_totals(sw_pool_totals *out);
+
+/// The watchdog's wait. Parks until a job starts when no job started since `jobs_started` was read (returns
+/// 1 if it parked), otherwise returns 0 at once. sw_pool_wake() ends a park.
+int sw_pool_park(uint64_t jobs_started);
+/// Sleeps until `deadline_ns` (CLOCK_MONOTONIC) or sw_pool_wake(). Returns 1 on timeout.
+int sw_pool_sleep_until(uint64_t deadline_ns);
+/// Wakes the watchdog's wait.
+void sw_pool_wake(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,299 @@
+// The global enqueue hook, the job trampoline and the per-worker slots that time every Concurrency job.
+#include "sw_pool.h"
+
+#if defined(__linux__)
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#define SWIFTCC __attribute__((swiftcall))
+
+// The job header of ExecutorImpl.h (Swift 6.3.1): declared here because the toolchain's headers are not on the
+// package's search path.
+typedef struct {
+    const void *metadata;
+    uintptr_t ref_counts;
+    void *scheduler_private[2];
+    uint32_t flags;
+} sw_job;
+
+typedef SWIFTCC void (*sw_enqueue_original)(sw_job *job);
+typedef SWIFTCC void (*sw_enqueue_hook)(sw_job *job, sw_enqueue_original original);
+extern sw_enqueue_hook swift_task_enqueueGlobal_hook;
+extern SWIFTCC void swift_job_run(sw_job *job, const void *identity, uintptr_t implementation);
+extern SWIFTCC uint64_t swift_task_getJobTaskId(sw_job *job);
+extern SWIFTCC sw_job *swift_task_getCurrent(void);
+extern const uint32_t _swift_concurrency_debug_internal_layout_version __attribute__((weak));
+
+// libdispatch, as the runtime's own Linux executor uses it (dispatch_queue_set_width is exported, not public).
+typedef struct sw_dispatch_object *sw_dispatch_queue;
+extern char _dispatch_queue_attr_concurrent;
+extern sw_dispatch_queue dispatch_queue_create(const char *label, void *attributes);
+extern sw_dispatch_queue dispatch_get_global_queue(intptr_t qos, uintptr_t flags);
+extern void dispatch_set_target_queue(void *object, sw_dispatch_queue target);
+extern void dispatch_queue_set_width(sw_dispatch_queue queue, long width);
+extern void dispatch_async_f(sw_dispatch_queue queue, void *context, void (*work)(void *));
+
+// Our use of the job's scheduler-private words, free while we own the job (between our hook and its run).
+enum { SW_JOB_ENQUEUED_AT = 1 };
+
+typedef struct {
+    _Atomic int32_t thread_id;
+    _Atomic uint32_t busy;
+    _Atomic uint64_t sequence;  // odd while the worker updates the words below
+    _Atomic uint64_t started;
+    _Atomic uint64_t start_ns;
+    _Atomic uint64_t task_id;
+    _Atomic uint32_t priority;
+    _Atomic uint64_t queued_ns;
+    _Atomic uint32_t follow;
+    _Atomic uint64_t stall_end_ns;
+    _Atomic uint64_t enqueued;  // jobs this worker enqueued (its own counter: no shared line per job)
+    _Atomic uint64_t duration[SW_POOL_HISTOGRAM_BUCKETS];
+    _Atomic uint64_t duration_sum;
+    _Atomic uint64_t delay[SW_POOL_HISTOGRAM_BUCKETS];
+    _Atomic uint64_t delay_sum;
+} __attribute__((aligned(64))) sw_slot;
+
+static sw_slot slots[SW_POOL_MAX_SLOTS];
+static _Atomic int slot_count;
+static _Atomic int enabled;
+static _Atomic(sw_enqueue_hook) previous_hook;
+static _Atomic(sw_enqueue_original) runtime_enqueue;
+static _Atomic uint64_t foreign_enqueued, untimed;
+static __thread int my_slot = -1;
+static __thread int my_slot_ready;
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static pthread_key_t slot_key;
+static sw_dispatch_queue queues[5];
+static int width;
+
+extern void sw_pool_wake_if_parked(void);
+
+static inline uint64_t clock_ns(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline int bucket_of(uint64_t ns) {
+    uint64_t bound = 100000;  // 0.1 ms
+    for (int i = 0; i < SW_POOL_HISTOGRAM_BUCKETS - 1; i++, bound *= 10) {
+        if (ns <= bound) return i;
+    }
+    return SW_POOL_HISTOGRAM_BUCKETS - 1;
+}
+
+// A worker's own counters: only it writes them, so a relaxed load and store is enough.
+static inline void bump(_Atomic uint64_t *word, uint64_t by) {
+    atomic_store_explicit(word, atomic_load_explicit(word, memory_order_relaxed) + by, memory_order_relaxed);
+}
+
+static void release_slot(void *value) {
+    int index = (int)(intptr_t)value - 1;
+    if (index >= 0) atomic_store_explicit(&slots[index].thread_id, 0, memory_order_release);
+}
+
+static void setup(void) {
+    pthread_key_create(&slot_key, release_slot);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    width = cpus > 0 ? (int)cpus : 1;
+    // One concurrent queue per priority bucket, as wide as the machine, on the global queue of that QoS.
+    static const intptr_t qos[5] = {0x21, 0x19, 0x15, 0x11, 0x09};
+    for (int i = 0; i < 5; i++) {
+        queues[i] = dispatch_queue_create("org.stallwatch.cooperative", &_dispatch_queue_attr_concurrent);
+        dispatch_queue_set_width(queues[i], width);
+        dispatch_set_target_queue(queues[i], dispatch_get_global_queue(qos[i], 0));
+    }
+}
+
+// Claims a free slot for the calling worker (once per thread); -1 when all are taken.
+static int claim_slot(void) {
+    my_slot_ready = 1;
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    int count = atomic_load_explicit(&slot_count, memory_order_acquire);
+    for (int i = 0; i < count; i++) {
+        int32_t expected = 0;
+        if (atomic_compare_exchange_strong(&slots[i].thread_id, &expected, tid)) {
+            pthread_setspecific(slot_key, (void *)(intptr_t)(i + 1));
+            return my_slot = i;
+        }
+    }
+    for (;;) {
+        int index = atomic_load(&slot_count);
+        if (index >= SW_POOL_MAX_SLOTS) return -1;
+        int32_t expected = 0;
+        if (atomic_compare_exchange_strong(&slots[index].thread_id, &expected, tid)) {
+            int want = index;
+            atomic_compare_exchange_strong(&slot_count, &want, index + 1);
+            pthread_setspecific(slot_key, (void *)(intptr_t)(index + 1));
+            return my_slot = index;
+        }
+        int want = index;
+        atomic_compare_exchange_strong(&slot_count, &want, index + 1);
+    }
+}
+
+static void run_job(void *context) {
+    sw_job *job = context;
+    int index = my_slot_ready ? my_slot : claim_slot();
+    if (index < 0) {
+        atomic_fetch_add_explicit(&untimed, 1, memory_order_relaxed);
+        swift_job_run(job, NULL, 0);
+        return;
+    }
+    sw_slot *slot = &slots[index];
+    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t enqueued_at = (uint64_t)(uintptr_t)job->scheduler_private[SW_JOB_ENQUEUED_AT];
+    uint64_t queued = now > enqueued_at ? now - enqueued_at : 0;
+    uint64_t sequence = atomic_load_explicit(&slot->sequence, memory_order_relaxed);
+    atomic_store_explicit(&slot->sequence, sequence + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&slot->start_ns, now, memory_order_relaxed);
+    atomic_store_explicit(&slot->task_id, swift_task_getJobTaskId(job), memory_order_relaxed);
+    atomic_store_explicit(&slot->priority, (job->flags >> 8) & 0xff, memory_order_relaxed);
+    atomic_store_explicit(&slot->queued_ns, queued, memory_order_relaxed);
+    atomic_store_explicit(&slot->busy, 1, memory_order_relaxed);
+    // Full barrier: the slot's busy word is visible before we look whether the watchdog is parked (it sets its
+    // park flag, then reads the slots).
+    atomic_fetch_add_explicit(&slot->started, 1, memory_order_seq_cst);
+    atomic_store_explicit(&slot->sequence, sequence + 2, memory_order_release);
+    sw_pool_wake_if_parked();
+    bump(&slot->delay[bucket_of(queued)], 1);
+    bump(&slot->delay_sum, queued);
+
+    swift_job_run(job, NULL, 0);
+
+    uint64_t end = clock_ns(CLOCK_MONOTONIC_COARSE);
+    if (atomic_load_explicit(&slot->follow, memory_order_acquire)) {
+        atomic_store_explicit(&slot->stall_end_ns, clock_ns(CLOCK_MONOTONIC), memory_order_relaxed);
+    }
+    atomic_store_explicit(&slot->busy, 0, memory_order_release);
+    uint64_t duration = end > now ? end - now : 0;
+    bump(&slot->duration[bucket_of(duration)], 1);
+    bump(&slot->duration_sum, duration);
+}
+
+static inline int bucket_of_priority(uint32_t priority) {
+    if (priority > 0x19) return 0;
+    if (priority > 0x15) return 1;
+    if (priority > 0x11) return 2;
+    if (priority > 0x09) return 3;
+    return 4;
+}
+
+// Where jobs go once past a previous hook: to our queues while enabled, else to the runtime.
+static SWIFTCC void route(sw_job *job) {
+    if (!atomic_load_explicit(&enabled, memory_order_relaxed)) {
+        atomic_load_explicit(&runtime_enqueue, memory_order_relaxed)(job);
+        return;
+    }
+    if (my_slot >= 0) {
+        bump(&slots[my_slot].enqueued, 1);
+    } else {
+        atomic_fetch_add_explicit(&foreign_enqueued, 1, memory_order_relaxed);
+    }
+    job->scheduler_private[SW_JOB_ENQUEUED_AT] = (void *)(uintptr_t)clock_ns(CLOCK_MONOTONIC_COARSE);
+    // Unspecified priority runs as default, as in the runtime's executor.
+    uint32_t priority = (job->flags >> 8) & 0xff;
+    dispatch_async_f(queues[bucket_of_priority(priority ? priority : 0x15)], job, run_job);
+}
+
+static SWIFTCC void hook(sw_job *job, sw_enqueue_original original) {
+    atomic_store_explicit(&runtime_enqueue, original, memory_order_relaxed);
+    sw_enqueue_hook previous = atomic_load_explicit(&previous_hook, memory_order_relaxed);
+    // A hook installed before ours still sees every job; what it calls "the original" is our routing.
+    if (previous) {
+        previous(job, route);
+    } else {
+        route(job);
+    }
+}
+
+uint64_t sw_pool_current_task_id(void) {
+    sw_job *task = swift_task_getCurrent();  // a task is a job: its id is read the same way
+    return task ? swift_task_getJobTaskId(task) : 0;
+}
+
+int sw_pool_runtime_layout_version(void) {
+    return &_swift_concurrency_debug_internal_layout_version ? (int)_swift_concurrency_debug_internal_layout_version
+                                                             : -1;
+}
+
+int sw_pool_enable(void) {
+    pthread_once(&setup_once, setup);
+    sw_enqueue_hook current = swift_task_enqueueGlobal_hook;
+    if (current != hook) atomic_store(&previous_hook, current);
+    atomic_store(&enabled, 1);
+    __atomic_store_n(&swift_task_enqueueGlobal_hook, hook, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int sw_pool_disable(void) {
+    atomic_store(&enabled, 0);
+    sw_enqueue_hook current = __atomic_load_n(&swift_task_enqueueGlobal_hook, __ATOMIC_ACQUIRE);
+    if (current != hook) return 1;
+    __atomic_store_n(&swift_task_enqueueGlobal_hook, atomic_load(&previous_hook), __ATOMIC_RELEASE);
+    return 0;
+}
+
+int sw_pool_is_enabled(void) { return atomic_load(&enabled); }
+int sw_pool_hook_is_ours(void) { return __atomic_load_n(&swift_task_enqueueGlobal_hook, __ATOMIC_ACQUIRE) == hook; }
+int sw_pool_slot_count(void) { return atomic_load_explicit(&slot_count, memory_order_acquire); }
+
+int sw_pool_width(void) {
+    pthread_once(&setup_once, setup);
+    return width;
+}
+
+int sw_pool_slot(int index, sw_pool_slot_view *out) {
+    if (index < 0 || index >= sw_pool_slot_count()) return -1;
+    sw_slot *slot = &slots[index];
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        uint64_t before = atomic_load_explicit(&slot->sequence, memory_order_acquire);
+        if (before & 1) continue;
+        out->thread_id = atomic_load_explicit(&slot->thread_id, memory_order_relaxed);
+        out->busy = atomic_load_explicit(&slot->busy, memory_order_relaxed);
+        out->start_ns = atomic_load_explicit(&slot->start_ns, memory_order_relaxed);
+        out->task_id = atomic_load_explicit(&slot->task_id, memory_order_relaxed);
+        out->priority = atomic_load_explicit(&slot->priority, memory_order_relaxed);
+        out->queued_ns = atomic_load_explicit(&slot->queued_ns, memory_order_relaxed);
+        out->stall_end_ns = atomic_load_explicit(&slot->stall_end_ns, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&slot->sequence, memory_order_relaxed) == before) {
+            out->sequence = before / 2;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void sw_pool_follow(int index, int on) {
+    if (index < 0 || index >= SW_POOL_MAX_SLOTS) return;
+    if (on) atomic_store_explicit(&slots[index].stall_end_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&slots[index].follow, on ? 1 : 0, memory_order_release);
+}
+
+void sw_pool_read_totals(sw_pool_totals *out) {
+    *out = (sw_pool_totals){0};
+    out->jobs_enqueued = atomic_load(&foreign_enqueued);
+    out->jobs_untimed = atomic_load(&untimed);
+    int count = sw_pool_slot_count();
+    for (int i = 0; i < count; i++) {
+        sw_slot *slot = &slots[i];
+        out->jobs_enqueued += atomic_load_explicit(&slot->enqueued, memory_order_relaxed);
+        out->jobs_started += atomic_load_explicit(&slot->started, memory_order_relaxed);
+        out->duration_sum_ns += atomic_load_explicit(&slot->duration_sum, memory_order_relaxed);
+        out->delay_sum_ns += atomic_load_explicit(&slot->delay_sum, memory_order_relaxed);
+        for (int b = 0; b < SW_POOL_HISTOGRAM_BUCKETS; b++) {
+            out->duration_buckets[b] += atomic_load_explicit(&slot->duration[b], memory_order_relaxed);
+            out->delay_buckets[b] += atomic_load_explicit(&slot->delay[b], memory_order_relaxed);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,114 @@
+// PoolSaturationWatcher: one report when every pool worker is stuck in a job while other jobs wait.
+import CStallWatchConcurrency
+import CStallWatchCore
+
+/// Watches the pool as a whole: when at least the pool's width of workers each run one job past the threshold
+/// while jobs wait to start, the pool is saturated — one stall with cause `saturated` and a `pool` section
+/// listing every busy worker's job, followed until a worker finishes its job or nothing waits any more.
+final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool watchdog's thread only.
+    private var follower: StallFollower<PoolSaturationSource>
+    private let threshold: UInt64
+    private let width: Int
+
+    init(configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void) {
+        threshold = UInt64(configuration.thresholdMs) * 1_000_000
+        width = Int(sw_pool_width())
+        let recorder = StallRecorder(
+            configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(),
+            emit: PoolCounters.counting(saturation: true, emit))
+        follower = StallFollower(
+            source: PoolSaturationSource(), recorder: recorder, configuration: configuration.detectorConfiguration,
+            watcherName: "pool watchdog")
+    }
+
+    /// Looks at the pool now; returns when it wants to look again (nil: when a worker's deadline says).
+    func look(now: UInt64) -> UInt64? {
+        var stuck: [sw_pool_slot_view] = []
+        for index in 0..<sw_pool_slot_count() {
+            var view = sw_pool_slot_view()
+            guard sw_pool_slot(index, &view) == 0, view.busy != 0, view.thread_id != 0 else { continue }
+            if sw_monotonic_coarse_ns() &- view.start_ns >= threshold { stuck.append(view) }
+        }
+        var totals = sw_pool_totals()
+        sw_pool_read_totals(&totals)
+        let waiting = totals.jobs_enqueued > totals.jobs_started ? Int(totals.jobs_enqueued - totals.jobs_started) : 0
+        let saturated = stuck.count >= width && waiting > 0
+        follower.source.update(saturated: saturated, workers: stuck, now: now)
+        if saturated, !follower.isFollowing {
+            follower.recorder.nextPool = pool(stuck, waiting: waiting)
+            follower.recorder.nextTask = nil
+        }
+        guard saturated || follower.isFollowing else { return nil }
+        switch follower.look(timedOut: false) {
+        case .lookAgain: return now
+        case .sourceEnded: return nil
+        case .wait(let wait, let nextSampleAt):
+            var deadline = nextSampleAt
+            if case .until(let t) = wait { deadline = min(deadline ?? t, t) }
+            return deadline
+        }
+    }
+
+    func stop() {
+        follower.recorder.abandon(
+            now: sw_monotonic_ns(), reason: "the pool watchdog stopped while the pool was saturated")
+    }
+
+    private func pool(_ workers: [sw_pool_slot_view], waiting: Int) -> StallReport.PoolDescription {
+        let now = sw_monotonic_coarse_ns()
+        let signal = (try? SignalSampler.shared())?.signal ?? 0
+        return .init(
+            width: width, waitingJobs: waiting,
+            workers: workers.map { view in
+                .init(
+                    threadId: view.thread_id,
+                    task: .init(
+                        id: view.task_id, priority: Int(view.priority),
+                        queuedMs: StallReportBuilder.millis(view.queued_ns)),
+                    runningMs: StallReportBuilder.millis(now &- view.start_ns),
+                    error: ThreadStackLocator.blocks(view.thread_id, signal: signal)
+                        ? PoolWorkerStackSampling.blockedSignalError : nil)
+            })
+    }
+}
+
+/// The saturation as a loop's progress: busy from the moment the last of the stuck workers started its job,
+/// idle once the pool is no longer saturated.
+struct PoolSaturationSource: ProgressSource {
+    /// The watcher updates the state between looks; the follower owns the source.
+    final class State: @unchecked Sendable {  // Used by the pool watchdog's thread only.
+        var sequence: UInt64 = 1
+        var saturated = false
+        var since: UInt64 = 0
+        var endedAt: UInt64 = 0
+        var firstWorker: Int32 = 0
+    }
+    let state = State()
+
+    var sampledThread: SampledThread? {
+        state.firstWorker == 0 ? nil : SampledThread(threadID: state.firstWorker, stackLow: 0, stackHigh: 0)
+    }
+
+    func update(saturated now: Bool, workers: [sw_pool_slot_view], now time: UInt64) {
+        let state = self.state
+        if now, !state.saturated {
+            state.sequence &+= 1
+            state.since = workers.map(\.start_ns).max() ?? 0
+            state.firstWorker = workers.first?.thread_id ?? 0
+        } else if !now, state.saturated {
+            state.sequence &+= 1
+            state.endedAt = time
+        }
+        state.saturated = now
+    }
+
+    func read(now: UInt64) -> ProgressReading {
+        .progress(
+            LoopSnapshot(
+                sequence: state.sequence, activity: state.saturated ? .beforeSources : .beforeWaiting,
+                phaseStartNanos: state.since),
+            stallEndNanos: state.saturated ? 0 : state.endedAt)
+    }
+
+    func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool { true }
+}

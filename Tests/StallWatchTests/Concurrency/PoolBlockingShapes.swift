@@ -1,0 +1,77 @@
+import CStallWatchCore
+// The five ways a job blocks the Concurrency pool that the pool watchdog must catch, as named functions.
+import Dispatch
+import Glibc
+import StallWatch
+import Synchronization
+
+/// Blocking shapes run on the pool at `.utility` priority (tests pick their reports by that priority).
+enum PoolBlockingShapes {
+    /// The thread and task the last shape blocked, for picking its report among others of the process.
+    static let blockedThread = Mutex<Int32>(0)
+    static let blockedTask = Mutex<UInt64>(0)
+    /// How long the last shape's blocking call really took, ms (a loaded machine oversleeps).
+    static let blockedMs = Mutex<Double>(0)
+
+    static func measure(_ body: () -> Void) {
+        let start = ContinuousClock.now
+        body()
+        let elapsed = ContinuousClock.now - start
+        blockedMs.withLock {
+            $0 = Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
+        }
+    }
+
+    @inline(never)
+    static func blockInUsleep(milliseconds: Int) {
+        blockedThread.withLock { $0 = sw_gettid() }
+        blockedTask.withLock { $0 = ConcurrencyWatchdog.currentTaskID ?? 0 }
+        measure { usleep(UInt32(milliseconds * 1000)) }
+    }
+
+    @inline(never)
+    static func spinOnCPU(milliseconds: Int) {
+        blockedThread.withLock { $0 = sw_gettid() }
+        blockedTask.withLock { $0 = ConcurrencyWatchdog.currentTaskID ?? 0 }
+        measure {
+            let end = ContinuousClock.now + .milliseconds(milliseconds)
+            var sum = 0
+            while ContinuousClock.now < end { sum &+= 1 }
+            precondition(sum > 0)
+        }
+    }
+
+    /// An actor whose method blocks its executor's worker.
+    actor Store {
+        func blockingSave(milliseconds: Int) {
+            PoolBlockingShapes.blockInUsleep(milliseconds: milliseconds)
+        }
+    }
+
+    /// Runs `shape` as a detached `.utility` task; returns once the task is done.
+    static func run(_ shape: Shape, milliseconds: Int) async {
+        let task = Task.detached(priority: .utility) {
+            switch shape {
+            case .usleep:
+                blockInUsleep(milliseconds: milliseconds)
+            case .cpu:
+                spinOnCPU(milliseconds: milliseconds)
+            case .afterTaskSleep:
+                try? await Task.sleep(for: .milliseconds(20))
+                blockInUsleep(milliseconds: milliseconds)
+            case .actorMethod:
+                await Store().blockingSave(milliseconds: milliseconds)
+            case .afterContinuation:
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { continuation.resume() }
+                }
+                blockInUsleep(milliseconds: milliseconds)
+            }
+        }
+        await task.value
+    }
+
+    enum Shape: String, CaseIterable, Sendable {
+        case usleep, cpu, afterTaskSleep, actorMethod, afterContinuation
+    }
+}
