@@ -12,13 +12,22 @@ public enum CauseClassifier {
         public var symbols: [String]
         /// The owner of the lock the loop waited on at this sample, if it could be read.
         public var lockOwner: Int32?
+        /// The call's class judged by its arguments too (``ThreadWait/kind``), when they were read.
+        public var waitKind: SyscallTable.Kind?
+        /// The capture could not stop the thread in time: it was working inside the kernel (a long write).
+        public var captureTimedOut = false
 
-        public init(state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil) {
+        public init(
+            state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
+            waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false
+        ) {
             self.state = state
             self.syscall = syscall
             self.wchan = wchan
             self.symbols = symbols
             self.lockOwner = lockOwner
+            self.waitKind = waitKind
+            self.captureTimedOut = captureTimedOut
         }
     }
 
@@ -52,10 +61,12 @@ public enum CauseClassifier {
         if o.state == "D" { return .io }
         // "running" may be running inside a system call: the innermost frame (a libc wrapper) tells.
         guard let syscall = o.syscall ?? o.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) else {
+            // A thread in user space stops at once; one that did not stop in time was inside the kernel.
+            if o.captureTimedOut { return .io }
             return o.state == "R" ? .cpu : .other
         }
         if syscall == 219, let restarted = restartedActivity(symbols: o.symbols) { return restarted }
-        switch SyscallTable.kind(syscall) {
+        switch o.syscall == nil ? SyscallTable.kind(syscall) : (o.waitKind ?? SyscallTable.kind(syscall)) {
         case .lock: return .lock
         case .io: return .io
         case .sleep: return .sleep
@@ -114,14 +125,23 @@ public enum CauseClassifier {
         case .io:
             let dState = e.observations.filter { $0.state == "D" }.count
             evidence.append("\(share(topCount)): in I/O" + (commonSyscall.map { " (\($0))" } ?? ""))
+            let timedOut = e.observations.filter(\.captureTimedOut).count
+            if timedOut > 0 {
+                evidence.append(
+                    "\(share(timedOut)): the thread did not stop for a capture in time: it was working inside the "
+                        + "kernel, not in user space")
+            }
             if dState > 0 { evidence.append("\(share(dState)): in uninterruptible disk sleep (state D)") }
             return .init(kind: .io, evidence: evidence)
         case .lock:
             return lockCause(e, lockSamples: topCount, total: total, evidence: evidence)
         case .idle:
+            // Never the loop's own idle wait (the loop would not be stalled): a wait on descriptors nested in a
+            // callback — a client's poll, a subprocess runner's own event loop.
             evidence.append(
-                "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callout (a nested wait)")
-            return .init(kind: .unknown, evidence: evidence)
+                "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callback, not the loop's "
+                    + "own idle wait (a nested wait on descriptors)")
+            return .init(kind: .io, evidence: evidence)
         case .other:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)

@@ -96,23 +96,32 @@ struct EvidenceCollector {
             evidence.samples.append(sample)
             return sample
         }
+        // The wait target is read before the capture: a stop turns a timed futex wait or sleep into
+        // restart_syscall. A restart at the place of the previous sample's call continues that call.
+        sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
+        if var probe = sample.probe, let wait = probe.wait, wait.isRestart,
+            let before = evidence.samples.last?.probe?.wait, !before.isRestart, wait.isSameCall(as: before)
+        {
+            probe.wait = before
+            probe.syscall = before.number
+            sample.probe = probe
+        }
+        if let probe = sample.probe, probe.syscallKind == .lock, let wait = probe.wait {
+            sample.lockOwner =
+                LockOwner.owner(pid: pid, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
+        }
         if let sampler = target.sampler {
             let taken = sampler.sample(thread, configuration: configuration)
             sample.addresses = taken.addresses
             sample.pauseNanos = taken.pauseNanos
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
+            sample.captureTimedOut = taken.timedOut
             if let failure = taken.failure {
                 evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)")
             }
         } else {
             sample.error = "no sampler"
-        }
-        sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
-        if let probe = sample.probe, probe.syscallKind == .lock, let address = probe.syscallArg0 {
-            sample.lockOwner =
-                LockOwner.owner(
-                    pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
         }
         evidence.samples.append(sample)
         return sample
@@ -133,9 +142,9 @@ struct EvidenceCollector {
             var addresses: [UInt64] = []
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
-            if probe.syscallKind == .lock, let address = probe.syscallArg0 {
+            if probe.syscallKind == .lock, let wait = probe.wait, let address = probe.syscallArg0 {
                 snapshot.waitAddress = address
-                snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
+                snapshot.waitingForThreadId = LockOwner.owner(pid: pid, wait: wait, threads: all)?.threadID
             }
             if tid == loopTID, let first = evidence?.samples.first {
                 addresses = first.addresses

@@ -18,6 +18,8 @@ struct StallEvidence: Sendable {
         var probe: ThreadProbe?
         /// The thread holding the lock the stuck thread waits for, when the probe shows a futex wait.
         var lockOwner: Int32?
+        /// The capture gave up waiting for the thread to stop.
+        var captureTimedOut = false
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.

@@ -124,7 +124,8 @@ struct StallReportBuilder {
             guard let probe = raw.probe else { return nil }
             return .init(
                 state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
-                symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner)
+                symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner, waitKind: probe.wait?.kind,
+                captureTimedOut: raw.captureTimedOut)
         }
         var loopCPU: UInt64?
         if let first = evidence.firstProbe?.cpuNanos, let last = samples.last?.probe?.cpuNanos, last >= first {
