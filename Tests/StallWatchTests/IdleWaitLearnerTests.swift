@@ -87,7 +87,6 @@ import Testing
 
     @Test func aFutexWaitTheThreadKeepsComingBackToIsLearnedWhenItHasNoEventWait() {
         var learner = IdleWaitLearner()
-        var seen = false
         let park = Self.line(202, [0x5555_1000, 0x89, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)
         _ = learner.isIdle(ThreadWait(number: nil))
         var idle = false
