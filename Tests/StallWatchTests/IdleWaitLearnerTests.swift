@@ -61,6 +61,15 @@ import Testing
         #expect(!seen)
     }
 
+    @Test func theLoopsOwnEpollDescriptorFromAnotherStackDepthIsStillItsIdleWait() {
+        var learner = IdleWaitLearner()
+        var seen = learner.isIdle(Self.epoll(fd: 3, sp: 0x7ffe_1000))
+        #expect(seen)
+        // CPython's specialising interpreter reaches the same wait through fewer C frames once warm.
+        seen = learner.isIdle(Self.epoll(fd: 3, sp: 0x7ffe_1070))
+        #expect(seen)
+    }
+
     @Test func aRestartedCallAtTheLearnedPlaceIsStillTheIdleWait() {
         var learner = IdleWaitLearner()
         var seen = false

@@ -2,8 +2,9 @@
 
 /// Tells a thread's own idle wait from every other wait, for a loop nobody instrumented.
 ///
-/// A loop idles in one place: the same system call, from the same stack pointer and libc wrapper, waiting on
-/// the same thing (the same epoll descriptor, poll array, select sets or futex word — ``ThreadWait/target``). A
+/// A loop idles in one way: the same system call, from the same libc wrapper, waiting on the same thing (the same
+/// epoll descriptor, poll array or select sets — ``ThreadWait/target``); for a futex, from the same stack pointer
+/// with the same operation (the word may be fresh each time). A
 /// wait inside a callback — an HTTP client's `poll`, a subprocess runner's own epoll loop, a lock taken with
 /// `ppoll` — differs in at least one of these, even when it comes from the same native call site.
 ///
@@ -15,7 +16,8 @@
 /// - a futex wait the thread comes back to `futexEpisodes` times, with progress in between, is the idle wait
 ///   when no event wait was learned (a thread that idles in an event wait does not also idle on a futex).
 ///
-/// A wait that matches a learned one is idle; every other wait is busy, with the cause its call implies. The
+/// A wait that matches a learned one is idle; every other wait is busy, with the cause its call implies. Blind
+/// spot: a thread that idles on a futex hides a lock wait at the very same place and operation. The
 /// rules are the same for every program: nothing here knows a runtime. Shared by the sidecar's /proc probe and
 /// in-process watching of threads by name.
 public struct IdleWaitLearner: Sendable {
@@ -48,7 +50,7 @@ public struct IdleWaitLearner: Sendable {
         }
         if kind == .lock, !wait.isRestart, !learned.contains(where: { $0.kind == .idleWait }) {
             let key = Self.key(wait)
-            // A new episode: the previous look was not in this same wait.
+            // A new episode: the previous look was not in a wait at this place.
             if previous.map({ !Self.matches($0, learned: key) }) ?? true { futexCounts[key, default: 0] += 1 }
             if futexCounts[key, default: 0] >= futexEpisodes {
                 futexCounts[key] = nil
@@ -62,11 +64,22 @@ public struct IdleWaitLearner: Sendable {
     /// Whether `wait` is the learned idle wait `learned`: same place, same call waiting on the same thing, or
     /// the `restart_syscall` that continues it after a stop.
     public static func matches(_ wait: ThreadWait, learned: ThreadWait) -> Bool {
-        guard wait.inSyscall, wait.stackPointer == learned.stackPointer,
-            sameWrapper(wait.programCounter, learned.programCounter)
-        else { return false }
-        if wait.isRestart { return true }
-        return wait.number == learned.number && wait.target == learned.target
+        guard wait.inSyscall, sameWrapper(wait.programCounter, learned.programCounter) else { return false }
+        if wait.isRestart || learned.number == 202 {
+            // A futex word says little (it may be fresh each time): the place must match too.
+            guard wait.stackPointer == learned.stackPointer else { return false }
+            if wait.isRestart { return true }
+        }
+        // An event wait on the loop's own descriptors is its idle wait from whatever depth: an interpreter's
+        // call path to it changes as it warms up (CPython's specialising interpreter), its epoll fd does not.
+        return wait.number == learned.number && identity(wait) == identity(learned)
+    }
+
+    /// What must match besides the place: what an event wait waits on; for a futex only the operation, since a
+    /// runtime's condition wait parks on a fresh word each time (CPython's `Condition` allocates a lock per wait).
+    static func identity(_ wait: ThreadWait) -> [UInt64] {
+        guard wait.number == 202, wait.arguments.count == 6 else { return wait.target }
+        return [wait.arguments[1] & 0x7f]
     }
 
     /// Two system-call instructions of one libc wrapper: glibc's cancellable calls take one path while the
@@ -90,10 +103,12 @@ public struct IdleWaitLearner: Sendable {
 
     /// The part of a wait that identifies it (not the timeout, which changes every iteration).
     private static func key(_ wait: ThreadWait) -> ThreadWait {
-        var args = wait.arguments
-        let target = wait.target
-        args = Array(repeating: 0, count: args.count)
-        for (index, value) in target.enumerated() where index < args.count { args[index] = value }
+        var args = Array(repeating: UInt64(0), count: wait.arguments.count)
+        if wait.number == 202, args.count == 6 {
+            args[1] = wait.arguments[1]
+        } else {
+            for (index, value) in wait.target.enumerated() where index < args.count { args[index] = value }
+        }
         return ThreadWait(
             number: wait.number, arguments: args, stackPointer: wait.stackPointer,
             programCounter: wait.programCounter)
