@@ -127,29 +127,34 @@ struct EvidenceCollector {
         return sample
     }
 
-    /// Every other thread's state, wait target and stack at the first sample, bounded by `maxThreads` (the loop
-    /// thread first, then by thread id). The watching thread itself is left out.
+    /// Every other thread's state and wait target at the first sample, in order of relevance (the loop, the owner
+    /// chain of what it waits for, the threads waiting on those, then the rest: ``ThreadWaitGraph``). Stacks are
+    /// taken for the first `maxThreads`; who-waits-for-whom is kept for every thread (up to 4096). The watching
+    /// thread itself is left out.
     private func snapshotThreads() -> [StallEvidence.Thread] {
         guard configuration.maxThreads > 0 else { return [] }
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
-        let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
-        let ordered = tids.filter { $0 == loopTID } + tids.filter { $0 != loopTID }
-        let all = Set(tids)
+        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me])
+        let holders = Set(graph.waitsFor.values)
         var result: [StallEvidence.Thread] = []
-        for tid in ordered.prefix(configuration.maxThreads) {
-            guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
+        for (index, tid) in graph.relevanceOrder(loop: loopTID).prefix(4096).enumerated() {
+            guard let probe = graph.probes[tid] else { continue }
+            let waitsFor = graph.waitsFor[tid]
+            // Past the stack cap, only threads that are part of the wait graph are listed.
+            let withStack = index < configuration.maxThreads
+            if !withStack, waitsFor == nil, !holders.contains(tid) { continue }
             var addresses: [UInt64] = []
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
-            if probe.syscallKind == .lock, let wait = probe.wait, let address = probe.syscallArg0 {
+            if probe.syscallKind == .lock, let address = probe.syscallArg0 {
                 snapshot.waitAddress = address
-                snapshot.waitingForThreadId = LockOwner.owner(pid: pid, wait: wait, threads: all)?.threadID
+                snapshot.waitingForThreadId = waitsFor
             }
             if tid == loopTID, let first = evidence?.samples.first {
                 addresses = first.addresses
                 snapshot.error = first.error
-            } else if let sampler = target.sampler {
+            } else if withStack, let sampler = target.sampler {
                 let taken = sampler.sampleThread(id: tid, configuration: configuration)
                 addresses = taken.addresses
                 snapshot.error = taken.error
