@@ -5,7 +5,10 @@ set -euo pipefail
 # C libraries the package links (libunwind, libdw, liblzma), found through pkg-config (pkgconf; libdw.pc also
 # requires libelf.pc, zlib.pc and liblzma.pc), and the tools tests and benchmarks use.
 # prometheus: its promtool checks the metrics text the tests produce.
+# python3, nodejs, gcc/binutils: the third-party programs of the sidecar's diagnosis corpus (tests build a stripped
+# C service with cc).
 packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus)
+packages+=(python3 nodejs gcc libc6-dev binutils)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()

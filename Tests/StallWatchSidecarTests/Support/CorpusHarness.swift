@@ -39,6 +39,7 @@ enum CorpusHarness {
         let directory = SidecarFixtures.temporaryDirectory("corpus-\(c.name)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let target = try Spawned(c.command[0], Array(c.command.dropFirst()))
+        defer { unlink("/tmp/perf-\(target.pid).map") }  // a JIT runtime's symbol map, when asked for
         try #require(target.waitFor("READY"), "\(c.name) did not start: \(target.stderr)")
         var configuration = StallWatchConfiguration()
         configuration.reportDirectory = directory
