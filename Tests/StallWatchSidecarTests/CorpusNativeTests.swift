@@ -54,3 +54,29 @@ import Testing
         try CorpusHarness.check(c)
     }
 }
+
+/// A healthy busy loop on a CPU shared with CPU hogs: at plain 2× oversubscription it gets its share and is not
+/// blamed; niced to 19 it is starved, and said so. Slow: about four seconds each.
+@Suite(.serialized) struct CorpusStarvationTests {
+    static func pinned(_ nice: String, _ mode: String, _ ms: String) -> [String] {
+        [
+            "/usr/bin/nice", "-n", nice, "/usr/bin/taskset", "-c", "0", CorpusNativeTests.binary ?? "/nonexistent",
+            mode, ms,
+        ]
+    }
+
+    static let cases: [CorpusCase] = [
+        CorpusCase(
+            name: "c healthy busy loop at 2x oversubscription", command: pinned("0", "busy", "5"), expect: .noReport,
+            competingSpinners: 1),
+        CorpusCase(
+            name: "c niced busy loop under CPU load", command: pinned("19", "busy", "3"), expect: .every(.starved),
+            competingSpinners: 2),
+    ]
+
+    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    func aLoopHeldUpByTheMachineIsNotBlamed(_ c: CorpusCase) throws {
+        try #require(CorpusNativeTests.binary != nil, "cc could not build the fixture")
+        try CorpusHarness.check(c)
+    }
+}

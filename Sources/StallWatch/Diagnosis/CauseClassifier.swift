@@ -39,6 +39,13 @@ public enum CauseClassifier {
         public var loopCPUNanos: UInt64?
         /// Every thread at the first sample.
         public var threads: [StallReport.ThreadSnapshot]
+        /// Time the loop thread was runnable but waiting for a CPU (schedstat), over the same span as
+        /// `loopCPUNanos`.
+        public var loopRunQueueWaitNanos: UInt64?
+        /// Time the process's cgroup was throttled by its CPU quota during the stall.
+        public var throttledNanos: UInt64?
+        /// How late the watcher itself woke during the stall, in all.
+        public var lateWakeupNanos: UInt64 = 0
 
         public init(
             loopThreadID: Int32, observations: [Observation], wallNanos: UInt64, loopCPUNanos: UInt64?,
@@ -98,6 +105,7 @@ public enum CauseClassifier {
                 "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms (\(Int((cpuShare * 100).rounded()))%)"
             )
         }
+        if let starved = starvation(e, evidence: evidence) { return starved }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
             return .init(kind: .unknown, evidence: evidence + ["no sample of the loop thread's state"])
@@ -146,6 +154,37 @@ public enum CauseClassifier {
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)
         }
+    }
+
+    /// `starved` when the loop thread spent at least half the stall waiting for a CPU and twice as long waiting as
+    /// running, or its cgroup was throttled or the watcher itself was not scheduled for much of it: the loop's code did
+    /// not hold it up, the machine did.
+    static func starvation(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
+        guard e.wallNanos > 0 else { return nil }
+        let wall = Double(e.wallNanos)
+        let cpu = e.loopCPUNanos ?? 0
+        var facts: [String] = []
+        var starved = false
+        if let wait = e.loopRunQueueWaitNanos {
+            // Under plain oversubscription a busy loop still gets its share (half a CPU among two takers):
+            // that is its own CPU stall, slowed. Starved is waiting far more than running.
+            if Double(wait) >= 0.5 * wall, cpu * 2 <= wait { starved = true }
+            if wait > 0 {
+                facts.append(
+                    "the loop thread waited \(wait / 1_000_000) ms for a CPU (run queue) and ran \(cpu / 1_000_000) ms "
+                        + "in \(e.wallNanos / 1_000_000) ms")
+            }
+        }
+        if let throttled = e.throttledNanos, throttled > 0 {
+            facts.append("the cgroup's CPU quota throttled the process for \(throttled / 1_000_000) ms")
+            if Double(throttled) >= 0.3 * wall, Double(cpu) < 0.6 * wall { starved = true }
+        }
+        if e.lateWakeupNanos > 0 {
+            facts.append("the watcher itself woke \(e.lateWakeupNanos / 1_000_000) ms late: the machine was busy")
+            if Double(e.lateWakeupNanos) >= 0.3 * wall, Double(cpu) < 0.6 * wall { starved = true }
+        }
+        guard starved else { return nil }
+        return .init(kind: .starved, evidence: evidence + facts)
     }
 
     private static func lockCause(_ e: Evidence, lockSamples: Int, total: Int, evidence: [String]) -> StallReport.Cause

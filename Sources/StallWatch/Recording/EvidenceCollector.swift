@@ -72,6 +72,8 @@ struct EvidenceCollector {
 
     mutating func addNote(_ note: String) { evidence?.notes.append(note) }
 
+    mutating func noteLateWakeup(_ delayNanos: UInt64) { evidence?.lateWakeupNanos += delayNanos }
+
     /// Reads the context's end state (for the final report).
     mutating func closeContext(now: UInt64) {
         evidence?.context = contextProbe?.finish(monotonicNanos: now)

@@ -46,6 +46,8 @@ struct StallEvidence: Sendable {
     /// CPU and scheduling context over the stall; filled in when the final report is built.
     var context: StallReport.SystemContext?
     var notes: [String] = []
+    /// How late the watcher woke during the stall, in all (the detector's late wake-up guard).
+    var lateWakeupNanos: UInt64 = 0
     var captureErrors: [String] = []
     /// Problems met when the watching was set up, repeated in every report.
     var setupErrors: [String] = []

@@ -128,15 +128,24 @@ struct StallReportBuilder {
                 captureTimedOut: raw.captureTimedOut)
         }
         var loopCPU: UInt64?
+        var runQueueWait: UInt64?
         if let first = evidence.firstProbe?.cpuNanos, let last = samples.last?.probe?.cpuNanos, last >= first {
             loopCPU = last - first
         }
+        if let first = evidence.firstProbe?.runQueueWaitNanos, let last = samples.last?.probe?.runQueueWaitNanos,
+            last >= first
+        {
+            runQueueWait = last - first
+        }
         // The CPU delta covers first → last sample, not the whole stall: compare it with that span.
         let span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
-        return CauseClassifier.classify(
-            .init(
-                loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
-                loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads))
+        var input = CauseClassifier.Evidence(
+            loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
+            loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)
+        input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
+        input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
+        input.lateWakeupNanos = evidence.lateWakeupNanos
+        return CauseClassifier.classify(input)
     }
 
     private func threadState(_ probe: ThreadProbe, first: ThreadProbe?) -> StallReport.ThreadState {

@@ -18,6 +18,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
         /// One report with this cause, one of `frames` among the point stack's top frames (symbol substrings;
         /// empty: not checked), and the blocking thread by name when there is one.
         case stall(StallReport.Cause.Kind, frames: [String], blocking: String? = nil, deadlock: Bool = false)
+        /// At least one report, every one with this cause.
+        case every(StallReport.Cause.Kind)
     }
 
     let name: String
@@ -25,6 +27,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     let expect: Expectation
     var thresholdMs = 250
     var topFrames = 4
+    /// CPU hogs started next to the target (each spinning on CPU 0, where the target is pinned too).
+    var competingSpinners = 0
 
     var testDescription: String { name }
 }
@@ -38,6 +42,10 @@ enum CorpusHarness {
     static func check(_ c: CorpusCase) throws {
         let directory = SidecarFixtures.temporaryDirectory("corpus-\(c.name)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let spinners = try (0..<c.competingSpinners).map { _ in
+            try Spawned("/usr/bin/taskset", ["-c", "0", "/bin/sh", "-c", "while :; do :; done"])
+        }
+        defer { spinners.forEach { kill($0.pid, SIGKILL) } }
         let target = try Spawned(c.command[0], Array(c.command.dropFirst()))
         defer { unlink("/tmp/perf-\(target.pid).map") }  // a JIT runtime's symbol map, when asked for
         try #require(target.waitFor("READY"), "\(c.name) did not start: \(target.stderr)")
@@ -57,6 +65,9 @@ enum CorpusHarness {
         switch c.expect {
         case .noReport:
             #expect(reports.isEmpty, "an idle or healthy loop was blamed: \(reports.map(describe))")
+        case .every(let cause):
+            #expect(!reports.isEmpty)
+            #expect(reports.allSatisfy { $0.cause?.kind == cause }, "\(reports.map(describe))")
         case .stall(let cause, let frames, let blocking, let deadlock):
             try #require(
                 reports.count == 1,

@@ -60,6 +60,16 @@ static long spin(long n) {
     return x;
 }
 
+/* A healthy handler: a few milliseconds of CPU per tick (thread CPU time, so it means work, not wall time). */
+static void handle_tick(int cpu_ms) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do {
+        spin(2000);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < cpu_ms);
+}
+
 static void stall(void) {
     pthread_t t;
     if (!strcmp(mode, "cpu")) {
@@ -158,13 +168,16 @@ int main(int argc, char **argv) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = tfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
     printf("READY\n");
-    for (int ticks = 0; ticks < 30;) {
+    int busy = !strcmp(mode, "busy"), last = busy ? 12 : 30;
+    for (int ticks = 0; ticks < last;) {
         struct epoll_event got[8];
         int n = epoll_wait(ep, got, 8, -1);
         for (int i = 0; i < n; i++) {
             uint64_t expirations;
             if (read(got[i].data.fd, &expirations, sizeof expirations) != sizeof expirations) continue;
-            if (++ticks == 10 && strcmp(mode, "idle") != 0) stall();
+            ++ticks;
+            if (busy) handle_tick(stall_ms);
+            else if (ticks == 10 && strcmp(mode, "idle") != 0) stall();
         }
     }
     return 0;
