@@ -78,9 +78,9 @@ public enum StallWatchCLI {
         Subcommand(
             ["watch"],
             synopsis:
-                "--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT]",
+                "--pid PID [--tid TID]... [--threads GLOB] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT]",
             summary:
-                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); stack samples by ptrace; one JSON line per event",
+                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); several loop threads with --tid (repeatable) or --threads GLOB (thread names), one detector each; stack samples by ptrace; one JSON line per event",
             flags: ["--proc"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
         Subcommand(
             ["run"],

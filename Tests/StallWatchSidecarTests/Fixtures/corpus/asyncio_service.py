@@ -78,7 +78,33 @@ async def main():
     await asyncio.sleep(1.0 if MODE != "idle" else 1.5)
 
 
-if MODE == "queue-idle":
+if MODE == "two-loops":
+    # Two event-loop threads (loop-a, loop-b), as a service with a loop per core runs them; only loop-b stalls.
+    def serve(name, stalls):
+        name_thread(name)
+
+        async def run():
+            loop = asyncio.get_running_loop()
+
+            def tick():
+                loop.call_later(0.1, tick)
+
+            tick()
+            await asyncio.sleep(1.0)
+            if stalls:
+                time.sleep(STALL)
+            await asyncio.sleep(1.0)
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=serve, args=(n, n == "loop-b")) for n in ("loop-a", "loop-b")]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    print("READY", flush=True)
+    for t in threads:
+        t.join()
+elif MODE == "queue-idle":
     # A loop that parks on a condition variable (queue.get) while another thread feeds it work.
     jobs = queue.Queue()
 
