@@ -97,6 +97,8 @@ public struct ProcProgressProbe: Sendable {
     /// two voluntary context switches, and a read or write it was blocked in is counted again when restarted.
     public mutating func noteCapture() {
         captureAllowance[0] += 2
+        // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
+        guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
         captureAllowance[1] += 1
         captureAllowance[2] += 1
     }

@@ -6,7 +6,8 @@ import Testing
 @Suite(.serialized) struct CorpusNodeTests {
     static func node(_ mode: String, _ ms: String = "1000") -> [String] {
         [
-            "/usr/bin/node", "--perf-basic-prof", "--interpreted-frames-native-stack",
+            "/usr/bin/node", "--perf-basic-prof", "--interpreted-frames-native-stack", "--logfile=/dev/null",
+            "--no-logfile-per-isolate",
             CorpusHarness.fixture("node_service.js"), mode, ms,
         ]
     }

@@ -11,6 +11,7 @@ import Testing
             loopThreadID: 1, observations: Array(repeating: running, count: 10), wallNanos: wallMs * 1_000_000,
             loopCPUNanos: cpuMs * 1_000_000, threads: [])
         e.loopRunQueueWaitNanos = runQueueMs.map { $0 * 1_000_000 }
+        e.thresholdNanos = 250_000_000
         return e
     }
 
@@ -26,11 +27,22 @@ import Testing
         #expect(CauseClassifier.classify(Self.evidence(cpuMs: 950, runQueueMs: nil)).kind == .cpu)
     }
 
+    @Test func aLoopThatRanMuchOfTheThresholdIsCPUBoundEvenWhenItWaitedLongerForACPU() {
+        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 150, runQueueMs: 800)).kind == .cpu)
+    }
+
+    @Test func aLoopBlockedInACallIsNotStarvedWhateverTheRunQueueSays() {
+        var e = Self.evidence(cpuMs: 5, runQueueMs: 900)
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: nil), count: 10)
+        #expect(CauseClassifier.classify(e).kind == .io)
+    }
+
     @Test func cgroupThrottlingOrALateWatcherForMuchOfTheStallIsStarvation() {
-        var throttled = Self.evidence(cpuMs: 200, runQueueMs: 100)
+        var throttled = Self.evidence(cpuMs: 20, runQueueMs: 100)
         throttled.throttledNanos = 600_000_000
         #expect(CauseClassifier.classify(throttled).kind == .starved)
-        var late = Self.evidence(cpuMs: 100, runQueueMs: 100)
+        var late = Self.evidence(cpuMs: 10, runQueueMs: 100)
         late.lateWakeupNanos = 500_000_000
         let cause = CauseClassifier.classify(late)
         #expect(cause.kind == .starved)

@@ -46,6 +46,8 @@ public enum CauseClassifier {
         public var throttledNanos: UInt64?
         /// How late the watcher itself woke during the stall, in all.
         public var lateWakeupNanos: UInt64 = 0
+        /// The stall threshold: a loop that used a small part of it in CPU had little work of its own.
+        public var thresholdNanos: UInt64?
 
         public init(
             loopThreadID: Int32, observations: [Observation], wallNanos: UInt64, loopCPUNanos: UInt64?,
@@ -105,7 +107,6 @@ public enum CauseClassifier {
                 "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms (\(Int((cpuShare * 100).rounded()))%)"
             )
         }
-        if let starved = starvation(e, evidence: evidence) { return starved }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
             return .init(kind: .unknown, evidence: evidence + ["no sample of the loop thread's state"])
@@ -117,6 +118,8 @@ public enum CauseClassifier {
             ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
         }
         let (top, topCount) = (ranked[0].key, ranked[0].value)
+        // Starved only where the loop wanted a CPU (not blocked in a call) and its own work was small.
+        if top == .cpu || top == .other, let starved = starvation(e, evidence: evidence) { return starved }
         func share(_ n: Int) -> String { "\(n) of \(total) samples" }
         let syscallNames = e.observations.compactMap {
             ($0.syscall ?? $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:))).map(SyscallTable.name)
@@ -156,13 +159,16 @@ public enum CauseClassifier {
         }
     }
 
-    /// `starved` when the loop thread spent at least half the stall waiting for a CPU and twice as long waiting as
-    /// running, or its cgroup was throttled or the watcher itself was not scheduled for much of it: the loop's code did
+    /// `starved` when the loop thread, wanting a CPU and using under a quarter of the threshold in CPU, spent at
+    /// least half the stall waiting for one and twice as long waiting as running, or its cgroup was throttled or the watcher itself was not scheduled for much of it: the loop's code did
     /// not hold it up, the machine did.
     static func starvation(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
         guard e.wallNanos > 0 else { return nil }
         let wall = Double(e.wallNanos)
         let cpu = e.loopCPUNanos ?? 0
+        // A loop that used a good part of the threshold in CPU over the sampled span had a stall of its own work,
+        // slowed by the machine: that is `cpu`, whatever the run queue says.
+        if let threshold = e.thresholdNanos, cpu * 4 >= threshold { return nil }
         var facts: [String] = []
         var starved = false
         if let wait = e.loopRunQueueWaitNanos {

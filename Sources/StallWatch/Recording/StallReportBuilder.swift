@@ -145,6 +145,7 @@ struct StallReportBuilder {
         input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
         input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
         input.lateWakeupNanos = evidence.lateWakeupNanos
+        input.thresholdNanos = UInt64(configuration.thresholdMs) * 1_000_000
         return CauseClassifier.classify(input)
     }
 
