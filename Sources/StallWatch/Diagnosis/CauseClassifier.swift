@@ -208,6 +208,10 @@ public enum CauseClassifier {
                     deadlockedThreadIds: [e.loopThreadID, waiter.threadId])
             }
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
+            let loopWait = e.threads.first { $0.threadId == e.loopThreadID }?.waitAddress
+            if let sentence = candidateSentence(candidateHolders(e, loopWaitAddress: loopWait)) {
+                evidence.append(sentence)
+            }
             return .init(kind: .lock, evidence: evidence)
         }
         if owner == e.loopThreadID {

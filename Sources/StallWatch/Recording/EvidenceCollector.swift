@@ -77,6 +77,9 @@ struct EvidenceCollector {
     /// Reads the context's end state (for the final report).
     mutating func closeContext(now: UInt64) {
         evidence?.context = contextProbe?.finish(monotonicNanos: now)
+        if let tid = thread?.threadID, let probe = ThreadProbe.read(pid: pid, tid: tid) {
+            evidence?.lastProbe = (probe, sw_monotonic_ns())
+        }
     }
 
     mutating func reset() {

@@ -43,6 +43,9 @@ struct StallEvidence: Sendable {
     var threads: [Thread] = []
     /// The stuck thread's state at detection, the base of the CPU and run-queue deltas.
     var firstProbe: ThreadProbe?
+    /// The stuck thread's state when the final report was built, and when (CLOCK_MONOTONIC): the end of the CPU
+    /// and run-queue deltas of a stall too short for a second sample.
+    var lastProbe: (probe: ThreadProbe, monoNanos: UInt64)?
     /// CPU and scheduling context over the stall; filled in when the final report is built.
     var context: StallReport.SystemContext?
     var notes: [String] = []

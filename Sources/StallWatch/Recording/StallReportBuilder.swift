@@ -138,7 +138,15 @@ struct StallReportBuilder {
             runQueueWait = last - first
         }
         // The CPU delta covers first → last sample, not the whole stall: compare it with that span.
-        let span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
+        var span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
+        if span == 0, let first = evidence.firstProbe, let (last, at) = evidence.lastProbe, at > evidence.monoAtBegin {
+            // One sample only: detection → the final report.
+            span = at - evidence.monoAtBegin
+            if last.cpuNanos >= first.cpuNanos { loopCPU = last.cpuNanos - first.cpuNanos }
+            if last.runQueueWaitNanos >= first.runQueueWaitNanos {
+                runQueueWait = last.runQueueWaitNanos - first.runQueueWaitNanos
+            }
+        }
         var input = CauseClassifier.Evidence(
             loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
             loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)

@@ -29,6 +29,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     let expect: Expectation
     var thresholdMs = 250
     var topFrames = 4
+    /// A sentence the cause's evidence must contain (substring).
+    var evidenceContains: String?
     /// CPU hogs started next to the target (each spinning on CPU 0 at nice 10, where the target is pinned too),
     /// so that the rest of the suite, at nice 0, still gets its CPU.
     var competingSpinners = 0
@@ -91,6 +93,9 @@ enum CorpusHarness {
                 let id = report.cause?.blockingThreadId
                 let name = report.threads?.first { $0.threadId == id }?.name
                 #expect(name == blocking, "blocking thread \(String(describing: id)) \(String(describing: name))")
+            }
+            if let text = c.evidenceContains {
+                #expect(report.cause?.evidence.contains { $0.contains(text) } == true, "\(describe(report))")
             }
             if deadlock { #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(describe(report))") }
         }
