@@ -51,9 +51,8 @@ def stall():
         sel.register(r, selectors.EVENT_READ)
         sel.select(STALL)
     elif MODE == "blocking-read":
-        r, w = os.pipe()
-        threading.Timer(STALL, lambda: os.write(w, b"x")).start()
-        os.read(r, 1)
+        os.write(go_w, b"g")  # the writer, started before the loop, answers STALL seconds later
+        os.read(data_r, 1)
     elif MODE == "lock":
         lock = threading.Lock()  # a POSIX semaphore: no owner field to read
         holder(lock, STALL, "lock-holder")
@@ -62,6 +61,19 @@ def stall():
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
         lock.acquire(timeout=STALL * 4)
+
+
+if MODE == "blocking-read":
+    # No thread is started during the stall (a thread start can itself wait on a lock under load).
+    go_r, go_w = os.pipe()
+    data_r, data_w = os.pipe()
+
+    def writer():
+        os.read(go_r, 1)
+        time.sleep(STALL)
+        os.write(data_w, b"x")
+
+    threading.Thread(target=writer, daemon=True).start()
 
 
 async def main():
