@@ -34,9 +34,9 @@ def holder(lock, hold, name, then=None):
 
 def stall():
     if MODE == "cpu":
-        end = time.monotonic() + STALL
+        end = time.thread_time() + STALL  # STALL seconds of work, however long a loaded machine makes it
         n = 0
-        while time.monotonic() < end:
+        while time.thread_time() < end:
             n += sum(range(200))
     elif MODE == "sleep":
         time.sleep(STALL)

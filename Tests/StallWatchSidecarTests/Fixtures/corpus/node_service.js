@@ -12,9 +12,10 @@ const mode = process.argv[2];
 const stallMs = Number(process.argv[3] || 1000);
 
 function burnCpu(ms) {
-  const end = Date.now() + ms;
+  // A fixed amount of work (about ms milliseconds of it here), however long a loaded machine makes it, and no
+  // system call in between.
   let x = 0;
-  while (Date.now() < end) {
+  for (let n = 0; n < ms * 30; n++) {
     for (let i = 0; i < 10000; i++) x = (x + i * 7) % 13;
   }
   return x;
