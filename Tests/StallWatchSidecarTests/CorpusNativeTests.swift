@@ -45,7 +45,8 @@ import Testing
             name: "c mutex among three hundred threads", command: server("many-threads"),
             expect: .stall(.lock, frames: lockFrames, blocking: "lock-holder")),
         CorpusCase(
-            name: "c long fsync", command: server("fsync"), expect: .stall(.io, frames: ["fsync", "write"]), thresholdMs: 150),
+            name: "c long fsync", command: server("fsync"), expect: .stall(.io, frames: ["fsync", "write"]),
+            thresholdMs: 150),
     ]
 
     @Test(.timeLimit(.minutes(1)), arguments: cases)

@@ -19,7 +19,8 @@ import Testing
             name: "node subprocess runner's own epoll loop", command: node("child"),
             expect: .stall(.io, frames: ["epoll"])),
         CorpusCase(
-            name: "node sync write and fsync", command: node("fsync"), expect: .stall(.io, frames: ["fsync", "write", "close"]),
+            name: "node sync write and fsync", command: node("fsync"),
+            expect: .stall(.io, frames: ["fsync", "write", "close"]),
             thresholdMs: 150),
         CorpusCase(
             name: "node Atomics.wait", command: node("atomics"), expect: .stall(.lock, frames: ["futex", "cond"])),

@@ -50,8 +50,12 @@ public struct IdleWaitLearner: Sendable {
         }
         if kind == .lock, !wait.isRestart, !learned.contains(where: { $0.kind == .idleWait }) {
             let key = Self.key(wait)
-            // A new episode: the previous look was not in a wait at this place.
-            if previous.map({ !Self.matches($0, learned: key) }) ?? true { futexCounts[key, default: 0] += 1 }
+            // A new episode: the previous look was not in a wait at this place, or waited on another word (a
+            // condition that parks on a fresh word each time was woken and parked again between the looks).
+            let newEpisode = previous.map {
+                !Self.matches($0, learned: key) || $0.arguments.first != wait.arguments.first
+            }
+            if newEpisode ?? true { futexCounts[key, default: 0] += 1 }
             if futexCounts[key, default: 0] >= futexEpisodes {
                 futexCounts[key] = nil
                 learn(key)
