@@ -7,6 +7,9 @@ set -euo pipefail
 # prometheus: its promtool checks the metrics text the tests produce, and the server scrapes the endpoint.
 # zlib1g-dev: pprof exports are gzipped through zlib. golang-go: `go tool pprof` reads the exports in tests.
 packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfutils procps prometheus golang-go)
+# python3, nodejs, gcc/binutils: the third-party programs of the sidecar's diagnosis corpus (tests build a stripped
+# C service with cc).
+packages+=(python3 nodejs gcc libc6-dev binutils)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()

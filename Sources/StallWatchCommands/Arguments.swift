@@ -5,6 +5,8 @@ public struct Arguments: Sendable, Equatable {
     public var positionals: [String] = []
     public var flags: Set<String> = []
     public var options: [String: String] = [:]
+    /// Every value of each option, in order, for options that may be repeated (`options` keeps the last).
+    public var repeated: [String: [String]] = [:]
 
     /// Whether `--name` was given.
     public func has(_ flag: String) -> Bool { flags.contains(flag) }
@@ -48,8 +50,10 @@ public struct Arguments: Sendable, Equatable {
             } else if allowedOptions.contains(name) {
                 if parts.count == 2 {
                     result.options[name] = parts[1]
+                    result.repeated[name, default: []].append(parts[1])
                 } else if index < arguments.count {
                     result.options[name] = arguments[index]
+                    result.repeated[name, default: []].append(arguments[index])
                     index += 1
                 } else {
                     throw .usage("\(command): \(name) needs a value")

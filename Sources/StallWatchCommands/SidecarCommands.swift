@@ -10,8 +10,8 @@ public struct ChildExitStatus: Error, Sendable, Equatable {
 
 enum SidecarCommands {
     static let watchOptions: Set<String> = [
-        "--pid", "--tid", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms",
-        "--metrics", "--otlp",
+        "--pid", "--tid", "--threads", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir",
+        "--poll-ms", "--metrics", "--otlp",
     ]
     static let runOptions: Set<String> = [
         "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms", "--heartbeat-wait-ms",
@@ -29,7 +29,14 @@ enum SidecarCommands {
         let pid = try number(pidText, "--pid", 1...Int(Int32.max))
         var options = TargetWatcher.Options(pid: Int32(pid), configuration: try configuration(args, invocation))
         try apply(args, to: &options)
-        if let tid = args.options["--tid"] { options.threadID = Int32(try number(tid, "--tid", 1...Int(Int32.max))) }
+        var tids = try (args.repeated["--tid"] ?? []).map { Int32(try number($0, "--tid", 1...Int(Int32.max))) }
+        if let glob = args.options["--threads"] {
+            let named = ThreadProbe.threadIDs(pid: Int32(pid), nameMatching: glob)
+            guard !named.isEmpty else {
+                throw CommandError.usage("watch: no thread of \(pid) has a name matching \(glob)")
+            }
+            tids += named.filter { !tids.contains($0) }
+        }
         if args.has("--proc") { options.mode = .proc }
         let output = EventOutput(
             console: invocation.console, arguments: args, reportDirectory: options.configuration.reportDirectoryPath)
@@ -37,18 +44,25 @@ enum SidecarCommands {
         defer { server?.stop() }
         let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
         defer { otlp?.stop() }
-        let watcher = try TargetWatcher(options: options) { event in
-            if case .stall(let stall) = event {
-                metrics?.observe(stall)
-                otlp?.observe(stall)
+        // One watcher, and so one detector, per thread; each report names its thread.
+        let watchers = try (tids.isEmpty ? [nil] : tids.map { Optional($0) }).map { tid in
+            var threadOptions = options
+            threadOptions.threadID = tid
+            return try TargetWatcher(options: threadOptions) { event in
+                if case .stall(let stall) = event {
+                    metrics?.observe(stall)
+                    otlp?.observe(stall)
+                }
+                output.emit(event.lineFields)
             }
-            output.emit(event.lineFields)
         }
-        metrics?.declare(loop: watcher.loopName)
+        for watcher in watchers { metrics?.declare(loop: watcher.loopName) }
         TerminationSignals.install { _ in
-            watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
+            for watcher in watchers {
+                watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
+            }
         }
-        _ = watcher.run()
+        TargetWatcher.runAll(watchers)
         return .ok
     }
 

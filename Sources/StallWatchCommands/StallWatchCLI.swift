@@ -78,9 +78,9 @@ public enum StallWatchCLI {
         Subcommand(
             ["watch"],
             synopsis:
-                "-p|--pid PID [--tid TID] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL]",
+                "-p|--pid PID [--tid TID]... [--threads GLOB] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL]",
             summary:
-                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); stack samples by ptrace; one line per event (JSON with --json or when standard output is not a terminal)",
+                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); several loop threads with --tid (repeatable) or --threads GLOB, each its own detector; stack samples by ptrace; one line per event (JSON with --json or when standard output is not a terminal)",
             flags: ["--proc", "--json"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
         Subcommand(
             ["run"],

@@ -9,13 +9,18 @@ import StallWatch
 /// Turns what the kernel says about one thread into the ``LoopSnapshot`` a ``StallDetector`` expects, so a loop
 /// that publishes nothing is judged by the same state machine.
 ///
-/// Evidence of progress, read from `/proc/<pid>/task/<tid>/`:
-/// - the thread sits in an idle-wait system call (`epoll_wait`, `poll`, `ppoll`, `select`, `io_uring_enter` …:
-///   ``SyscallTable/Kind/idleWait``) — reported as the idle phase `beforeWaiting`;
-/// - it left such a call, or its voluntary context switches (`status`) or read/write system-call counters (`io`:
-///   `syscr`, `syscw`) moved since the last look — a new busy "phase" starts now.
+/// Evidence, read from `/proc/<pid>/task/<tid>/` without stopping the thread:
+/// - the thread sits in its own idle wait (learned by ``IdleWaitLearner`` from `syscall`: the call, what it
+///   waits on, its stack pointer and program counter) — reported as the idle phase `beforeWaiting`. Any other
+///   wait, even an `epoll_wait` or `poll` inside a callback or a futex, is busy;
+/// - progress is leaving a system call (or the idle wait), or, for a thread in user space, making system calls
+///   (its voluntary switches or the `io` counters `syscr`/`syscw` moved). Counters that move while the thread
+///   stays inside one call (writeback sleeps inside a long `fsync`, a timed re-check inside a monitor wait) are
+///   not progress, except a completed read or write followed by an identical one (`syscr`/`syscw`).
+/// - every counter move a ptrace capture causes is discounted: 2 voluntary switches, and 1 `syscr` or `syscw`
+///   for a thread blocked in `read()`/`write()` on a pipe or file (the kernel counts the restarted call).
 ///
-/// With none of these for the threshold, the detector reports a stall. The phase start is the poll that saw
+/// With no progress for the threshold, the detector reports a stall. The phase start is the poll that saw
 /// the last evidence, so a stall's duration is under-estimated by at most one poll interval: a sidecar errs
 /// toward silence. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
 ///
@@ -30,9 +35,11 @@ public struct ProcProgressProbe: Sendable {
     private var phaseStart: UInt64
     private var idle = false
     private var counters: [UInt64]?
-    /// Voluntary switches our own ptrace captures may have caused (the stop, and going back to sleep after it),
-    /// for this look and the one before.
-    private var captureSwitches: (now: UInt64, previous: UInt64) = (0, 0)
+    private var lastWait: ThreadWait?
+    /// The thread's own idle wait, learned as it idles.
+    package private(set) var idleWaits = IdleWaitLearner()
+    /// Counter moves our own ptrace captures may have caused since the last look (switches, syscr, syscw).
+    private var captureAllowance: [UInt64] = [0, 0, 0]
 
     public init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -56,47 +63,74 @@ public struct ProcProgressProbe: Sendable {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
         }
-        if inIdleWait(dir) {
+        let wait = ThreadWait.read(pid: processID, tid: threadID)
+        if wait == nil ? inIdleWaitByWchan(dir) : idleWaits.isIdle(wait) {
             if !idle {
                 sequence += 1
                 idle = true
             }
             counters = nil
+            lastWait = wait
+            captureAllowance = [0, 0, 0]
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         let current = readCounters(dir, status: status)
-        let allowance = captureSwitches.now + captureSwitches.previous
-        captureSwitches = (0, captureSwitches.now)
-        if idle || counters == nil || !Self.onlyOurSwitches(from: counters!, to: current, allowance: allowance) {
-            // Left the idle wait, first look, or the thread switched or made I/O calls: progress.
+        let allowance = captureAllowance
+        captureAllowance = [0, 0, 0]
+        if idle || counters == nil
+            || Self.isProgress(from: lastWait, to: wait, counters: counters!, current, allowance: allowance)
+        {
+            // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
             idle = false
         }
         counters = current
+        // Right after a capture a thread blocked in a call may be seen on its way back into it (the kernel
+        // restarts the call from user space): keep the call it was in until a look without a capture.
+        let capturedOutOfCall = allowance[0] > 0 && !(wait?.inSyscall ?? false) && (lastWait?.inSyscall ?? false)
+        if !capturedOutOfCall { lastWait = wait }
         return LoopSnapshot(sequence: sequence, activity: .afterWaiting, phaseStartNanos: phaseStart)
     }
 
-    /// Call after each ptrace capture of the thread: its stop, and its going back to sleep after the detach,
-    /// are voluntary context switches that must not read as progress.
+    /// Call after each ptrace capture of the thread: its stop and its going back to sleep after the detach are
+    /// two voluntary context switches, and a read or write it was blocked in is counted again when restarted.
     public mutating func noteCapture() {
-        captureSwitches.now += 2
+        captureAllowance[0] += 2
+        // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
+        guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
+        captureAllowance[1] += 1
+        captureAllowance[2] += 1
     }
 
-    /// No counter moved except voluntary switches within what our captures explain.
-    static func onlyOurSwitches(from old: [UInt64], to new: [UInt64], allowance: UInt64) -> Bool {
-        guard old.count == new.count, let oldSwitches = old.first, let newSwitches = new.first,
-            newSwitches >= oldSwitches, newSwitches - oldSwitches <= allowance
-        else { return false }
-        return old.dropFirst() == new.dropFirst()
-    }
-
-    private func inIdleWait(_ dir: String) -> Bool {
-        if let line = ProcFile.text("\(dir)/syscall"), let first = line.split(separator: " ").first {
-            guard let number = Int(first), number >= 0 else { return false }  // "running" or -1: user space
-            return SyscallTable.kind(number) == .idleWait
+    /// Whether the thread made progress between two looks: `old`/`new` are (voluntary switches, syscr, syscw),
+    /// `allowance` what captures in between explain.
+    static func isProgress(
+        from before: ThreadWait?, to after: ThreadWait?, counters old: [UInt64], _ new: [UInt64],
+        allowance: [UInt64]
+    ) -> Bool {
+        guard old.count == new.count else { return true }
+        func moved(_ index: Int) -> Bool {
+            guard index < old.count else { return false }
+            return new[index] < old[index] || new[index] - old[index] > allowance[index]
         }
-        // syscall needs ptrace-attach rights; wchan only read rights.
+        if let before, before.inSyscall {
+            // Still inside the same call: only a completed read/write and an identical new one is progress.
+            if let after, before.isSameCall(as: after) { return moved(1) || moved(2) }
+            // Seen outside the call just after a capture: the restart of the interrupted call, not progress.
+            if allowance[0] > 0, !(after?.inSyscall ?? false) { return false }
+            // Left the call (into user space or another call).
+            return true
+        }
+        // Was in user space: system calls made since (a blocking call adds a voluntary switch) are progress,
+        // but entering the call it now sits in is not, by itself.
+        if let after, after.inSyscall { return moved(1) || moved(2) }
+        return moved(0) || moved(1) || moved(2)
+    }
+
+    /// Without `syscall` (it needs ptrace-attach rights; wchan only read rights): an event wait by its kernel
+    /// function, which cannot tell a nested wait from the loop's own.
+    private func inIdleWaitByWchan(_ dir: String) -> Bool {
         guard let wchan = ProcFile.text("\(dir)/wchan") else { return false }
         return ["do_epoll_wait", "ep_poll", "do_sys_poll", "do_select", "core_sys_select", "io_cqring_wait"]
             .contains(where: { wchan.hasPrefix($0) })

@@ -56,7 +56,9 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
             case "permissionDenied": message = error.message
             default: message = error.message
             }
-            return StackSample(error: message, failure: message)
+            var sample = StackSample(error: message, failure: message)
+            sample.timedOut = error.code == .captureTimedOut
+            return sample
         }
     }
 }

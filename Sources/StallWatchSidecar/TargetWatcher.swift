@@ -185,3 +185,20 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         }
     }
 }
+
+extension TargetWatcher {
+    /// Runs each watcher on a thread of its own (one detector per watched thread) and returns when all have
+    /// returned: stopped, or their thread or process gone. The calling thread runs the first.
+    public static func runAll(_ watchers: [TargetWatcher]) {
+        var threads: [NamedThread] = []
+        for watcher in watchers.dropFirst() {
+            do {
+                threads.append(try NamedThread(name: "sw-watch-\(watcher.threadID)") { _ = watcher.run() })
+            } catch {
+                _ = watcher.run()  // no thread to spare: watch it here, after the others
+            }
+        }
+        _ = watchers.first?.run()
+        threads.forEach { $0.join() }
+    }
+}

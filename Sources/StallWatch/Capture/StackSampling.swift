@@ -15,6 +15,9 @@ public struct StackSample: Sendable {
     public var error: String?
     /// A capture failure worth listing in the report's `capture.errors`.
     public var failure: String?
+    /// The thread did not stop within the capture timeout: it was working inside the kernel (a thread in user
+    /// space stops at once), and `pauseNanos` is not what the target saw.
+    public var timedOut = false
 
     public init(
         addresses: [UInt64] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
@@ -80,7 +83,9 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             if let error = stack.error, stack.addresses.count < 2 { result.error = error }
             return result
         case .failure(let error):
-            return StackSample(error: error.message, failure: error.message)
+            var result = StackSample(error: error.message, failure: error.message)
+            result.timedOut = error.code == .captureTimedOut
+            return result
         }
     }
 

@@ -113,6 +113,7 @@ package struct StallFollower<Source: ProgressSource> {
                 following(false)
             case .lateWakeup(let delay):
                 recorder.addNote("the \(watcherName) woke \(delay / 1_000_000) ms late during the stall")
+                recorder.noteLateWakeup(delay)
                 recorder.emit(.lateWakeup(delayMs: StallRecorder.millis(delay)))
             }
         }

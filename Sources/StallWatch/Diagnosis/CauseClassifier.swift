@@ -12,13 +12,22 @@ public enum CauseClassifier {
         public var symbols: [String]
         /// The owner of the lock the loop waited on at this sample, if it could be read.
         public var lockOwner: Int32?
+        /// The call's class judged by its arguments too (``ThreadWait/kind``), when they were read.
+        public var waitKind: SyscallTable.Kind?
+        /// The capture could not stop the thread in time: it was working inside the kernel (a long write).
+        public var captureTimedOut = false
 
-        public init(state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil) {
+        public init(
+            state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
+            waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false
+        ) {
             self.state = state
             self.syscall = syscall
             self.wchan = wchan
             self.symbols = symbols
             self.lockOwner = lockOwner
+            self.waitKind = waitKind
+            self.captureTimedOut = captureTimedOut
         }
     }
 
@@ -30,6 +39,15 @@ public enum CauseClassifier {
         public var loopCPUNanos: UInt64?
         /// Every thread at the first sample.
         public var threads: [StallReport.ThreadSnapshot]
+        /// Time the loop thread was runnable but waiting for a CPU (schedstat), over the same span as
+        /// `loopCPUNanos`.
+        public var loopRunQueueWaitNanos: UInt64?
+        /// Time the process's cgroup was throttled by its CPU quota during the stall.
+        public var throttledNanos: UInt64?
+        /// How late the watcher itself woke during the stall, in all.
+        public var lateWakeupNanos: UInt64 = 0
+        /// The stall threshold: a loop that used a small part of it in CPU had little work of its own.
+        public var thresholdNanos: UInt64?
 
         public init(
             loopThreadID: Int32, observations: [Observation], wallNanos: UInt64, loopCPUNanos: UInt64?,
@@ -52,10 +70,12 @@ public enum CauseClassifier {
         if o.state == "D" { return .io }
         // "running" may be running inside a system call: the innermost frame (a libc wrapper) tells.
         guard let syscall = o.syscall ?? o.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) else {
+            // A thread in user space stops at once; one that did not stop in time was inside the kernel.
+            if o.captureTimedOut { return .io }
             return o.state == "R" ? .cpu : .other
         }
         if syscall == 219, let restarted = restartedActivity(symbols: o.symbols) { return restarted }
-        switch SyscallTable.kind(syscall) {
+        switch o.syscall == nil ? SyscallTable.kind(syscall) : (o.waitKind ?? SyscallTable.kind(syscall)) {
         case .lock: return .lock
         case .io: return .io
         case .sleep: return .sleep
@@ -98,6 +118,8 @@ public enum CauseClassifier {
             ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
         }
         let (top, topCount) = (ranked[0].key, ranked[0].value)
+        // Starved only where the loop wanted a CPU (not blocked in a call) and its own work was small.
+        if top == .cpu || top == .other, let starved = starvation(e, evidence: evidence) { return starved }
         func share(_ n: Int) -> String { "\(n) of \(total) samples" }
         let syscallNames = e.observations.compactMap {
             ($0.syscall ?? $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:))).map(SyscallTable.name)
@@ -114,18 +136,61 @@ public enum CauseClassifier {
         case .io:
             let dState = e.observations.filter { $0.state == "D" }.count
             evidence.append("\(share(topCount)): in I/O" + (commonSyscall.map { " (\($0))" } ?? ""))
+            let timedOut = e.observations.filter(\.captureTimedOut).count
+            if timedOut > 0 {
+                evidence.append(
+                    "\(share(timedOut)): the thread did not stop for a capture in time: it was working inside the "
+                        + "kernel, not in user space")
+            }
             if dState > 0 { evidence.append("\(share(dState)): in uninterruptible disk sleep (state D)") }
             return .init(kind: .io, evidence: evidence)
         case .lock:
             return lockCause(e, lockSamples: topCount, total: total, evidence: evidence)
         case .idle:
+            // Never the loop's own idle wait (the loop would not be stalled): a wait on descriptors nested in a
+            // callback — a client's poll, a subprocess runner's own event loop.
             evidence.append(
-                "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callout (a nested wait)")
-            return .init(kind: .unknown, evidence: evidence)
+                "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callback, not the loop's "
+                    + "own idle wait (a nested wait on descriptors)")
+            return .init(kind: .io, evidence: evidence)
         case .other:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)
         }
+    }
+
+    /// `starved` when the loop thread, wanting a CPU and using under a quarter of the threshold in CPU, spent at
+    /// least half the stall waiting for one and twice as long waiting as running, or its cgroup was throttled or the watcher itself was not scheduled for much of it: the loop's code did
+    /// not hold it up, the machine did.
+    static func starvation(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
+        guard e.wallNanos > 0 else { return nil }
+        let wall = Double(e.wallNanos)
+        let cpu = e.loopCPUNanos ?? 0
+        // A loop that used a good part of the threshold in CPU over the sampled span had a stall of its own work,
+        // slowed by the machine: that is `cpu`, whatever the run queue says.
+        if let threshold = e.thresholdNanos, cpu * 4 >= threshold { return nil }
+        var facts: [String] = []
+        var starved = false
+        if let wait = e.loopRunQueueWaitNanos {
+            // Under plain oversubscription a busy loop still gets its share (half a CPU among two takers):
+            // that is its own CPU stall, slowed. Starved is waiting far more than running.
+            if Double(wait) >= 0.5 * wall, cpu * 2 <= wait { starved = true }
+            if wait > 0 {
+                facts.append(
+                    "the loop thread waited \(wait / 1_000_000) ms for a CPU (run queue) and ran \(cpu / 1_000_000) ms "
+                        + "in \(e.wallNanos / 1_000_000) ms")
+            }
+        }
+        if let throttled = e.throttledNanos, throttled > 0 {
+            facts.append("the cgroup's CPU quota throttled the process for \(throttled / 1_000_000) ms")
+            if Double(throttled) >= 0.3 * wall, Double(cpu) < 0.6 * wall { starved = true }
+        }
+        if e.lateWakeupNanos > 0 {
+            facts.append("the watcher itself woke \(e.lateWakeupNanos / 1_000_000) ms late: the machine was busy")
+            if Double(e.lateWakeupNanos) >= 0.3 * wall, Double(cpu) < 0.6 * wall { starved = true }
+        }
+        guard starved else { return nil }
+        return .init(kind: .starved, evidence: evidence + facts)
     }
 
     private static func lockCause(_ e: Evidence, lockSamples: Int, total: Int, evidence: [String]) -> StallReport.Cause
@@ -143,6 +208,10 @@ public enum CauseClassifier {
                     deadlockedThreadIds: [e.loopThreadID, waiter.threadId])
             }
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
+            let loopWait = e.threads.first { $0.threadId == e.loopThreadID }?.waitAddress
+            if let sentence = candidateSentence(candidateHolders(e, loopWaitAddress: loopWait)) {
+                evidence.append(sentence)
+            }
             return .init(kind: .lock, evidence: evidence)
         }
         if owner == e.loopThreadID {

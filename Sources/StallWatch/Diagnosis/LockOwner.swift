@@ -28,4 +28,19 @@ public enum LockOwner {
         if mutexOwner > 0, threads.contains(mutexOwner), words.0 != 0 { return (mutexOwner, .glibcMutexOwner) }
         return nil
     }
+
+    /// The owner of the lock a thread waits for in `wait` (a `futex` call), taken only where the waiting code is
+    /// a lock with an owner: a priority-inheritance lock (`FUTEX_LOCK_PI`), or a plain wait for the value 2
+    /// (glibc's contended-mutex state). A `pthread_join` waits for the joined thread's id, a condition variable
+    /// for a sequence number, a semaphore for 0: those words name no owner, whatever they hold.
+    public static func owner(pid: Int32, wait: ThreadWait, threads: Set<Int32>) -> (threadID: Int32, source: Source)? {
+        guard wait.number == 202 || wait.number == 219, wait.arguments.count == 6 else { return nil }
+        let op = wait.arguments[1] & 0x7f
+        let isPI = op == 6 || op == 13  // FUTEX_LOCK_PI, FUTEX_LOCK_PI2
+        let isMutexWait = (op == 0 || op == 9) && wait.arguments[2] == 2  // FUTEX_WAIT(_BITSET) for "contended"
+        guard isPI || isMutexWait else { return nil }
+        guard let found = owner(pid: pid, futexAddress: wait.arguments[0], threads: threads) else { return nil }
+        if isPI, found.source != .piFutexWord { return nil }
+        return found
+    }
 }

@@ -15,21 +15,6 @@ public enum SyscallTable {
         case other
     }
 
-    static let names: [Int: String] = [
-        0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 7: "poll", 8: "lseek", 9: "mmap",
-        10: "mprotect", 11: "munmap", 16: "ioctl", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
-        23: "select", 24: "sched_yield", 26: "msync", 34: "pause", 35: "nanosleep", 40: "sendfile", 42: "connect",
-        43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 56: "clone", 57: "fork",
-        59: "execve", 61: "wait4", 62: "kill", 72: "fcntl", 73: "flock", 74: "fsync", 75: "fdatasync",
-        76: "truncate", 77: "ftruncate", 82: "rename", 83: "mkdir", 87: "unlink", 101: "ptrace", 130: "rt_sigsuspend",
-        128: "rt_sigtimedwait", 162: "sync", 187: "readahead", 200: "tkill", 202: "futex", 213: "epoll_create",
-        230: "clock_nanosleep", 232: "epoll_wait", 234: "tgkill", 247: "waitid", 257: "openat", 262: "newfstatat",
-        270: "pselect6", 271: "ppoll", 277: "sync_file_range", 281: "epoll_pwait", 285: "fallocate", 288: "accept4",
-        295: "preadv", 296: "pwritev", 299: "recvmmsg", 306: "syncfs", 307: "sendmmsg", 310: "process_vm_readv",
-        319: "memfd_create", 322: "execveat", 327: "preadv2", 328: "pwritev2", 332: "statx", 426: "io_uring_enter",
-        435: "clone3", 441: "epoll_pwait2", 449: "futex_waitv",
-    ]
-
     /// The system call a libc wrapper symbol makes (`__write`, `__GI___libc_write`, `fsync`, `ftruncate64`,
     /// `clock_nanosleep@GLIBC_2.2.5`, `__lll_lock_wait` …), or nil for any other function.
     ///

@@ -1,4 +1,5 @@
 // Measuring the process and machine around a stall: CPU use, load, cgroup throttling, steal.
+import CStallWatchCore
 import Foundation
 
 /// Takes a snapshot when a stall begins and turns the difference at its end into a `SystemContext`, so that
@@ -27,20 +28,26 @@ public struct SystemContextProbe: Sendable {
     }
 
     /// The context from the snapshot to now.
+    ///
+    /// Percentages are over the interval actually measured (the two snapshots' own clock readings, not the
+    /// stall's end time, which may precede the last look) and bounded by the CPU count.
     public func finish(monotonicNanos: UInt64) -> StallReport.SystemContext {
-        let end = Self.snapshot(pid: pid, tid: loopThreadID, cpuStatPath: cpuStatPath, now: monotonicNanos)
-        let wall = Double(max(1, end.monotonicNanos &- start.monotonicNanos))
+        let end = Self.snapshot(
+            pid: pid, tid: loopThreadID, cpuStatPath: cpuStatPath, now: max(monotonicNanos, sw_monotonic_ns()))
+        let cpus = max(1, ProcessInfo.processInfo.activeProcessorCount)
         var context = StallReport.SystemContext()
-        func percent(_ a: UInt64?, _ b: UInt64?) -> Double? {
+        // CPU time is counted in clock ticks (10 ms): below a second the figure is too coarse to mean anything.
+        let wall = Double(max(1, end.monotonicNanos &- start.monotonicNanos))
+        func percent(_ a: UInt64?, _ b: UInt64?, bound: Int) -> Double? {
             guard let a, let b, b >= a else { return nil }
-            return (Double(b - a) / wall * 1000).rounded() / 10
+            return min(Double(bound) * 100, (Double(b - a) / wall * 1000).rounded() / 10)
         }
-        context.processCpuPercent = percent(start.processCPUNanos, end.processCPUNanos)
-        context.loopCpuPercent = percent(start.loopCPUNanos, end.loopCPUNanos)
+        context.processCpuPercent = percent(start.processCPUNanos, end.processCPUNanos, bound: cpus)
+        context.loopCpuPercent = percent(start.loopCPUNanos, end.loopCPUNanos, bound: 1)
         if let load = ProcFile.text("/proc/loadavg") {
             context.loadAverage = load.split(separator: " ").prefix(3).compactMap { Double($0) }
         }
-        context.cpuCount = ProcessInfo.processInfo.activeProcessorCount
+        context.cpuCount = cpus
         if let a = start.throttledPeriods, let b = end.throttledPeriods, b >= a {
             context.cgroupThrottledPeriods = b - a
         }
@@ -54,7 +61,7 @@ public struct SystemContextProbe: Sendable {
     }
 
     static func snapshot(pid: Int32, tid: Int32, cpuStatPath: String?, now: UInt64) -> Snapshot {
-        var s = Snapshot(monotonicNanos: now)
+        var s = Snapshot(monotonicNanos: max(now, sw_monotonic_ns()))
         s.processCPUNanos = processCPU(pid: pid)
         s.loopCPUNanos = ThreadProbe.read(pid: pid, tid: tid)?.cpuNanos
         if let cpuStatPath, let text = ProcFile.text(cpuStatPath) {
@@ -63,6 +70,7 @@ public struct SystemContextProbe: Sendable {
                 guard parts.count == 2 else { continue }
                 if parts[0] == "nr_throttled" { s.throttledPeriods = UInt64(parts[1]) }
                 if parts[0] == "throttled_usec" { s.throttledMicros = UInt64(parts[1]) }
+                if parts[0] == "throttled_time" { s.throttledMicros = UInt64(parts[1]).map { $0 / 1000 } }  // v1: ns
             }
         }
         if let stat = ProcFile.text("/proc/stat"), let first = stat.split(separator: "\n").first,
@@ -82,10 +90,20 @@ public struct SystemContextProbe: Sendable {
         return (u + s) * 1_000_000_000 / UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
     }
 
-    /// `/sys/fs/cgroup/<path>/cpu.stat` for the process's cgroup v2 group, if present.
+    /// The process's `cpu.stat`: its cgroup v1 cpu controller group's (`nr_throttled`, `throttled_time` in ns),
+    /// where CPU quotas are enforced on a hybrid hierarchy, else its cgroup v2 group's (`throttled_usec`).
     static func cgroupCPUStatPath(pid: Int32) -> String? {
         guard let text = ProcFile.text("/proc/\(pid)/cgroup") else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
+        let lines = text.split(separator: "\n")
+        for line in lines {
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3, fields[1].split(separator: ",").contains("cpu") else { continue }
+            for mount in ["/sys/fs/cgroup/\(fields[1])", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"] {
+                let path = mount + fields[2] + "/cpu.stat"
+                if FileManager.default.isReadableFile(atPath: path) { return path }
+            }
+        }
+        for line in lines where line.hasPrefix("0::") {
             let path = "/sys/fs/cgroup" + line.dropFirst(3) + "/cpu.stat"
             return FileManager.default.isReadableFile(atPath: path) ? path : nil
         }

@@ -20,9 +20,12 @@ public struct ThreadProbe: Sendable, Equatable {
     public var involuntarySwitches: UInt64
     /// Time spent runnable but waiting for a CPU (schedstat), nanoseconds.
     public var runQueueWaitNanos: UInt64
+    /// The whole `syscall` reading: arguments, stack pointer and program counter.
+    public var wait: ThreadWait? = nil
 
     public var syscallName: String? { syscall.map(SyscallTable.name) }
-    public var syscallKind: SyscallTable.Kind? { syscall.map(SyscallTable.kind) }
+    /// The call's class, judged by its content where it has one (a `select` on no descriptor is a sleep).
+    public var syscallKind: SyscallTable.Kind? { wait?.kind ?? syscall.map(SyscallTable.kind) }
 
     /// The state letter's meaning.
     public var stateDescription: String {
@@ -57,6 +60,7 @@ public struct ThreadProbe: Sendable, Equatable {
             runQueueWaitNanos: 0)
         if let wchan = ProcFile.text("\(dir)/wchan"), !wchan.isEmpty, wchan != "0" { probe.wchan = wchan }
         if let line = ProcFile.text("\(dir)/syscall") {
+            probe.wait = ThreadWait(line: line)
             // "202 0x7f… 0x80 …" (number, six args, sp, pc), "running", or "-1 sp pc" (not in a syscall).
             let parts = line.split(separator: " ")
             if let first = parts.first, let number = Int(first), number >= 0 {

@@ -78,9 +78,14 @@ struct EvidenceCollector {
 
     mutating func addNote(_ note: String) { evidence?.notes.append(note) }
 
+    mutating func noteLateWakeup(_ delayNanos: UInt64) { evidence?.lateWakeupNanos += delayNanos }
+
     /// Reads the context's end state (for the final report).
     mutating func closeContext(now: UInt64) {
         evidence?.context = contextProbe?.finish(monotonicNanos: now)
+        if let tid = thread?.threadID, let probe = ThreadProbe.read(pid: pid, tid: tid) {
+            evidence?.lastProbe = (probe, sw_monotonic_ns())
+        }
     }
 
     mutating func reset() {
@@ -105,15 +110,19 @@ struct EvidenceCollector {
             evidence.samples.append(sample)
             return sample
         }
-        // Read before the capture: a ptrace capture restarts the interrupted call as restart_syscall, whose
-        // arguments are no longer the futex address; later samples inherit the call from the one before.
+        // The wait target is read before the capture: a stop turns a timed futex wait or sleep into
+        // restart_syscall. A restart at the place of the previous sample's call continues that call.
         sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
-        if var probe = sample.probe, probe.syscall == Self.restartSyscall, let previous = evidence.samples.last?.probe,
-            previous.syscall != nil
+        if var probe = sample.probe, let wait = probe.wait, wait.isRestart,
+            let before = evidence.samples.last?.probe?.wait, !before.isRestart, wait.isSameCall(as: before)
         {
-            probe.syscall = previous.syscall
-            probe.syscallArg0 = previous.syscallArg0
+            probe.wait = before
+            probe.syscall = before.number
             sample.probe = probe
+        }
+        if let probe = sample.probe, probe.syscallKind == .lock, let wait = probe.wait {
+            sample.lockOwner =
+                LockOwner.owner(pid: pid, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
         }
         if let sampler = target.sampler {
             let taken = sampler.sample(thread, configuration: configuration)
@@ -121,48 +130,49 @@ struct EvidenceCollector {
             sample.pauseNanos = taken.pauseNanos
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
+            sample.captureTimedOut = taken.timedOut
             if let failure = taken.failure {
                 evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)")
             }
         } else {
             sample.error = "no sampler"
         }
-        if let probe = sample.probe, probe.syscallKind == .lock, let address = probe.syscallArg0 {
-            sample.lockOwner =
-                LockOwner.owner(
-                    pid: pid, futexAddress: address, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
-        }
         evidence.samples.append(sample)
         return sample
     }
 
-    /// Every other thread's state, wait target and stack at the first sample, bounded by `maxThreads` (the loop
-    /// thread first, then by thread id). The watching thread itself is left out. The stuck thread's samples go
-    /// on between threads when due, so a process of many threads does not black out the stall's sampling; the
-    /// process's maps are read once for the whole snapshot (``StackSampling/beginThreadSnapshot()``).
+    /// Every other thread's state and wait target at the first sample, in order of relevance (the loop, the owner
+    /// chain of what it waits for, the threads waiting on those, then the rest: ``ThreadWaitGraph``). Stacks are
+    /// taken for the first `maxThreads`; who-waits-for-whom is kept for every thread (up to 4096). The watching
+    /// thread itself is left out. The stuck thread's samples go on between threads when due, so a process of many
+    /// threads does not black out the stall's sampling; the process's maps are read once for the whole snapshot
+    /// (``StackSampling/beginThreadSnapshot()``).
     private mutating func snapshotThreads() -> [StallEvidence.Thread] {
         guard configuration.maxThreads > 0 else { return [] }
         target.sampler?.beginThreadSnapshot()
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
-        let tids = ThreadProbe.threadIDs(pid: pid).filter { $0 != me }
-        let ordered = tids.filter { $0 == loopTID } + tids.filter { $0 != loopTID }
-        let all = Set(tids)
+        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me])
+        let holders = Set(graph.waitsFor.values)
         var result: [StallEvidence.Thread] = []
-        for tid in ordered.prefix(configuration.maxThreads) {
+        for (index, tid) in graph.relevanceOrder(loop: loopTID).prefix(4096).enumerated() {
             if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
-            guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
+            guard let probe = graph.probes[tid] else { continue }
+            let waitsFor = graph.waitsFor[tid]
+            // Past the stack cap, only threads that are part of the wait graph are listed.
+            let withStack = index < configuration.maxThreads
+            if !withStack, waitsFor == nil, !holders.contains(tid) { continue }
             var addresses: [UInt64] = []
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
             if probe.syscallKind == .lock, let address = probe.syscallArg0 {
                 snapshot.waitAddress = address
-                snapshot.waitingForThreadId = LockOwner.owner(pid: pid, futexAddress: address, threads: all)?.threadID
+                snapshot.waitingForThreadId = waitsFor
             }
             if tid == loopTID, let first = evidence?.samples.first {
                 addresses = first.addresses
                 snapshot.error = first.error
-            } else if let sampler = target.sampler {
+            } else if withStack, let sampler = target.sampler {
                 let taken = sampler.sampleThread(id: tid, configuration: configuration)
                 addresses = taken.addresses
                 snapshot.error = taken.error

@@ -18,6 +18,8 @@ struct StallEvidence: Sendable {
         var probe: ThreadProbe?
         /// The thread holding the lock the stuck thread waits for, when the probe shows a futex wait.
         var lockOwner: Int32?
+        /// The capture gave up waiting for the thread to stop.
+        var captureTimedOut = false
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.
@@ -41,9 +43,14 @@ struct StallEvidence: Sendable {
     var threads: [Thread] = []
     /// The stuck thread's state at detection, the base of the CPU and run-queue deltas.
     var firstProbe: ThreadProbe?
+    /// The stuck thread's state when the final report was built, and when (CLOCK_MONOTONIC): the end of the CPU
+    /// and run-queue deltas of a stall too short for a second sample.
+    var lastProbe: (probe: ThreadProbe, monoNanos: UInt64)?
     /// CPU and scheduling context over the stall; filled in when the final report is built.
     var context: StallReport.SystemContext?
     var notes: [String] = []
+    /// How late the watcher woke during the stall, in all (the detector's late wake-up guard).
+    var lateWakeupNanos: UInt64 = 0
     var captureErrors: [String] = []
     /// Problems met when the watching was set up, repeated in every report.
     var setupErrors: [String] = []

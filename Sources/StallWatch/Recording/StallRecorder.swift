@@ -159,6 +159,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     package func addNote(_ note: String) { collector.addNote(note) }
 
+    /// The watcher woke `delayNanos` later than it asked during the stall: evidence of a starved machine.
+    package func noteLateWakeup(_ delayNanos: UInt64) { collector.noteLateWakeup(delayNanos) }
+
     // MARK: Reports
 
     /// Builds and writes the provisional report (at detection, or on escalation to a hang: the first sample only,

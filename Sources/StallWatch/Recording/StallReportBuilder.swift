@@ -134,18 +134,37 @@ struct StallReportBuilder {
             guard let probe = raw.probe else { return nil }
             return .init(
                 state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
-                symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner)
+                symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner, waitKind: probe.wait?.kind,
+                captureTimedOut: raw.captureTimedOut)
         }
         var loopCPU: UInt64?
+        var runQueueWait: UInt64?
         if let first = evidence.firstProbe?.cpuNanos, let last = samples.last?.probe?.cpuNanos, last >= first {
             loopCPU = last - first
         }
+        if let first = evidence.firstProbe?.runQueueWaitNanos, let last = samples.last?.probe?.runQueueWaitNanos,
+            last >= first
+        {
+            runQueueWait = last - first
+        }
         // The CPU delta covers first → last sample, not the whole stall: compare it with that span.
-        let span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
-        return CauseClassifier.classify(
-            .init(
-                loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
-                loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads))
+        var span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
+        if span == 0, let first = evidence.firstProbe, let (last, at) = evidence.lastProbe, at > evidence.monoAtBegin {
+            // One sample only: detection → the final report.
+            span = at - evidence.monoAtBegin
+            if last.cpuNanos >= first.cpuNanos { loopCPU = last.cpuNanos - first.cpuNanos }
+            if last.runQueueWaitNanos >= first.runQueueWaitNanos {
+                runQueueWait = last.runQueueWaitNanos - first.runQueueWaitNanos
+            }
+        }
+        var input = CauseClassifier.Evidence(
+            loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
+            loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)
+        input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
+        input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
+        input.lateWakeupNanos = evidence.lateWakeupNanos
+        input.thresholdNanos = UInt64(configuration.thresholdMs) * 1_000_000
+        return CauseClassifier.classify(input)
     }
 
     private func threadState(_ probe: ThreadProbe, first: ThreadProbe?) -> StallReport.ThreadState {

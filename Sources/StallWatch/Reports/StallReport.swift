@@ -328,7 +328,9 @@ extension StallReport {
     /// The verdict on what held the loop.
     public struct Cause: Codable, Sendable, Equatable {
         public enum Kind: String, Codable, Sendable, CaseIterable {
-            case cpu, lock, io, sleep, deadlock, unknown, saturated
+            /// `starved`: the loop thread was runnable but not given a CPU (run-queue wait, cgroup throttling, a
+            /// late watchdog): the machine, not the loop's code, held it up.
+            case cpu, lock, io, sleep, deadlock, starved, unknown, saturated
         }
 
         public var kind: Kind
@@ -401,7 +403,7 @@ extension StallReport {
         /// /proc/loadavg at the end: 1, 5 and 15 minutes.
         public var loadAverage: [Double]?
         public var cpuCount: Int?
-        /// cgroup v2 `cpu.stat`: periods throttled and time throttled during the stall.
+        /// cgroup `cpu.stat` (v2, or v1's cpu controller): periods throttled and time throttled during the stall.
         public var cgroupThrottledPeriods: UInt64?
         public var cgroupThrottledMs: Double?
         /// Steal time during the stall, percent of all CPU time (a starved virtual machine).

@@ -53,6 +53,8 @@ public final class Symbolicator: @unchecked Sendable {
     private var frameCache: [FrameKey: StackFrame] = [:]
     private var demangled: [String: (full: String, short: String?)] = [:]
     private var buildIDs: [String: String?] = [:]
+    /// JIT code's names, when the runtime writes a perf map.
+    private lazy var perfMap = PerfMap(processID: processID)
     private static let cacheLimit = 1 << 16
 
     /// Creates a symbolicator for `processID` (which may be this process). Nothing is read until first use.
@@ -82,8 +84,15 @@ public final class Symbolicator: @unchecked Sendable {
             }
             let lookup = index == 0 || address == 0 ? address : address - 1
             guard let resolved = resolve(lookup, refreshed: &refreshed) else {
-                // Not cached: the address may belong to a library loaded later.
-                frames.append(StackFrame(address: address))
+                // Not cached: the address may belong to a library loaded later, or to JIT code.
+                if mode != .off, let jit = perfMap.lookup(lookup) {
+                    frames.append(
+                        StackFrame(
+                            address: address, symbol: jit.name,
+                            symbolOffset: Int(truncatingIfNeeded: jit.offset &+ (address &- lookup))))
+                } else {
+                    frames.append(StackFrame(address: address))
+                }
                 continue
             }
             let frame = StackFrame(

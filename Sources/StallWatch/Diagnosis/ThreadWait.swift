@@ -1,0 +1,91 @@
+// ThreadWait: one reading of /proc/<pid>/task/<tid>/syscall, and what the call waits on.
+
+/// Where a thread was at one look, as `/proc/<pid>/task/<tid>/syscall` says: in a system call (its number,
+/// six arguments, the user stack pointer and program counter), running, or in user space.
+///
+/// Reading it does not stop the thread; it needs ptrace-read rights on the target.
+public struct ThreadWait: Sendable, Hashable {
+    /// The system call, or nil when the thread is running or in user space.
+    public var number: Int?
+    /// The call's six arguments (empty when not in a call).
+    public var arguments: [UInt64]
+    public var stackPointer: UInt64
+    public var programCounter: UInt64
+
+    public init(number: Int?, arguments: [UInt64] = [], stackPointer: UInt64 = 0, programCounter: UInt64 = 0) {
+        self.number = number
+        self.arguments = arguments
+        self.stackPointer = stackPointer
+        self.programCounter = programCounter
+    }
+
+    /// Parses the file's one line: `"202 0x… 0x… … sp pc"`, `"-1 sp pc"` (user space) or `"running"`.
+    public init?(line: String) {
+        let parts = line.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard let first = parts.first else { return nil }
+        if first == "running" {
+            self.init(number: nil)
+            return
+        }
+        guard let number = Int(first) else { return nil }
+        let values = parts.dropFirst().map { UInt64(hexAddress: String($0)) ?? 0 }
+        guard number >= 0 else {
+            self.init(number: nil, stackPointer: values.first ?? 0, programCounter: values.dropFirst().first ?? 0)
+            return
+        }
+        guard values.count >= 8 else { return nil }
+        self.init(
+            number: number, arguments: Array(values.prefix(6)), stackPointer: values[6], programCounter: values[7])
+    }
+
+    /// Reads `/proc/<pid>/task/<tid>/syscall`; nil when it cannot be read.
+    public static func read(pid: Int32, tid: Int32) -> ThreadWait? {
+        ProcFile.text("/proc/\(pid)/task/\(tid)/syscall").flatMap(ThreadWait.init(line:))
+    }
+
+    /// In a system call (blocked or about to be).
+    public var inSyscall: Bool { number != nil }
+
+    /// The call as the thread sees it: `restart_syscall` (219) continues the call a stop interrupted (a timed
+    /// futex wait, a sleep), at the same stack pointer and program counter.
+    public var isRestart: Bool { number == 219 }
+
+    /// What the call waits on, from its arguments: the epoll descriptor, the poll array and its length, the
+    /// select sets, the futex word. Two waits at the same call site that differ here wait for different things.
+    public var target: [UInt64] {
+        guard let number, arguments.count == 6 else { return [] }
+        switch number {
+        case 232, 281, 441, 426: return [arguments[0]]  // epoll_wait, epoll_pwait, epoll_pwait2, io_uring_enter
+        case 7, 271: return [arguments[0], arguments[1]]  // poll, ppoll: fds, nfds
+        case 23, 270: return Array(arguments.prefix(4))  // select, pselect6: nfds and the three sets
+        case 202, 449: return [arguments[0]]  // futex word; futex_waitv array
+        case 34, 130, 128, 219: return []  // pause, rt_sigsuspend, rt_sigtimedwait, restart_syscall
+        default: return [arguments[0]]
+        }
+    }
+
+    /// The class of the call, judged by its content as well as its number: a `select` or `poll` that waits on no
+    /// descriptor is a sleep.
+    public var kind: SyscallTable.Kind? {
+        guard let number else { return nil }
+        let sets = arguments.count == 6
+        switch number {
+        case 7 where sets && (arguments[1] == 0 || arguments[0] == 0): return .sleep
+        case 271 where sets && (arguments[1] == 0 || arguments[0] == 0): return .sleep
+        case 23 where sets && (arguments[0] == 0 || arguments[1...3].allSatisfy { $0 == 0 }): return .sleep
+        case 270 where sets && (arguments[0] == 0 || arguments[1...3].allSatisfy { $0 == 0 }): return .sleep
+        default: return SyscallTable.kind(number)
+        }
+    }
+
+    /// The same call at the same place as `other`, waiting on the same thing: the thread did not leave it
+    /// between the two looks (or left and came back to an identical call, which counters may still tell).
+    /// A `restart_syscall` matches the call it continues (same stack pointer and program counter).
+    public func isSameCall(as other: ThreadWait) -> Bool {
+        guard inSyscall, other.inSyscall, stackPointer == other.stackPointer,
+            IdleWaitLearner.sameWrapper(programCounter, other.programCounter)
+        else { return false }
+        if isRestart || other.isRestart { return true }
+        return number == other.number && arguments == other.arguments
+    }
+}

@@ -1,0 +1,33 @@
+// The sidecar on Node.js (Debian's nodejs): libuv's epoll loop, V8's JIT code named from its perf map.
+import Testing
+
+/// Stalls of `Fixtures/corpus/node_service.js`, run with `--perf-basic-prof` so JIT frames have names.
+/// Slow: each case runs the service for about three seconds.
+@Suite(.serialized) struct CorpusNodeTests {
+    static func node(_ mode: String, _ ms: String = "1000") -> [String] {
+        [
+            "/usr/bin/node", "--perf-basic-prof", "--interpreted-frames-native-stack", "--logfile=/dev/null",
+            "--no-logfile-per-isolate",
+            CorpusHarness.fixture("node_service.js"), mode, ms,
+        ]
+    }
+
+    static let cases: [CorpusCase] = [
+        CorpusCase(name: "node idle loop", command: node("idle"), expect: .noReport),
+        CorpusCase(name: "node cpu in JIT code", command: node("cpu"), expect: .stall(.cpu, frames: ["burnCpu"])),
+        CorpusCase(
+            name: "node subprocess runner's own epoll loop", command: node("child"),
+            expect: .stall(.io, frames: ["epoll"])),
+        CorpusCase(
+            name: "node sync write and fsync", command: node("fsync"),
+            expect: .stall(.io, frames: ["fsync", "write", "close"]),
+            thresholdMs: 150),
+        CorpusCase(
+            name: "node Atomics.wait", command: node("atomics"), expect: .stall(.lock, frames: ["futex", "cond"])),
+    ]
+
+    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    func eachStallOfANodeServiceIsDiagnosedFromOutside(_ c: CorpusCase) throws {
+        try CorpusHarness.check(c)
+    }
+}

@@ -1,0 +1,40 @@
+// The sidecar on Debian's CPython running an asyncio service it knows nothing about.
+import Testing
+
+/// Stalls of a CPython asyncio service (Debian's /usr/bin/python3), one per mode of
+/// `Fixtures/corpus/asyncio_service.py`. Slow: each case runs the service for about three seconds.
+@Suite(.serialized) struct CorpusPythonTests {
+    static func python(_ mode: String, _ seconds: String = "1.0") -> [String] {
+        ["/usr/bin/python3", CorpusHarness.fixture("asyncio_service.py"), mode, seconds]
+    }
+
+    static let cases: [CorpusCase] = [
+        CorpusCase(name: "python idle loop", command: python("idle"), expect: .noReport),
+        CorpusCase(name: "python loop parked on a condition", command: python("queue-idle"), expect: .noReport),
+        CorpusCase(name: "python cpu", command: python("cpu"), expect: .stall(.cpu, frames: [])),
+        CorpusCase(name: "python sleep", command: python("sleep"), expect: .stall(.sleep, frames: ["nanosleep"])),
+        CorpusCase(
+            name: "python sleep as a select on nothing", command: python("select-sleep"),
+            expect: .stall(.sleep, frames: ["select"])),
+        CorpusCase(
+            name: "python nested select", command: python("nested-select"), expect: .stall(.io, frames: ["select"])),
+        CorpusCase(
+            name: "python nested epoll from the loop's own call site", command: python("nested-epoll"),
+            expect: .stall(.io, frames: ["epoll_wait"])),
+        CorpusCase(
+            name: "python blocking read", command: python("blocking-read", "1.2"),
+            expect: .stall(.io, frames: ["read"])),
+        CorpusCase(
+            name: "python ownerless lock", command: python("lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"]),
+            evidenceContains: "not certain (the lock keeps no owner): thread"),
+        CorpusCase(
+            name: "python timed lock", command: python("timed-lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),
+    ]
+
+    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    func eachStallOfACPythonServiceIsDiagnosedFromOutside(_ c: CorpusCase) throws {
+        try CorpusHarness.check(c)
+    }
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""A small asyncio service nobody instrumented, for the sidecar's corpus: it idles in its event loop (timers
+every 100 ms), then one callback stalls the loop in the way MODE says, then it idles again and exits 0.
+
+usage: asyncio_service.py MODE [STALL_SECONDS]   (prints READY once the loop runs)"""
+import asyncio, os, queue, select, selectors, sys, threading, time
+
+MODE = sys.argv[1]
+STALL = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+
+
+def name_thread(name):
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
+        f.write(name)
+
+
+def holder(lock, hold, name, then=None):
+    """A thread that takes `lock`, holds it for `hold` seconds (or until it gets `then`), and releases it."""
+    ready = threading.Event()
+
+    def run():
+        name_thread(name)
+        with lock:
+            ready.set()
+            if then is None:
+                time.sleep(hold)
+            else:
+                with then:
+                    pass
+
+    threading.Thread(target=run, daemon=True).start()
+    ready.wait()
+
+
+def stall():
+    if MODE == "cpu":
+        end = time.thread_time() + STALL  # STALL seconds of work, however long a loaded machine makes it
+        n = 0
+        while time.thread_time() < end:
+            n += sum(range(200))
+    elif MODE == "sleep":
+        time.sleep(STALL)
+    elif MODE == "select-sleep":
+        select.select([], [], [], STALL)  # an interpreter's sleep: a select on no descriptor
+    elif MODE == "nested-select":
+        r, _ = os.pipe()
+        select.select([r], [], [], STALL)  # a client waiting for an answer that does not come
+    elif MODE == "nested-epoll":
+        r, _ = os.pipe()
+        sel = selectors.EpollSelector()  # the same native call site as the loop's own wait, another epoll fd
+        sel.register(r, selectors.EVENT_READ)
+        sel.select(STALL)
+    elif MODE == "blocking-read":
+        os.write(go_w, b"g")  # the writer, started before the loop, answers STALL seconds later
+        os.read(data_r, 1)
+    elif MODE == "lock":
+        lock = threading.Lock()  # a POSIX semaphore: no owner field to read
+        holder(lock, STALL, "lock-holder")
+        lock.acquire()
+    elif MODE == "timed-lock":
+        lock = threading.Lock()
+        holder(lock, STALL, "lock-holder")
+        lock.acquire(timeout=STALL * 4)
+
+
+if MODE == "blocking-read":
+    # No thread is started during the stall (a thread start can itself wait on a lock under load).
+    go_r, go_w = os.pipe()
+    data_r, data_w = os.pipe()
+
+    def writer():
+        os.read(go_r, 1)
+        time.sleep(STALL)
+        os.write(data_w, b"x")
+
+    threading.Thread(target=writer, daemon=True).start()
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+
+    def tick():
+        loop.call_later(0.1, tick)
+
+    tick()
+    print("READY", flush=True)
+    await asyncio.sleep(1.0)
+    if MODE != "idle":
+        stall()
+    await asyncio.sleep(1.0 if MODE != "idle" else 1.5)
+
+
+if MODE == "two-loops":
+    # Two event-loop threads (loop-a, loop-b), as a service with a loop per core runs them; only loop-b stalls.
+    def serve(name, stalls):
+        name_thread(name)
+
+        async def run():
+            loop = asyncio.get_running_loop()
+
+            def tick():
+                loop.call_later(0.1, tick)
+
+            tick()
+            await asyncio.sleep(1.0)
+            if stalls:
+                time.sleep(STALL)
+            await asyncio.sleep(1.0)
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=serve, args=(n, n == "loop-b")) for n in ("loop-a", "loop-b")]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    print("READY", flush=True)
+    for t in threads:
+        t.join()
+elif MODE == "queue-idle":
+    # A loop that parks on a condition variable (queue.get) while another thread feeds it work.
+    jobs = queue.Queue()
+
+    def feeder():
+        for _ in range(12):
+            time.sleep(0.25)
+            jobs.put(lambda: None)
+        jobs.put(None)
+
+    print("READY", flush=True)
+    threading.Thread(target=feeder, daemon=True).start()
+    while (job := jobs.get()) is not None:
+        job()
+else:
+    asyncio.run(main())
+# The service's work is done: skip interpreter finalization, which on a loaded machine can itself take longer
+# than the threshold and is no part of the loop being judged.
+sys.stdout.flush()
+os._exit(0)

@@ -1,0 +1,179 @@
+/* A small epoll service nobody instrumented, for the sidecar's corpus. Built -O2 -fomit-frame-pointer and
+ * stripped by the test. It idles in epoll_wait (a timerfd ticks every 100 ms), then one tick handler stalls the
+ * loop in the way MODE says, then it idles again and exits 0.
+ *
+ * usage: epoll_server MODE [STALL_MS]   (prints READY once the loop runs) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *mode;
+static int stall_ms = 1000;
+static pthread_mutex_t lock_a = PTHREAD_MUTEX_INITIALIZER, lock_b = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
+static int pending, done;
+static pthread_barrier_t held;
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+}
+
+static void *holder(void *arg) {
+    pthread_setname_np(pthread_self(), "lock-holder");
+    pthread_mutex_lock(&lock_a);
+    pthread_barrier_wait(&held);
+    if (arg) pthread_mutex_lock(&lock_b); /* the other half of a deadlock: never returns */
+    sleep_ms(stall_ms);
+    pthread_mutex_unlock(&lock_a);
+    return NULL;
+}
+
+static void *sleeper(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "joined");
+    sleep_ms(stall_ms);
+    return NULL;
+}
+
+static void *idler(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "pool-idle");
+    pause();
+    return NULL;
+}
+
+static long spin(long n) {
+    volatile long x = 0;
+    for (long i = 0; i < n; i++) x += i * 7 % 13;
+    return x;
+}
+
+/* A healthy handler: a few milliseconds of CPU per tick (thread CPU time, so it means work, not wall time). */
+static void handle_tick(int cpu_ms) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do {
+        spin(2000);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < cpu_ms);
+}
+
+static void stall(void) {
+    pthread_t t;
+    if (!strcmp(mode, "cpu")) {
+        handle_tick(stall_ms); /* STALL_MS of work (thread CPU time), however long a loaded machine makes it */
+    } else if (!strcmp(mode, "nested-poll")) {
+        int p[2];
+        if (pipe(p) != 0) exit(3);
+        struct pollfd fd = {p[0], POLLIN, 0};
+        poll(&fd, 1, stall_ms); /* a client waiting for a reply that does not come */
+    } else if (!strcmp(mode, "mutex") || !strcmp(mode, "many-threads")) {
+        if (!strcmp(mode, "many-threads"))
+            for (int i = 0; i < 300; i++) pthread_create(&t, NULL, idler, NULL);
+        pthread_barrier_init(&held, NULL, 2);
+        pthread_create(&t, NULL, holder, NULL);
+        pthread_barrier_wait(&held);
+        pthread_mutex_lock(&lock_a);
+        pthread_mutex_unlock(&lock_a);
+    } else if (!strcmp(mode, "timed-mutex")) {
+        pthread_barrier_init(&held, NULL, 2);
+        pthread_create(&t, NULL, holder, NULL);
+        pthread_barrier_wait(&held);
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 10;
+        if (pthread_mutex_timedlock(&lock_a, &deadline) == 0) pthread_mutex_unlock(&lock_a);
+    } else if (!strcmp(mode, "deadlock")) {
+        pthread_barrier_init(&held, NULL, 2);
+        pthread_mutex_lock(&lock_b);
+        pthread_create(&t, NULL, holder, (void *)1);
+        pthread_barrier_wait(&held);
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += stall_ms / 1000 + 1;
+        /* A deadlock that gives up, so the program can still exit: the loop's half times out. */
+        if (pthread_mutex_timedlock(&lock_a, &deadline) == 0) pthread_mutex_unlock(&lock_a);
+        pthread_mutex_unlock(&lock_b);
+    } else if (!strcmp(mode, "join")) {
+        pthread_create(&t, NULL, sleeper, NULL);
+        pthread_join(t, NULL);
+    } else if (!strcmp(mode, "fsync")) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/epoll_server_fsync_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        int fd = mkstemp(path);
+        if (fd < 0) exit(3);
+        unlink(path);
+        static char block[1 << 20];
+        memset(block, 'x', sizeof block);
+        for (int i = 0; i < 384; i++) /* 384 MiB into the page cache, then one long fsync */
+            if (write(fd, block, sizeof block) < 0) exit(3);
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static void *notifier(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "notifier");
+    for (int i = 0; i < 12; i++) {
+        sleep_ms(250);
+        pthread_mutex_lock(&park_lock);
+        pending++;
+        pthread_cond_signal(&park_cond);
+        pthread_mutex_unlock(&park_lock);
+    }
+    pthread_mutex_lock(&park_lock);
+    done = 1;
+    pthread_cond_signal(&park_cond);
+    pthread_mutex_unlock(&park_lock);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    mode = argc > 1 ? argv[1] : "idle";
+    if (argc > 2) stall_ms = atoi(argv[2]);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!strcmp(mode, "condvar-idle")) { /* a loop that parks on a condition variable */
+        pthread_t t;
+        pthread_create(&t, NULL, notifier, NULL);
+        printf("READY\n");
+        pthread_mutex_lock(&park_lock);
+        while (!done) {
+            while (!pending && !done) pthread_cond_wait(&park_cond, &park_lock);
+            pending = 0;
+        }
+        pthread_mutex_unlock(&park_lock);
+        return 0;
+    }
+    int ep = epoll_create1(0), tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+    struct itimerspec every = {{0, 100000000}, {0, 100000000}};
+    timerfd_settime(tfd, 0, &every, NULL);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = tfd};
+    epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+    printf("READY\n");
+    int busy = !strcmp(mode, "busy"), last = busy ? 12 : 30;
+    for (int ticks = 0; ticks < last;) {
+        struct epoll_event got[8];
+        int n = epoll_wait(ep, got, 8, -1);
+        for (int i = 0; i < n; i++) {
+            uint64_t expirations;
+            if (read(got[i].data.fd, &expirations, sizeof expirations) != sizeof expirations) continue;
+            ++ticks;
+            if (busy) handle_tick(stall_ms);
+            else if (ticks == 10 && strcmp(mode, "idle") != 0) stall();
+        }
+    }
+    return 0;
+}

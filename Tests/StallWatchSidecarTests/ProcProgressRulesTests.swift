@@ -1,0 +1,49 @@
+// What counts as progress of a thread seen from /proc: leaving a call, not counters moving inside one.
+import StallWatch
+import Testing
+
+@testable import StallWatchSidecar
+
+@Suite struct ProcProgressRulesTests {
+    static let fsync = ThreadWait(
+        number: 74, arguments: [5, 0, 0, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f00)
+    static let read = ThreadWait(
+        number: 0, arguments: [6, 0x5000, 4096, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f10)
+    static let userSpace = ThreadWait(number: nil)
+    static let none: [UInt64] = [0, 0, 0]
+
+    static func progress(
+        _ before: ThreadWait?, _ after: ThreadWait?, _ old: [UInt64], _ new: [UInt64], allowance: [UInt64] = none
+    ) -> Bool {
+        ProcProgressProbe.isProgress(from: before, to: after, counters: old, new, allowance: allowance)
+    }
+
+    @Test func voluntarySwitchesInsideOneLongFsyncAreNotProgress() {
+        #expect(!Self.progress(Self.fsync, Self.fsync, [10, 3, 7], [25, 3, 7]))
+    }
+
+    @Test func leavingTheCallIsProgress() {
+        #expect(Self.progress(Self.fsync, Self.userSpace, [10, 3, 7], [11, 3, 8]))
+        #expect(Self.progress(Self.fsync, Self.read, [10, 3, 7], [11, 3, 8]))
+    }
+
+    @Test func theReadACaptureRestartsIsDiscountedButAnotherCompletedReadIsNot() {
+        let capture: [UInt64] = [2, 1, 1]
+        #expect(!Self.progress(Self.read, Self.read, [10, 3, 7], [12, 4, 7], allowance: capture))
+        #expect(Self.progress(Self.read, Self.read, [10, 3, 7], [12, 5, 7], allowance: capture))
+        #expect(Self.progress(Self.read, Self.read, [10, 3, 7], [10, 4, 7]))
+    }
+
+    @Test func aThreadSeenOutsideItsCallJustAfterACaptureHasNotLeftIt() {
+        #expect(!Self.progress(Self.read, Self.userSpace, [10, 3, 7], [12, 4, 7], allowance: [2, 1, 1]))
+    }
+
+    @Test func aThreadInUserSpaceProgressesOnlyBySystemCalls() {
+        #expect(!Self.progress(Self.userSpace, Self.userSpace, [10, 3, 7], [10, 3, 7]))
+        #expect(!Self.progress(Self.userSpace, Self.userSpace, [10, 3, 7], [12, 3, 7], allowance: [2, 1, 1]))
+        #expect(Self.progress(Self.userSpace, Self.userSpace, [10, 3, 7], [11, 3, 7]))
+        // Entering the call it now blocks in is not progress by itself.
+        #expect(!Self.progress(Self.userSpace, Self.fsync, [10, 3, 7], [11, 3, 7]))
+        #expect(Self.progress(Self.userSpace, Self.fsync, [10, 3, 7], [11, 3, 9]))
+    }
+}

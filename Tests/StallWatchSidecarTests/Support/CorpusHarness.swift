@@ -1,0 +1,108 @@
+// Running one program nobody here wrote under the sidecar and judging what it reported.
+import Foundation
+import StallWatch
+import Testing
+
+@testable import StallWatchSidecar
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One stall (or none) of a third-party program, and what a right diagnosis says about it.
+struct CorpusCase: Sendable, CustomTestStringConvertible {
+    /// What a right report says.
+    enum Expectation: Sendable {
+        /// An idle or healthy loop: no report at all.
+        case noReport
+        /// One report with this cause, one of `frames` among the point stack's top frames (symbol substrings;
+        /// empty: not checked), and the blocking thread by name when there is one.
+        case stall(StallReport.Cause.Kind, frames: [String], blocking: String? = nil, deadlock: Bool = false)
+        /// At least one report, every one with this cause.
+        case every(StallReport.Cause.Kind)
+        /// No report that blames the loop: none, or only `starved` ones (the machine was busy).
+        case noBlame
+    }
+
+    let name: String
+    let command: [String]
+    let expect: Expectation
+    var thresholdMs = 250
+    var topFrames = 4
+    /// A sentence the cause's evidence must contain (substring).
+    var evidenceContains: String?
+    /// CPU hogs started next to the target (each spinning on CPU 0 at nice 10, where the target is pinned too),
+    /// so that the rest of the suite, at nice 0, still gets its CPU.
+    var competingSpinners = 0
+
+    var testDescription: String { name }
+}
+
+enum CorpusHarness {
+    static func fixture(_ name: String) -> String {
+        SidecarFixtures.fixturesDirectory.appendingPathComponent("corpus").appendingPathComponent(name).path
+    }
+
+    /// Spawns the program, waits for READY, watches it from /proc until it exits, and checks the reports.
+    static func check(_ c: CorpusCase) throws {
+        let directory = SidecarFixtures.temporaryDirectory("corpus-\(c.name)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let spinners = try (0..<c.competingSpinners).map { _ in
+            try Spawned(
+                "/usr/bin/nice", ["-n", "10", "/usr/bin/taskset", "-c", "0", "/bin/sh", "-c", "while :; do :; done"])
+        }
+        defer { spinners.forEach { kill($0.pid, SIGKILL) } }
+        let target = try Spawned(c.command[0], Array(c.command.dropFirst()))
+        defer { unlink("/tmp/perf-\(target.pid).map") }  // a JIT runtime's symbol map, when asked for
+        try #require(target.waitFor("READY"), "\(c.name) did not start: \(target.stderr)")
+        var configuration = StallWatchConfiguration()
+        configuration.reportDirectory = directory
+        configuration.thresholdMs = c.thresholdMs
+        var options = TargetWatcher.Options(pid: target.pid, configuration: configuration)
+        options.thresholdFixed = true
+        options.mode = .proc
+        let (watcher, events, done, badStates) = try SidecarIntegrationTests.watch(options)
+        let status = target.wait(timeout: .seconds(40))
+        watcher.stop()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(status == 0, "\(c.name) exited with \(String(describing: status)): \(target.stderr)")
+        #expect(badStates.withLock { $0 }.isEmpty, "target stopped or traced: \(badStates.withLock { $0 })")
+        let reports = SidecarFixtures.reports(in: directory)
+        switch c.expect {
+        case .noReport:
+            #expect(reports.isEmpty, "an idle or healthy loop was blamed: \(reports.map(describe))")
+        case .noBlame:
+            #expect(reports.allSatisfy { $0.cause?.kind == .starved }, "the loop was blamed: \(reports.map(describe))")
+        case .every(let cause):
+            #expect(!reports.isEmpty)
+            #expect(reports.allSatisfy { $0.cause?.kind == cause }, "\(reports.map(describe))")
+        case .stall(let cause, let frames, let blocking, let deadlock):
+            try #require(
+                reports.count == 1,
+                "expected one report, found \(reports.count): \(reports.map(describe)); events \(events.withLock { $0.count })"
+            )
+            let report = reports[0]
+            #expect(report.cause?.kind == cause, "\(describe(report))")
+            let top = (report.pointStack?.frames ?? []).prefix(c.topFrames).compactMap(\.symbol)
+            if !frames.isEmpty {
+                #expect(
+                    top.contains { symbol in frames.contains { symbol.contains($0) } },
+                    "none of \(frames) in the top frames \(top)")
+            }
+            if let blocking {
+                let id = report.cause?.blockingThreadId
+                let name = report.threads?.first { $0.threadId == id }?.name
+                #expect(name == blocking, "blocking thread \(String(describing: id)) \(String(describing: name))")
+            }
+            if let text = c.evidenceContains {
+                #expect(report.cause?.evidence.contains { $0.contains(text) } == true, "\(describe(report))")
+            }
+            if deadlock { #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(describe(report))") }
+        }
+    }
+
+    static func describe(_ r: StallReport) -> String {
+        let top = (r.pointStack?.frames ?? []).prefix(4).map { $0.symbol ?? $0.image ?? "?" }
+        return "\(r.cause?.kind.rawValue ?? "-") \(Int(r.durationMs)) ms \(r.cause?.evidence ?? []) top \(top)"
+    }
+}

@@ -1,0 +1,130 @@
+// The idle-wait rules on /proc syscall lines: what a wait waits on, and which wait is the loop's own.
+import Testing
+
+@testable import StallWatch
+
+@Suite struct IdleWaitLearnerTests {
+    /// A `/proc/<pid>/task/<tid>/syscall` line.
+    static func line(_ number: Int, _ args: [UInt64], sp: UInt64, pc: UInt64) -> ThreadWait {
+        let padded = args + Array(repeating: 0, count: 6 - args.count)
+        let text = ([String(number)] + (padded + [sp, pc]).map { "0x" + String($0, radix: 16) })
+            .joined(separator: " ")
+        return ThreadWait(line: text)!
+    }
+
+    static let epollWrapper: UInt64 = 0x7f00_0000_1234
+    static func epoll(fd: UInt64, sp: UInt64 = 0x7ffe_1000, timeout: UInt64 = 1000) -> ThreadWait {
+        line(232, [fd, 0x5555_0000, 64, timeout], sp: sp, pc: epollWrapper)
+    }
+
+    @Test func aSyscallLineGivesItsNumberArgumentsStackPointerAndProgramCounter() throws {
+        let wait = try #require(ThreadWait(line: "202 0x55a0 0x80 0x2 0x0 0x0 0x0 0x7ffe10 0x7f12ab\n"))
+        #expect(wait.number == 202)
+        #expect(wait.arguments == [0x55a0, 0x80, 2, 0, 0, 0])
+        #expect(wait.stackPointer == 0x7ffe10 && wait.programCounter == 0x7f12ab)
+        #expect(wait.target == [0x55a0])
+        #expect(ThreadWait(line: "running")?.inSyscall == false)
+        #expect(ThreadWait(line: "-1 0x7ffe10 0x7f12ab")?.inSyscall == false)
+        #expect(ThreadWait(line: "garbage") == nil)
+    }
+
+    @Test func aSelectOrPollOnNoDescriptorIsASleepNotAnEventWait() {
+        #expect(Self.line(23, [0, 0, 0, 0, 0x7ffe_2000], sp: 1, pc: 2).kind == .sleep)
+        #expect(Self.line(23, [4, 0x7ffe_3000, 0, 0, 0x7ffe_2000], sp: 1, pc: 2).kind == .idleWait)
+        #expect(Self.line(7, [0, 0, 500], sp: 1, pc: 2).kind == .sleep)
+        #expect(Self.line(271, [0x7ffe_3000, 2, 0x7ffe_2000], sp: 1, pc: 2).kind == .idleWait)
+    }
+
+    @Test func theFirstEventWaitIsLearnedAndItsLaterIterationsReadAsIdle() {
+        var learner = IdleWaitLearner()
+        var seen = false
+        seen = learner.isIdle(Self.epoll(fd: 3))
+        #expect(seen)
+        seen = learner.isIdle(ThreadWait(number: nil))
+        #expect(!seen)
+        // The next iteration: another timeout, the same wait.
+        seen = learner.isIdle(Self.epoll(fd: 3, timeout: 17))
+        #expect(seen)
+        #expect(learner.learned.count == 1)
+    }
+
+    @Test func aNestedEpollWaitFromTheSameCallSiteOnAnotherDescriptorIsBusy() {
+        var learner = IdleWaitLearner()
+        var seen = false
+        seen = learner.isIdle(Self.epoll(fd: 3))
+        #expect(seen)
+        // An interpreter's nested selector: same syscall, stack pointer and program counter, another epoll fd.
+        seen = learner.isIdle(Self.epoll(fd: 7))
+        #expect(!seen)
+        // A client's poll with a timeout, deeper in the stack.
+        seen = learner.isIdle(Self.line(7, [0x7ffe_0800, 1, 5000], sp: 0x7ffe_0900, pc: 0x7f00_0000_2000))
+        #expect(!seen)
+    }
+
+    @Test func theLoopsOwnEpollDescriptorFromAnotherStackDepthIsStillItsIdleWait() {
+        var learner = IdleWaitLearner()
+        var seen = learner.isIdle(Self.epoll(fd: 3, sp: 0x7ffe_1000))
+        #expect(seen)
+        // CPython's specialising interpreter reaches the same wait through fewer C frames once warm.
+        seen = learner.isIdle(Self.epoll(fd: 3, sp: 0x7ffe_1070))
+        #expect(seen)
+    }
+
+    @Test func aRestartedCallAtTheLearnedPlaceIsStillTheIdleWait() {
+        var learner = IdleWaitLearner()
+        var seen = false
+        seen = learner.isIdle(Self.epoll(fd: 3))
+        #expect(seen)
+        seen = learner.isIdle(Self.line(219, [], sp: 0x7ffe_1000, pc: Self.epollWrapper))
+        #expect(seen)
+    }
+
+    @Test func aFutexTheThreadIsInAtItsFirstLookIsItsIdleWait() {
+        var learner = IdleWaitLearner()
+        var seen = false
+        let park = Self.line(202, [0x5555_1000, 0x89, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)
+        seen = learner.isIdle(park)
+        #expect(seen)
+        seen = learner.isIdle(ThreadWait(number: nil))
+        #expect(!seen)
+        seen = learner.isIdle(park)
+        #expect(seen)
+        // Another futex (a lock taken in a callback) is busy.
+        seen = learner.isIdle(Self.line(202, [0x5555_2000, 0x80, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100))
+        #expect(!seen)
+    }
+
+    @Test func aFutexWaitTheThreadKeepsComingBackToIsLearnedWhenItHasNoEventWait() {
+        var learner = IdleWaitLearner()
+        let park = Self.line(202, [0x5555_1000, 0x89, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)
+        _ = learner.isIdle(ThreadWait(number: nil))
+        var idle = false
+        for _ in 0..<learner.futexEpisodes {
+            idle = learner.isIdle(park)
+            _ = learner.isIdle(ThreadWait(number: nil))
+        }
+        #expect(idle)
+        #expect(learner.learned.count == 1)
+    }
+
+    @Test func aThreadThatIdlesInAnEventWaitNeverLearnsAFutexAsIdle() {
+        var learner = IdleWaitLearner()
+        var seen = false
+        seen = learner.isIdle(Self.epoll(fd: 3))
+        #expect(seen)
+        let lock = Self.line(202, [0x5555_2000, 0x80, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100)
+        for _ in 0..<10 {
+            seen = learner.isIdle(lock)
+            #expect(!seen)
+            _ = learner.isIdle(ThreadWait(number: nil))
+        }
+    }
+
+    @Test func theSameCallAcrossACaptureIsTheSameCallAndAnotherCallIsNot() {
+        let futex = Self.line(202, [0x5555_2000, 0x80, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100)
+        let restarted = Self.line(219, [0x5555_2000, 0x80, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100)
+        #expect(futex.isSameCall(as: restarted))
+        #expect(!futex.isSameCall(as: Self.line(1, [1, 0x5555_3000, 10], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100)))
+        #expect(!futex.isSameCall(as: ThreadWait(number: nil)))
+    }
+}

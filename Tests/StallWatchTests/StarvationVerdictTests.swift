@@ -1,0 +1,61 @@
+// The starved verdict: a loop held up by the machine, not by its own code; and CPU figures bounded.
+import Foundation
+import Testing
+
+@testable import StallWatch
+
+@Suite struct StarvationVerdictTests {
+    static func evidence(cpuMs: UInt64, runQueueMs: UInt64?, wallMs: UInt64 = 1000) -> CauseClassifier.Evidence {
+        let running = CauseClassifier.Observation(state: "R", syscall: nil, wchan: nil, symbols: ["handleRequest"])
+        var e = CauseClassifier.Evidence(
+            loopThreadID: 1, observations: Array(repeating: running, count: 10), wallNanos: wallMs * 1_000_000,
+            loopCPUNanos: cpuMs * 1_000_000, threads: [])
+        e.loopRunQueueWaitNanos = runQueueMs.map { $0 * 1_000_000 }
+        e.thresholdNanos = 250_000_000
+        return e
+    }
+
+    @Test func aLoopThatMostlyWaitedForACPUIsStarvedNotCPUBound() {
+        let cause = CauseClassifier.classify(Self.evidence(cpuMs: 5, runQueueMs: 900))
+        #expect(cause.kind == .starved)
+        #expect(cause.evidence.contains { $0.contains("waited 900 ms for a CPU") })
+    }
+
+    @Test func aCPUStallThatGotItsShareUnderOversubscriptionIsStillCPU() {
+        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 480, runQueueMs: 500)).kind == .cpu)
+        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 950, runQueueMs: 20)).kind == .cpu)
+        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 950, runQueueMs: nil)).kind == .cpu)
+    }
+
+    @Test func aLoopThatRanMuchOfTheThresholdIsCPUBoundEvenWhenItWaitedLongerForACPU() {
+        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 150, runQueueMs: 800)).kind == .cpu)
+    }
+
+    @Test func aLoopBlockedInACallIsNotStarvedWhateverTheRunQueueSays() {
+        var e = Self.evidence(cpuMs: 5, runQueueMs: 900)
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: nil), count: 10)
+        #expect(CauseClassifier.classify(e).kind == .io)
+    }
+
+    @Test func cgroupThrottlingOrALateWatcherForMuchOfTheStallIsStarvation() {
+        var throttled = Self.evidence(cpuMs: 20, runQueueMs: 100)
+        throttled.throttledNanos = 600_000_000
+        #expect(CauseClassifier.classify(throttled).kind == .starved)
+        var late = Self.evidence(cpuMs: 10, runQueueMs: 100)
+        late.lateWakeupNanos = 500_000_000
+        let cause = CauseClassifier.classify(late)
+        #expect(cause.kind == .starved)
+        #expect(cause.evidence.contains { $0.contains("woke 500 ms late") })
+    }
+
+    @Test func processCPUPercentIsBoundedByTheCPUCountAndMeasuredOverTheRealInterval() {
+        let probe = SystemContextProbe(pid: getpid(), loopThreadID: Int32(getpid()), monotonicNanos: 0)
+        // An end time before the start snapshot (a stall's end read earlier than the last look) must not
+        // shrink the interval to nothing.
+        let context = probe.finish(monotonicNanos: 1)
+        let bound = Double((context.cpuCount ?? 1) * 100)
+        #expect((context.processCpuPercent ?? 0) <= bound)
+        #expect((context.loopCpuPercent ?? 0) <= 100)
+    }
+}
