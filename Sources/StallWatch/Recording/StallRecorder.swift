@@ -27,6 +27,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// When the provisional report was last written (CLOCK_MONOTONIC).
     private var lastProvisionalAt: UInt64 = 0
     private let rewrites = DispatchQueue(label: "stallwatch.provisional-rewrite")
+    /// Names for the rewrites, used only on `rewrites` (a Symbolicator is not thread-safe).
+    private let rewriteSymbolicator: Symbolicator
     private let rewritePending = SharedFlag()
 
     /// A recorder for a loop of this process, sampled by signal.
@@ -54,6 +56,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         quickSymbolicator =
             configuration.symbolication == .full
             ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
+        rewriteSymbolicator = Symbolicator(processID: target.processID, mode: .fast)
         collector = EvidenceCollector(configuration: configuration, target: target)
         builder = StallReportBuilder(
             configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
@@ -124,11 +127,13 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     private func rewriteProvisional(now: UInt64) {
         lastProvisionalAt = now
         guard let evidence = collector.evidence, !rewritePending.isSet else { return }
-        let report = builder.build(
-            evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: quickSymbolicator)
+        let job = RewriteJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
         let writer = publisher.writer, emit = emit, pending = rewritePending
         pending.set(true)
         rewrites.async {
+            // Built here too, not on the watching thread: symbolicating and building take long enough under
+            // load to leave gaps in the stall's sampling.
+            let report = job.build()
             do throws(StallWatchError) {
                 try writer.write(report)
             } catch {
@@ -218,5 +223,18 @@ final class Counter: @unchecked Sendable {
         defer { lock.unlock() }
         value += 1
         return value
+    }
+}
+
+/// One rewrite of a provisional report, built on the rewrite queue.
+private struct RewriteJob: @unchecked Sendable {
+    // @unchecked Sendable: the builder's clock only reads CLOCK_MONOTONIC, the evidence is a value, and the
+    // symbolicator is used on the rewrite queue alone, one job at a time.
+    let builder: StallReportBuilder
+    let evidence: StallEvidence
+    let symbols: Symbolicator
+
+    func build() -> StallReport {
+        builder.build(evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: symbols)
     }
 }

@@ -31,7 +31,7 @@ function syncWriteAndFsync() {
   const fd = fs.openSync(file, 'w');
   fs.unlinkSync(file);
   const block = Buffer.alloc(1 << 20, 120);
-  for (let i = 0; i < 384; i++) fs.writeSync(fd, block);
+  for (let i = 0; i < 768; i++) fs.writeSync(fd, block);  // then one fsync of ≈0.5 s
   fs.fsyncSync(fd);
   fs.closeSync(fd);
 }
