@@ -36,7 +36,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     }
 
     /// The one place errors become exit codes: ``CommandError`` carries its own, the sidecar's name the target's
-    /// fate; everything else (`StallWatchError`, `InspectorError`, …) is a failure.
+    /// fate; everything else (`StallWatchError`, which the inspector throws too, …) is a failure.
     public init(for error: any Error) {
         switch error {
         case let error as CommandError: self = error.exitCode
@@ -75,7 +75,6 @@ extension ExitCode {
         case let error as CommandError: "stallwatch: \(error.message)"
         case let error as StallWatchError: "stallwatch: \(error.message)"
         case let error as SidecarError: "stallwatch: \(error.message)"
-        case let error as InspectorError: "stallwatch: \(error.message)"
         default: "stallwatch: \(error)"
         }
     }

@@ -43,12 +43,7 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
             guard let unwinder else {
                 return StackSample(pauseNanos: capture.pauseNanoseconds, error: setupError ?? "no unwinder")
             }
-            let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
-            var sample = StackSample(
-                addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
-            if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
-            if !capture.notes.isEmpty { sample.failure = capture.notes.joined(separator: "; ") }
-            return sample
+            return StackSample(unwinding: capture, with: unwinder, maxFrames: configuration.maxFrames)
         case .failure(let error):
             let message: String
             switch error.code.description {

@@ -80,12 +80,7 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         }
         switch result {
         case .success(let capture):
-            let stack = unwinder.unwind(capture, maxFrames: maxFrames)
-            var sample = StackSample(
-                addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
-            if let error = stack.error, stack.addresses.count < 2 { sample.error = error }
-            if !capture.notes.isEmpty { sample.failure = capture.notes.joined(separator: "; ") }
-            return sample
+            return StackSample(unwinding: capture, with: unwinder, maxFrames: maxFrames)
         case .failure(let error):
             return StackSample(error: error.message, failure: error.message)
         }

@@ -110,3 +110,15 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
         }
     }
 }
+
+extension StackSample {
+    /// The sample of one capture, unwound: its addresses, the target's pause and the unwind's cost; an unwind
+    /// that stopped before two frames is the sample's error, and the capture's notes are its failure.
+    package init(unwinding capture: StackCapture, with unwinder: StackUnwinder, maxFrames: Int) {
+        let stack = unwinder.unwind(capture, maxFrames: maxFrames)
+        self.init(
+            addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+        if let error = stack.error, stack.addresses.count < 2 { self.error = error }
+        if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
+    }
+}

@@ -28,6 +28,10 @@ public struct StallWatchError: Error, Sendable, Equatable, CustomStringConvertib
         public static let report = Code(raw: "report")
         /// The operation is not valid in the object's current state (for example, running a loop twice).
         public static let invalidState = Code(raw: "invalidState")
+        /// A binary at a report image's path is a different build from the one the report names (its build-id
+        /// differs) and no debug file with the report's build-id exists; `context` holds `path`, `expected` and
+        /// `found`.
+        public static let buildIDMismatch = Code(raw: "buildIDMismatch")
         /// A needed facility is unavailable on this system (for example, libdispatch's main-queue hooks).
         public static let unsupported = Code(raw: "unsupported")
     }
