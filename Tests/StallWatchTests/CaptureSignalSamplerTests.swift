@@ -130,10 +130,11 @@ extension CaptureTests {
                 let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
                 return (pauses, try StackUnwinder(processID: getpid()).unwind(capture, maxFrames: 128))
             }()
-            // A handler that touched the loader lock would have blocked until the gate opened. The median keeps the
-            // bar meaningful on a shared 2-core machine where a runnable thread can wait for a CPU.
+            // A handler that touched the loader lock would have blocked until the gate opened, after every capture
+            // here had timed out (2 s each). 100 ms keeps that distinction on a 2-core machine running the whole
+            // suite, where a runnable thread was seen waiting ~4 ms for a CPU; the pause itself is a benchmark.
             let median = percentile(pauses.sorted(), 0.5)
-            #expect(median < 1_000_000, "median pause \(median) ns with the loader lock held")
+            #expect(median < 100_000_000, "median pause \(median) ns with the loader lock held")
             #expect(Array(stack.addresses.dropFirst(2)) == Array(target.truth.dropFirst(1)))
         }
 

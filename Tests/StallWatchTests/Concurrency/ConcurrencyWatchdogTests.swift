@@ -168,7 +168,13 @@ extension ConcurrencyWatchdogTests {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    /// Opt-in (STALLWATCH_STRESS=1): it counts the whole process's descriptors, which other suites running in
+    /// parallel open and close; alone it is exact.
+    @Test(
+        .timeLimit(.minutes(4)),
+        .enabled(
+            if: ProcessInfo.processInfo.environment["STALLWATCH_STRESS"] == "1",
+            "counts the whole test process's descriptors, which parallel suites change"))
     func enablingAndDisabling1000TimesLeavesNoThreadNoHookAndNoDescriptor() async throws {
         let directory = Fixtures.temporaryDirectory("pool-cycles")
         defer { try? FileManager.default.removeItem(atPath: directory) }
