@@ -1,7 +1,6 @@
-// PollingWait: how a sidecar waits between looks at another process: a poll interval, cut short by a stop.
+// PollingWait: how a /proc watcher waits between looks at a thread: a poll interval, cut short by a stop.
 import CStallWatchCore
 import Dispatch
-import StallWatch
 
 /// The wait of the sidecar's progress sources: another process cannot signal the sidecar, so it looks every
 /// poll interval — sooner when the detector's deadline or the next sample comes first — and a stop request

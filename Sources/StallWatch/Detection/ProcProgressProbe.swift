@@ -1,6 +1,5 @@
 // ProcProgressProbe: zero-instrumentation progress evidence for a thread nobody instrumented, from /proc.
 import Dispatch
-import StallWatch
 
 #if canImport(Glibc)
     import Glibc
@@ -23,6 +22,8 @@ import StallWatch
 /// With no progress for the threshold, the detector reports a stall. The phase start is the poll that saw
 /// the last evidence, so a stall's duration is under-estimated by at most one poll interval: a sidecar errs
 /// toward silence. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
+///
+/// Used by the sidecar for another process's threads and by ``ThreadWatchdog`` for threads of this process.
 ///
 /// Blind spot: a loop stuck in a busy sequence of read/write calls (synchronous disk I/O in a loop) looks like
 /// progress here; the heartbeat sees it.
@@ -105,7 +106,7 @@ public struct ProcProgressProbe: Sendable {
 
     /// Whether the thread made progress between two looks: `old`/`new` are (voluntary switches, syscr, syscw),
     /// `allowance` what captures in between explain.
-    static func isProgress(
+    package static func isProgress(
         from before: ThreadWait?, to after: ThreadWait?, counters old: [UInt64], _ new: [UInt64],
         allowance: [UInt64]
     ) -> Bool {
