@@ -52,6 +52,9 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var heartbeat = true
     /// Where heartbeat segments are created; empty for `/dev/shm` (resolved by ``heartbeatDirectoryPath``).
     public var heartbeatDirectory = ""
+    /// A shell glob of thread names (`NIO-ELT-*`) for ``ThreadWatchdog``: threads of this process watched from
+    /// /proc evidence, one detector each; empty: none.
+    public var watchThreads = ""
 
     public init() {}
 
@@ -164,5 +167,6 @@ extension StallWatchConfiguration {
         Key(name: "maxThreadFrames", kind: .integer(1...1024, \.maxThreadFrames)),
         Key(name: "heartbeat", kind: .flag(\.heartbeat)),
         Key(name: "heartbeatDirectory", kind: .text(\.heartbeatDirectory)),
+        Key(name: "watchThreads", kind: .text(\.watchThreads)),
     ]
 }

@@ -1,0 +1,126 @@
+// NamedThreadWatcher: the thread watchdog's body: one /proc stall follower per thread whose name matches.
+import CStallWatchCore
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Follows the stalls of every thread of this process whose name matches a glob, from one thread.
+///
+/// Each matched thread has its own ``StallFollower`` (and recorder, named after the thread) over a
+/// ``ProcProgressProbe``: the sidecar's zero-instrumentation rules, applied to threads of this process (its own
+/// idle wait learned, nested waits busy, the counter moves of a capture discounted). After a look at all of them
+/// the thread sleeps until the earliest deadline any of them gave, at most one poll interval. The thread list is
+/// read again every ``rescanNanos``: threads that appear are followed from then on, threads that exited are
+/// dropped (a stall still being followed is finished as `unrecovered`).
+final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread watchdog's thread only, after hand-off.
+    /// A followed thread, as ``ThreadWatchdog/watchedThreads`` shows it.
+    struct Watched: Sendable, Equatable {
+        var threadID: Int32
+        var name: String
+    }
+
+    private let pattern: String
+    private let configuration: StallWatchConfiguration
+    private let emit: @Sendable (StallEvent) -> Void
+    private let isStopping: @Sendable () -> Bool
+    private let wakeup: DispatchSemaphore
+    private let pollNanos: UInt64
+    private let rescanNanos: UInt64
+    /// One sampler (one unwinder and its caches) for every thread.
+    private let target: StallRecorder.Target
+    private var followers: [Int32: StallFollower<ProcProgressProbe>] = [:]
+    private var nextRescan: UInt64 = 0
+    private var warmedUp = false
+    /// What the watching thread follows now, for other threads to read.
+    let watched = Mutex<[Watched]>([])
+
+    init(
+        pattern: String, configuration: StallWatchConfiguration, pollNanos: UInt64, rescanNanos: UInt64,
+        wakeup: DispatchSemaphore, emit: @escaping @Sendable (StallEvent) -> Void,
+        isStopping: @escaping @Sendable () -> Bool
+    ) {
+        self.pattern = pattern
+        self.configuration = configuration
+        self.pollNanos = pollNanos
+        self.rescanNanos = rescanNanos
+        self.wakeup = wakeup
+        self.emit = emit
+        self.isStopping = isStopping
+        var target = StallRecorder.Target.inProcess()
+        target.detectionSource = "proc"
+        target.phaseKnown = false
+        self.target = target
+    }
+
+    /// Follows the matching threads until stopped; `ready` is called after the first look at each of them (their
+    /// idle waits are being learned from then on).
+    func run(ready: () -> Void = {}) {
+        let me = sw_gettid()
+        var first = true
+        while !isStopping() {
+            var now = sw_monotonic_ns()
+            if now >= nextRescan {
+                rescan(excluding: me)
+                nextRescan = now &+ rescanNanos
+            }
+            var deadline = now &+ pollNanos
+            for tid in Array(followers.keys) {
+                switch followers[tid]!.look(timedOut: false) {
+                case .sourceEnded: drop(tid)
+                case .lookAgain: deadline = now
+                case .wait(let wait, let nextSampleAt):
+                    if case .until(let t) = wait { deadline = min(deadline, t) }
+                    if let next = nextSampleAt { deadline = min(deadline, next) }
+                }
+            }
+            if first {
+                first = false
+                ready()
+            }
+            now = sw_monotonic_ns()
+            if deadline > now { _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) }
+        }
+        for tid in followers.keys {
+            followers[tid]!.recorder.abandon(
+                now: sw_monotonic_ns(), reason: "the thread watchdog stopped while the thread was still stuck")
+        }
+        followers.removeAll()
+        watched.withLock { $0.removeAll() }
+    }
+
+    /// Starts following matching threads that are not followed yet. StallWatch's own threads never match.
+    private func rescan(excluding me: Int32) {
+        let pid = getpid()
+        var added = false
+        for tid in ThreadProbe.threadIDs(pid: pid) where tid != me && followers[tid] == nil {
+            guard let name = ProcFile.text("/proc/\(pid)/task/\(tid)/comm"), Self.matches(name, pattern) else {
+                continue
+            }
+            let recorder = StallRecorder(configuration: configuration, loopName: name, target: target, emit: emit)
+            if !warmedUp {
+                recorder.warmUp()
+                warmedUp = true
+            }
+            followers[tid] = StallFollower(
+                source: ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns()), recorder: recorder,
+                configuration: configuration.detectorConfiguration, watcherName: "thread watchdog")
+            watched.withLock { $0.append(Watched(threadID: tid, name: name)) }
+            added = true
+        }
+        if added { watched.withLock { $0.sort { $0.threadID < $1.threadID } } }
+    }
+
+    private func drop(_ tid: Int32) {
+        followers[tid] = nil
+        watched.withLock { $0.removeAll { $0.threadID == tid } }
+    }
+
+    /// Whether a thread named `name` (its `comm`) is watched for `pattern` (a shell glob): never StallWatch's
+    /// own threads (`stallwatch-…`), whatever the pattern.
+    static func matches(_ name: String, _ pattern: String) -> Bool {
+        !name.hasPrefix("stallwatch") && fnmatch(pattern, name, 0) == 0
+    }
+}
