@@ -75,7 +75,8 @@ let package = Package(
         // chunked and idle execution, off-loop work with on-loop delivery.
         .target(name: "StallWatchRemedies", dependencies: ["StallWatch"]),
         .executableTarget(name: "stallwatch", dependencies: ["StallWatchCommands"]),
-        .executableTarget(name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies"]),
+        .executableTarget(
+            name: "stallwatch-demo", dependencies: ["StallWatch", "StallWatchRemedies", "CStallWatchCore"]),
         // The measurements behind scripts/bench.sh (DESIGN §11); not a product.
         .executableTarget(
             name: "stallwatch-bench",

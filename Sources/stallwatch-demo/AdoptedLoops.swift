@@ -13,6 +13,8 @@ enum DemoLoop: String, CaseIterable {
     case dispatchMain = "dispatch-main"
     /// The Swift Concurrency pool, watched by the ConcurrencyWatchdog (`--kind cpu|sleep|lock|io|saturate`).
     case concurrency
+    /// An epoll server on `--threads` event-loop threads of its own, watched by a ThreadWatchdog by name.
+    case threads
 }
 
 /// Lets the event handler reach the watchdog it was given to.

@@ -74,30 +74,8 @@ final class HTTPServer: @unchecked Sendable {  // loop-confined after init
     init(loop: EventLoop, port: Int, handler: @escaping Handler) throws {
         self.loop = loop
         self.handler = handler
-        let fd = socket(
-            AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw DemoError("socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = in_addr_t(UInt32(0x7f00_0001).bigEndian)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 512) == 0 else {
-            let message = String(cString: strerror(errno))
-            close(fd)
-            throw DemoError("bind/listen 127.0.0.1:\(port): \(message)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        self.port = Int(UInt16(bigEndian: address.sin_port))
+        let (fd, bound) = try LoopbackSocket.listen(port: port)
+        self.port = bound
         self.listenFD = fd
         acceptSource = loop.addReadSource(fileDescriptor: fd) { [self] in acceptConnections() }
     }

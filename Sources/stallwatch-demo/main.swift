@@ -8,7 +8,8 @@ let usage = """
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
-                                 [--loop stallwatch|foundation|dispatch-main|concurrency] [--probe-interval-ms N]
+                                 [--loop stallwatch|foundation|dispatch-main|concurrency|threads]
+                                 [--threads N] [--probe-interval-ms N]
                                  [--sampling-signal default|ignore|handler] [--block-signals]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
@@ -17,7 +18,9 @@ let usage = """
     --no-watchdog: no embedded watchdog (a target for `stallwatch watch`); the heartbeat segment is still
     published, and the demo exits twice the threshold after the last stall. --no-heartbeat: publish none.
     --loop picks the loop: StallWatch's EventLoop (default), Foundation's RunLoop.main, or dispatchMain() alone
-    watched by a main-queue probe pinging every --probe-interval-ms (default 100).
+    watched by a main-queue probe pinging every --probe-interval-ms (default 100), the Swift Concurrency pool, or
+    an epoll server on --threads (default 4) event-loop threads named demo-elt-<i>, watched by name from /proc
+    (the last one stalls; every kind but io).
     --sampling-signal: once the watchdog runs, set StallWatch's sampling signal to SIG_DFL, SIG_IGN or a handler
     of the demo's own. --block-signals: the loop thread blocks every signal before its first stall.
     """
@@ -35,6 +38,7 @@ struct StallCommand {
     var watchdogEnabled = true
     var loop = DemoLoop.stallwatch
     var probeIntervalMs = 100
+    var threadCount = 4
     var signalChange: SamplingSignalChange?
     var blockSignals = false
     var configuration: StallWatchConfiguration
@@ -50,6 +54,7 @@ struct StallCommand {
             case "--repeat": repeatCount = args.number(arg, 1...10_000)
             case "--loop": loop = args.choice(arg, DemoLoop.self)
             case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
+            case "--threads": threadCount = args.number(arg, 1...64)
             case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
             case "--report-dir": configuration.reportDirectory = args.value(arg)
             case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self)
@@ -72,6 +77,7 @@ struct StallCommand {
         if loop == .foundation { runOnFoundationRunLoop() }
         if loop == .dispatchMain { runOnDispatchMain() }
         if loop == .concurrency { runOnConcurrencyPool() }
+        if loop == .threads { runOnEventLoopThreads() }
         let loop = EventLoop(name: "demo")
         let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs
