@@ -68,13 +68,15 @@ static int access_mem(unw_addr_space_t as, unw_word_t address, unw_word_t *value
     sw_unwinder *u = current;
     if (!u || write) return -UNW_EINVAL;
     const sw_unwind_input *in = u->input;
-    uint64_t copy_end = in->stack_pointer + in->stack_size;
-    if (address >= in->stack_pointer && address + sizeof *value <= copy_end) {
+    // No sums of `address`: a garbage CFA near 2^64 would wrap them and pass the bounds checks.
+    if (address >= in->stack_pointer && in->stack_size >= sizeof *value &&
+        address - in->stack_pointer <= in->stack_size - sizeof *value) {
         memcpy(value, in->stack + (address - in->stack_pointer), sizeof *value);
         return 0;
     }
     // The live stack below SP or above the copy no longer holds what the thread had: refuse.
-    if (address + sizeof *value > in->stack_low && address < in->stack_high) return -UNW_EINVAL;
+    uint64_t low = in->stack_low > sizeof *value ? in->stack_low - sizeof *value : 0;
+    if (address > low && address < in->stack_high) return -UNW_EINVAL;
     return read_live(u, address, value, sizeof *value);
 }
 
