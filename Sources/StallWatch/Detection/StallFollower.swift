@@ -102,7 +102,9 @@ package struct StallFollower<Source: ProgressSource> {
                 source.stallBegan()
                 following(true)
                 recorder.begin(stall, thread: source.sampledThread, annotations: source.annotations, now: now)
-                source.noteCapture()
+                // The first sample, and those taken between the threads of the all-thread snapshot: each one a
+                // stop whose context switches the source must not count as progress.
+                for _ in 0..<max(1, recorder.samplesTaken) { source.noteCapture() }
                 // The loop may have moved on before it saw the follow flag: look again at once.
                 lookAgain = source.looksAgainAtOnce
             case .escalated(let stall):

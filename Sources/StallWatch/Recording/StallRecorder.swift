@@ -66,6 +66,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     }
 
     package var isFollowing: Bool { collector.evidence != nil }
+    /// Samples of the stuck thread taken so far in the stall being followed (0 when none is).
+    package var samplesTaken: Int { collector.evidence?.samples.count ?? 0 }
     /// The `task` and `pool` sections the next stall's report carries (set by the pool watchdog before it begins).
     var nextTask: StallReport.TaskDescription?
     var nextPool: StallReport.PoolDescription?
