@@ -1,0 +1,163 @@
+// Watching event-loop threads by name from /proc: in this process, and in the demo's epoll server.
+import CStallWatchCore
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+@Suite(.serialized) struct ThreadWatchdogTests {
+    /// An event loop StallWatch does not instrument: a thread named `name` waiting in an epoll of its own on an
+    /// eventfd; each wake-up runs the next job; the thread exits after a job that returns false.
+    final class EpollLoopThread: @unchecked Sendable {  // `jobs` is behind its Mutex; the rest are lets.
+        let name: String
+        private let wake = sw_eventfd_create()
+        private let jobs = Mutex<[@Sendable () -> Bool]>([])
+        let threadID = Atomic<Int32>(0)
+
+        init(name: String) {
+            self.name = name
+            let ready = DispatchSemaphore(value: 0)
+            let epoll = sw_epoll_create()
+            #expect(wake >= 0 && epoll >= 0 && sw_epoll_add(epoll, wake, 0) == 0)
+            let thread = Thread { [self] in
+                setCurrentThreadName(name)
+                threadID.store(sw_gettid(), ordering: .releasing)
+                ready.signal()
+                var fds: [Int32] = [-1, -1, -1, -1]
+                var running = true
+                while running {
+                    guard sw_epoll_wait(epoll, &fds, 4, -1) > 0 else { continue }
+                    sw_eventfd_drain(wake)
+                    while running, let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { running = job() }
+                }
+                close(epoll)
+                close(wake)
+            }
+            thread.start()
+            ready.wait()
+        }
+
+        func submit(_ job: @escaping @Sendable () -> Bool) {
+            jobs.withLock { $0.append(job) }
+            _ = sw_eventfd_signal(wake)
+        }
+    }
+
+    /// The culprit: CPU work inside an event handler.
+    @inline(never)
+    static func spinInEventHandler(milliseconds: Int) {
+        let end = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
+        var x: UInt64 = 1
+        while DispatchTime.now().uptimeNanoseconds < end { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+        #expect(x != 0)
+    }
+
+    /// Waits (up to 20 s) until `condition` holds, looking every 10 ms.
+    func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = DispatchTime.now() + 20
+        while !condition() {
+            if DispatchTime.now() > deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func threadsThatAppearArePickedUpExitedOnesDroppedAndAStuckOneReportedByName() throws {
+        let directory = Fixtures.temporaryDirectory("thread-watchdog")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var config = StallWatchConfiguration()
+        config.thresholdMs = 100
+        config.reportDirectory = directory
+        config.watchThreads = "test-elt-*"
+        let first = EpollLoopThread(name: "test-elt-0")
+        let second = EpollLoopThread(name: "test-elt-1")
+        let other = EpollLoopThread(name: "test-other")
+        let ended = DispatchSemaphore(value: 0)
+        let blamed = Recorder<String>()
+        let watchdog = try ThreadWatchdog(configuration: config, rescanInterval: .milliseconds(50)) { event in
+            if case .began(let report) = event { blamed.append(report.loop.name) }
+            if case .ended = event { ended.signal() }
+        }
+        try watchdog.start()
+        defer { watchdog.stop() }
+        #expect(watchdog.watchedThreads.map(\.name) == ["test-elt-0", "test-elt-1"])
+
+        let third = EpollLoopThread(name: "test-elt-2")
+        #expect(eventually { watchdog.watchedThreads.contains { $0.name == "test-elt-2" } })
+        first.submit { false }
+        #expect(eventually { !watchdog.watchedThreads.contains { $0.name == "test-elt-0" } })
+
+        for _ in 0..<20 { second.submit { true } }  // short events keep the loop idle between them
+        third.submit {
+            Self.spinInEventHandler(milliseconds: 400)
+            return true
+        }
+        #expect(ended.wait(timeout: .now() + 20) == .success)
+        let reports = try Fixtures.reports(in: directory)
+        try #require(reports.count == 1, "\(reports.map(\.loop.name))")
+        let report = reports[0]
+        #expect(report.loop.name == "test-elt-2")
+        #expect(report.loop.threadId == third.threadID.load(ordering: .acquiring))
+        #expect(report.detection.source == "proc")
+        #expect(report.status == .ended)
+        #expect(report.durationMs >= 300 && report.durationMs <= 2000, "duration \(report.durationMs)")
+        let point = report.pointStack?.frames.compactMap(\.symbol) ?? []
+        #expect(point.contains { $0.contains("spinInEventHandler") }, "\(point) \(report.capture.errors)")
+        #expect(blamed.values == ["test-elt-2"])
+        try Fixtures.expectReportsValidate(in: directory)
+        for loop in [second, third, other] { loop.submit { false } }
+    }
+
+    @Test func aWatchdogWithoutAPatternIsRefused() {
+        #expect(throws: StallWatchError.self) { try ThreadWatchdog(configuration: StallWatchConfiguration()) }
+        #expect(!NamedThreadWatcher.matches("stallwatch-threads", "*"))
+        #expect(NamedThreadWatcher.matches("NIO-ELT-0-#3", "NIO-ELT-*"))
+    }
+
+    struct DemoCase: Sendable, CustomTestStringConvertible {
+        var kind: String
+        var function: String
+        /// Fast sampling puts samples between the threads of the all-thread snapshot: every one of those stops
+        /// must be discounted, or the stall seems to end early.
+        var sampleIntervalMs = 50
+        var testDescription: String { "\(kind) every \(sampleIntervalMs) ms" }
+    }
+
+    @Test(
+        .timeLimit(.minutes(2)),
+        arguments: [
+            DemoCase(kind: "cpu", function: "stallOnCPU"),
+            DemoCase(kind: "cpu", function: "stallOnCPU", sampleIntervalMs: 3),
+            DemoCase(kind: "lock", function: "stallOnLock"),
+        ])
+    func theDemosLastOfFourLoopThreadsStuckIsOneReportNamingItAndItsCulprit(_ c: DemoCase) throws {
+        let directory = Fixtures.temporaryDirectory("demo-threads-\(c.kind)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try Fixtures.run(
+            Fixtures.executable("stallwatch-demo"),
+            [
+                "stall", "--loop", "threads", "--threads", "4", "--kind", c.kind, "--duration-ms", "750",
+                "--threshold-ms", "200", "--delay-ms", "300", "--report-dir", directory,
+            ],
+            // Without folding, a stall that seemed to end early and begin again would be a second report.
+            environment: ["STALLWATCH_DEDUP_WINDOW_MS": "0", "STALLWATCH_SAMPLE_INTERVAL_MS": "\(c.sampleIntervalMs)"])
+        #expect(result.status == 0, "demo failed: \(result.stderr) \(result.stdout)")
+        let reports = try Fixtures.reports(in: directory)
+        try #require(reports.count == 1, "\(reports.map(\.loop.name)) \(result.stdout)")
+        let report = reports[0]
+        #expect(report.loop.name == "demo-elt-3")
+        #expect(report.detection.source == "proc")
+        #expect(report.status == .ended)
+        #expect(report.durationMs >= 600 && report.durationMs <= 1500, "duration \(report.durationMs)")
+        let point = report.pointStack?.frames.compactMap(\.symbol) ?? []
+        #expect(point.contains { $0.contains("Stalls.\(c.function)") }, "\(point) \(report.capture.errors)")
+        #expect(point.contains { $0.contains("handleWakeUp") }, "\(point)")
+        // Every event line is about the stuck thread: the idle ones are never blamed.
+        let lines = result.stdout.split(separator: "\n").filter { $0.contains(#""loop":"#) }
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.contains(#""loop":"demo-elt-3""#) }, "\(lines)")
+        try Fixtures.expectReportsValidate(in: directory)
+    }
+}
