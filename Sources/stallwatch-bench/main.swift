@@ -12,6 +12,8 @@ if which == "all" || which == "loop" {
     Table.header("Loop and watchdog")
     LoopBenchmarks.transitionCost()
     LoopBenchmarks.throughput()
+    TickBenchmarks.tickPairCost()
+    TickBenchmarks.tickCost()
     LoopBenchmarks.fixedRateCPU()
     LoopBenchmarks.idleWakeups()
     LoopBenchmarks.detectionLatency()
