@@ -12,7 +12,8 @@ import Synchronization
 /// Each matched thread has its own ``StallFollower`` (and recorder, named after the thread) over a
 /// ``ProcProgressProbe``: the sidecar's zero-instrumentation rules, applied to threads of this process (its own
 /// idle wait learned, nested waits busy, the counter moves of a capture discounted). After a look at all of them
-/// the thread sleeps until the earliest deadline any of them gave, at most one poll interval. The thread list is
+/// the thread sleeps until the earliest deadline any of them gave, at most one poll interval (until the next
+/// rescan while no thread matches). The thread list is
 /// read again every ``rescanNanos``: threads that appear are followed from then on, threads that exited are
 /// dropped (a stall still being followed is finished as `unrecovered`).
 final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread watchdog's thread only, after hand-off.
@@ -66,7 +67,8 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
                 rescan(excluding: me)
                 nextRescan = now &+ rescanNanos
             }
-            var deadline = now &+ pollNanos
+            // With nothing to follow, the next look is the next rescan.
+            var deadline = followers.isEmpty ? nextRescan : now &+ pollNanos
             for tid in Array(followers.keys) {
                 switch followers[tid]!.look(timedOut: false) {
                 case .sourceEnded: drop(tid)

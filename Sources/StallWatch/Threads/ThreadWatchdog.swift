@@ -25,7 +25,8 @@ import Synchronization
 ///
 /// Start it while the loops run normally (a service's start-up, not in a stall): a thread whose first look finds
 /// it in a futex wait learns that wait as its idle one. The watching thread (`stallwatch-threads`) polls every
-/// `thresholdMs / 5` (at least 10 ms) while any thread is followed: /proc cannot signal.
+/// `thresholdMs / 5` (at least 10 ms) while any thread is followed (/proc cannot signal), and wakes once per
+/// ``rescanInterval`` while none matches.
 public final class ThreadWatchdog: @unchecked Sendable {
     // @unchecked Sendable: `watcher` changes only in `lock`, before its thread starts and after it is joined.
     /// The shell glob thread names are matched against (`comm`, at most 15 bytes).
