@@ -31,6 +31,13 @@ for kind in cpu sleep lock io; do
 done
 
 echo
+echo "== an epoll server on four event-loop threads StallWatch knows by name only (demo-elt-0…3): demo-elt-3 stalls"
+"$bin/stallwatch-demo" stall --loop threads --threads 4 --kind cpu --duration-ms 750 --threshold-ms 250 \
+    --delay-ms 300 --report-dir "$reports" &
+pids+=($!)
+wait "${pids[-1]}"
+
+echo
 echo "== stallwatch reports list $reports"
 "$bin/stallwatch" reports list "$reports"
 
