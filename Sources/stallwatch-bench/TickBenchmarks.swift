@@ -40,7 +40,7 @@ enum TickBenchmarks {
                 mode == "unwatched"
                     ? "the unwatched anchor"
                     : String(
-                        format: "%.3f× unwatched; +%.2f ns per transition (2 per item); bar ≤ 10 ns", best / anchor,
+                        format: "%.3f× unwatched; %+.2f ns per transition (2 per item); bar ≤ 10 ns", best / anchor,
                         (best - anchor) / 2),
             ])
         }
