@@ -132,6 +132,7 @@ func runTargetPauseBenchmarks() {
         }
         let ours = seen(windows)
         let dump = seen(tool(stallwatch, ["dump", "-p", "\(pid)", "--all-threads", "--json"], 30))
+        let dumpReported = dumpPauses(stallwatch, pid: pid, runs: 30)
         let eu = seen(tool("/usr/bin/eu-stack", ["-1", "-p", "\(pid)"], 30))
         let gdb = seen(tool("/usr/bin/gdb", ["-batch", "-p", "\(pid)", "-ex", "bt"], 3))
         func median(_ values: [UInt64]) -> Double {
@@ -157,6 +158,11 @@ func runTargetPauseBenchmarks() {
                 ? "" : String(format: "eu-stack -1 -p's median is %.1f× this; n=30", median(eu) / median(dump)),
         ])
         Table.row([
+            "round \(round): … the spinning thread's pause as the dump says (pauseMicros)",
+            dumpReported.isEmpty ? "–" : "median \(us(median(dumpReported))), p99 \(us(p99(dumpReported)))",
+            "one thread stopped at a time; the window above also holds the command's start-up and symbolication",
+        ])
+        Table.row([
             "round \(round): eu-stack -1 -p, seen by the target",
             eu.isEmpty ? "not installed" : "median \(us(median(eu))), p99 \(us(p99(eu)))",
             eu.isEmpty ? "" : String(format: "%.1f× stallwatch's median (bar ≥ 2.5×); n=30", median(eu) / median(ours)),
@@ -168,4 +174,25 @@ func runTargetPauseBenchmarks() {
         ])
         fflush(nil)
     }
+}
+
+/// The pause `stallwatch dump` reports for the target's main thread (`pauseMicros`), in nanoseconds, per run.
+private func dumpPauses(_ stallwatch: String, pid: Int32, runs: Int) -> [UInt64] {
+    guard FileManager.default.isExecutableFile(atPath: stallwatch) else { return [] }
+    var pauses: [UInt64] = []
+    for _ in 0..<runs {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: stallwatch)
+        process.arguments = ["dump", "-p", "\(pid)", "--json"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { break }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let main = (try? ProcessDump.decode(data))?.threads.first { $0.snapshot.threadId == pid }
+        if let micros = main?.pauseMicros { pauses.append(UInt64(micros * 1000)) }
+        usleep(20_000)
+    }
+    return pauses
 }
