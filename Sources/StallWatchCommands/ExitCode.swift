@@ -30,7 +30,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .usage:
             "usage or configuration error (unknown command or option, missing or ambiguous argument, bad value)"
         case .failure: "I/O or parse error of a file or directory you named"
-        case .noSuchProcess: "no such process (or thread) to watch"
+        case .noSuchProcess: "no such process (or thread) to watch or dump"
         case .permissionDenied:
             "permission denied: cannot trace the target (same user, CAP_SYS_PTRACE, Yama ptrace_scope)"
         case .notTraceable: "dump: the target cannot be traced now (zombie, kernel thread, or a debugger attached)"
