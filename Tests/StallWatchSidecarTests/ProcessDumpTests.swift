@@ -24,6 +24,30 @@ import Testing
         return build.terminationStatus == 0 ? out : nil
     }()
 
+    static let packageRoot = SidecarFixtures.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Checks `json` against Config/stallwatch-dump.schema.json with the PyPI `jsonschema` package (skipped when
+    /// it is missing, unless STALLWATCH_REQUIRE_JSONSCHEMA=1).
+    static func expectValidDump(_ json: String) throws {
+        let directory = SidecarFixtures.temporaryDirectory("dump-schema")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try json.write(toFile: directory + "/dump.json", atomically: true, encoding: .utf8)
+        let probe = try Spawned("/usr/bin/env", ["python3", "-c", "import jsonschema"])
+        guard probe.wait() == 0 else {
+            let required = ProcessInfo.processInfo.environment["STALLWATCH_REQUIRE_JSONSCHEMA"] == "1"
+            if required { Issue.record("python3 jsonschema is required but missing") }
+            return
+        }
+        let check = try Spawned(
+            "/usr/bin/env",
+            [
+                "python3", packageRoot.appendingPathComponent("scripts/validate-reports.py").path, "--schema",
+                packageRoot.appendingPathComponent("Config/stallwatch-dump.schema.json").path, directory + "/dump.json",
+            ])
+        #expect(check.wait() == 0, "schema validation failed: \(check.stdout)\(check.stderr)")
+    }
+
     /// Waits until `condition` holds (checked every 10 ms), at most `timeout`.
     static func eventually(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
         let deadline = ContinuousClock.now + timeout
@@ -72,6 +96,7 @@ import Testing
         let threads = try #require(object["threads"] as? [[String: Any]])
         let firstFrame = try #require((threads.first?["frames"] as? [[String: Any]])?.first)
         #expect((firstFrame["address"] as? String)?.hasPrefix("0x") == true, "frames as in reports show --json")
+        try Self.expectValidDump(dump.stdout)
         let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
         #expect(parsed.process.pid == pid)
         #expect(parsed.loopThreadIds == [pid])
@@ -90,6 +115,7 @@ import Testing
 
         let all = try Spawned(Self.stallwatch, ["dump", "--pid", "\(pid)", "--all-threads", "--json"])
         #expect(all.wait() == 0, "dump: \(all.stderr)")
+        try Self.expectValidDump(all.stdout)
         let every = try ProcessDump.decode(Data(all.stdout.utf8))
         #expect(every.threads.count == 3)
         let ticker = try #require(every.threads.first { $0.snapshot.name == "ticker" })
@@ -140,6 +166,7 @@ import Testing
         #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "ppoll" }, "the loop idles")
         let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--heartbeat-dir", directory])
         #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        try Self.expectValidDump(dump.stdout)
         let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
         #expect(parsed.loopThreadIds == [pid], "the heartbeat names the loop thread")
         let loop = try #require(parsed.threads.first)
