@@ -64,12 +64,12 @@ let package = Package(
                 "CStallWatchCore", "CStallWatchSignal", "CStallWatchUnwind", "CStallWatchSymbols", "CStallWatchPtrace",
                 "CStallWatchConcurrency",
             ]),
-        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop and
-        // the child process `run` starts.
+        // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop, the
+        // child process `run` starts, and one-shot dumps of a live process.
         .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore", "CStallWatchSignal"]),
         // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
         .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CStallWatchSymbols", "CZlib"]),
-        // The command line: command table, arguments, console, exit codes; watch/run/daemon/reports as glue.
+        // The command line: command table, arguments, console, exit codes; watch/run/daemon/dump/reports as glue.
         .target(name: "StallWatchCommands", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,
         // chunked and idle execution, off-loop work with on-loop delivery.

@@ -10,6 +10,9 @@ packages=(pkgconf libunwind-dev libdw-dev libelf-dev zlib1g-dev liblzma-dev elfu
 # python3, nodejs, gcc/binutils: the third-party programs of the sidecar's diagnosis corpus (tests build a stripped
 # C service with cc).
 packages+=(python3 nodejs gcc libc6-dev binutils)
+# strace: the other tracer in the test of `stallwatch dump` on a process that is already traced; util-linux:
+# runuser, to dump as another user (elfutils' eu-stack is the dump's reference).
+packages+=(strace util-linux)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()

@@ -32,6 +32,18 @@ public enum CommandHelp {
         "--help": (nil, "print this help"),
     ]
 
+    /// Where one command's option means something else than the shared line says, by command words.
+    static let commandOptions: [String: [String: (value: String?, text: String)]] = [
+        "dump": [
+            "--pid": ("PID", "the process to dump"),
+            "--all-threads": (
+                nil, "every thread, not only the loop thread(s) and the owners of the locks they wait for"
+            ),
+            "--json": (nil, "print JSON instead of text (also when standard output is not a terminal)"),
+            "--heartbeat-dir": ("DIR", "where heartbeat segments name the loop threads (default /dev/shm)"),
+        ]
+    ]
+
     /// Short forms of common options: `-p PID`, `-o FILE`, `-h`.
     static let shortForms: [String: String] = ["-p": "--pid", "-o": "--output", "-h": "--help"]
 
@@ -43,7 +55,7 @@ public enum CommandHelp {
         names.remove("-o")
         let rows = names.sorted().map { name -> (String, String) in
             let short = shortForms.first { $0.value == name }.map { "\($0.key), " } ?? "    "
-            let entry = options[name] ?? (nil, "")
+            let entry = commandOptions[command.words.joined(separator: " ")]?[name] ?? options[name] ?? (nil, "")
             return (short + name + (entry.value.map { " " + $0 } ?? ""), entry.text)
         }
         let width = rows.map(\.0.count).max() ?? 0

@@ -7,19 +7,23 @@ import Synchronization
 /// sd_notify for `stallwatch daemon` (``SystemdNotifier``); nothing happens without `NOTIFY_SOCKET`.
 ///
 /// `READY=1` once the first scan of the heartbeat directory is done (the daemon is watching); `STATUS=` with
-/// the number of processes watched and stalled now; `WATCHDOG=1` only while the daemon is healthy — its scan
-/// loop completed a scan within three scan intervals (at least 3 s). A stall of a watched process is reported,
-/// not a reason for systemd to restart the daemon.
+/// the number of processes watched and stalled now; `WATCHDOG=1` only while the daemon itself is healthy: its
+/// scan loop completed a scan within three scan intervals (at least 3 s), and every watcher's loop turned within
+/// that time too (or three of its poll intervals, if longer). A stuck watcher means a process nobody watches, and
+/// a restart fixes that; a stall of a watched process is reported, not a reason for systemd to restart the
+/// daemon — restarting the daemon cannot unstick it.
 final class DaemonNotifications: Sendable {
     private let notifier: SystemdNotifier
+    private let daemon: DaemonReference
     private let directory: String
     private let healthyWithinNanos: UInt64
     private let lastScanNanos = Atomic<UInt64>(0)
     private let counts = Mutex<(watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?)>(
         (0, [], 0, nil))
 
-    init(environment: [String: String], directory: String, scanInterval: Duration) throws {
+    init(environment: [String: String], directory: String, scanInterval: Duration, daemon: DaemonReference) throws {
         notifier = try SystemdNotifier(environment: environment)
+        self.daemon = daemon
         self.directory = directory
         let (seconds, attoseconds) = scanInterval.components
         let intervalNanos = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
@@ -28,17 +32,30 @@ final class DaemonNotifications: Sendable {
 
     private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+    /// The watchers that have not turned within the health window (pid, nanoseconds since they last did).
+    private func stuckWatchers() -> [(pid: Int32, sinceNanos: UInt64)] {
+        daemon.daemon?.stuckWatchers(allowanceNanos: healthyWithinNanos) ?? []
+    }
+
+    /// Scans keep coming and every watcher keeps turning.
+    var isHealthy: Bool {
+        Self.now() - lastScanNanos.load(ordering: .acquiring) < healthyWithinNanos && stuckWatchers().isEmpty
+    }
+
     /// After each scan: READY=1 the first time, and the keep-alive pings start.
     func scanned(watched: Int) {
         guard notifier.isEnabled else { return }
         let first = lastScanNanos.exchange(Self.now(), ordering: .acquiringAndReleasing) == 0
         counts.withLock { $0.watched = watched }
         if first {
-            try? notifier.startWatchdogPings { [self] in
-                Self.now() - lastScanNanos.load(ordering: .acquiring) < healthyWithinNanos
+            try? notifier.startWatchdogPings { [self] in isHealthy }
+            let stuck = stuckWatchers()
+            let line = counts.withLock { counts in
+                let line = statusLine(locked: counts, stuck: stuck)
+                counts.announced = line
+                return line
             }
-            try? notifier.ready(status: statusLine())
-            counts.withLock { $0.announced = statusLine(locked: $0) }
+            try? notifier.ready(status: line)
         } else {
             announceIfChanged()
         }
@@ -67,8 +84,9 @@ final class DaemonNotifications: Sendable {
     }
 
     private func announceIfChanged() {
+        let stuck = stuckWatchers()
         let line: String? = counts.withLock { counts in
-            let line = statusLine(locked: counts)
+            let line = statusLine(locked: counts, stuck: stuck)
             guard line != counts.announced else { return nil }
             counts.announced = line
             return line
@@ -76,15 +94,20 @@ final class DaemonNotifications: Sendable {
         if let line { try? notifier.status(line) }
     }
 
-    private func statusLine() -> String { counts.withLock { statusLine(locked: $0) } }
-
-    private func statusLine(locked counts: (watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?))
-        -> String
-    {
+    private func statusLine(
+        locked counts: (watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?),
+        stuck: [(pid: Int32, sinceNanos: UInt64)]
+    ) -> String {
         var line = "watching \(counts.watched) process\(counts.watched == 1 ? "" : "es") in \(directory)"
         if !counts.stalled.isEmpty {
             line += "; stalled now: pid " + counts.stalled.sorted().map(String.init).joined(separator: ", ")
         }
-        return line + "; \(counts.stalls) stall\(counts.stalls == 1 ? "" : "s") reported"
+        line += "; \(counts.stalls) stall\(counts.stalls == 1 ? "" : "s") reported"
+        if !stuck.isEmpty {
+            // No durations in the line: it changes when the set of stuck watchers does, not at every scan.
+            let pids = stuck.map { String($0.pid) }.joined(separator: ", ")
+            line += "; unhealthy: the watcher of pid \(pids) stopped turning, watchdog pings paused"
+        }
+        return line
     }
 }

@@ -13,10 +13,12 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     case usage = 2
     /// A file or directory the user named could not be read or parsed.
     case failure = 3
-    /// watch/run: the target process or thread does not exist.
+    /// watch/run/dump: the target process or thread does not exist.
     case noSuchProcess = 4
-    /// watch/run/daemon: not permitted to read or trace the target (ptrace rights).
+    /// watch/run/daemon/dump: not permitted to read or trace the target (ptrace rights).
     case permissionDenied = 5
+    /// dump: the target cannot be traced now (a zombie, a kernel thread, or another tracer is attached).
+    case notTraceable = 6
     /// run: the command could not be started (not found, not executable).
     case commandNotStarted = 127
 
@@ -28,9 +30,10 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .usage:
             "usage or configuration error (unknown command or option, missing or ambiguous argument, bad value)"
         case .failure: "I/O or parse error of a file or directory you named"
-        case .noSuchProcess: "no such process (or thread) to watch"
+        case .noSuchProcess: "no such process (or thread) to watch or dump"
         case .permissionDenied:
             "permission denied: cannot trace the target (same user, CAP_SYS_PTRACE, Yama ptrace_scope)"
+        case .notTraceable: "dump: the target cannot be traced now (zombie, kernel thread, or a debugger attached)"
         case .commandNotStarted: "run: the command could not be started"
         }
     }
@@ -44,6 +47,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
             switch error.code {
             case .noSuchProcess: self = .noSuchProcess
             case .permissionDenied: self = .permissionDenied
+            case .notTraceable: self = .notTraceable
             case .spawnFailed: self = .commandNotStarted
             default: self = .failure
             }

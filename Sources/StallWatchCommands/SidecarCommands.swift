@@ -114,7 +114,8 @@ enum SidecarCommands {
         defer { otlp?.stop() }
         let watched = DaemonReference()
         let notifications = try DaemonNotifications(
-            environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs))
+            environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs),
+            daemon: watched)
         defer { notifications.stopping() }
         let daemon = SidecarDaemon(
             directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)

@@ -91,6 +91,11 @@ public enum StallWatchCLI {
             flags: ["--proc", "--json"], options: SidecarCommands.runOptions, positionals: 1...100_000,
             run: SidecarCommands.run),
         Subcommand(
+            ["dump"], synopsis: "-p|--pid PID [--all-threads] [--json] [--heartbeat-dir DIR]",
+            summary:
+                "print the stacks of a running process now, with each thread's state, system call, wait target and lock owner; the loop thread(s) and the owners of the locks they wait for, or every thread with --all-threads; one thread is stopped at a time, for one stack copy (JSON with --json or when standard output is not a terminal)",
+            flags: ["--all-threads", "--json"], options: DumpCommand.options, run: DumpCommand.run),
+        Subcommand(
             ["daemon"],
             synopsis:
                 "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT] [--otlp URL]",

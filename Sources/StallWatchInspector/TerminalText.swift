@@ -75,6 +75,7 @@ public enum TerminalText {
     static func escaped(_ frame: StackFrame) -> StackFrame {
         var f = frame
         f.symbol = f.symbol.map(escape)
+        f.shortSymbol = f.shortSymbol.map(escape)
         f.image = f.image.map(escape)
         f.file = f.file.map(escape)
         return f

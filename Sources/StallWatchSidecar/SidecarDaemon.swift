@@ -1,4 +1,5 @@
 // SidecarDaemon: watches every process that publishes a heartbeat in one directory.
+import CStallWatchCore
 import Foundation
 import StallWatch
 import Synchronization
@@ -44,6 +45,20 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
                 ($0.watcher.loopName, ProcessIdentity.of(pid: pid).executable)
             }
         }
+    }
+
+    /// The watchers that have not turned for longer than `allowanceNanos` (or three of their poll intervals, if
+    /// longer), with how long: they are stuck, and their processes unwatched. Any thread.
+    public func stuckWatchers(allowanceNanos: UInt64) -> [(pid: Int32, sinceNanos: UInt64)] {
+        let now = sw_monotonic_ns()
+        return watchers.withLock { watchers in
+            watchers.values.compactMap { entry -> (pid: Int32, sinceNanos: UInt64)? in
+                let watcher = entry.watcher
+                let idle = now &- min(now, watcher.lastTurnNanos)
+                guard idle > max(allowanceNanos, 3 &* watcher.pollIntervalNanos) else { return nil }
+                return (watcher.options.pid, idle)
+            }
+        }.sorted { $0.pid < $1.pid }
     }
 
     /// The pids being watched now.

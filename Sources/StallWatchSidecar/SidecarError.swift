@@ -16,6 +16,9 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let noSuchProcess = Code(raw: "noSuchProcess")
         /// The system refused access to the target (/proc files, ptrace).
         public static let permissionDenied = Code(raw: "permissionDenied")
+        /// The target exists and may be read, but cannot be traced now (a zombie, a kernel thread, this process,
+        /// or another tracer — a debugger — is attached).
+        public static let notTraceable = Code(raw: "notTraceable")
         /// A heartbeat segment failed validation; `context["field"]` names the field.
         public static let invalidHeartbeat = Code(raw: "invalidHeartbeat")
         /// A command to run could not be started.

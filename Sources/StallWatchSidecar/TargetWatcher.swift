@@ -79,6 +79,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     private let stopRequested = Atomic<Bool>(false)
     private let stopReason = Mutex<String?>(nil)
     private let wakeup = DispatchSemaphore(value: 0)
+    /// When the watching loop last turned (CLOCK_MONOTONIC): creation, then before every look at the target.
+    private let lastTurn = Atomic<UInt64>(sw_monotonic_ns())
 
     /// Checks the target and chooses the source.
     ///
@@ -147,6 +149,16 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             emit: { onEvent(.stall($0)) })
     }
 
+    /// When the watching loop last turned (CLOCK_MONOTONIC nanoseconds): it turns at least every poll interval,
+    /// and between the samples of a stall. A watcher that does not turn is itself stuck (a capture, a report write
+    /// or the recorder blocked), and nobody is watching its target.
+    public var lastTurnNanos: UInt64 { lastTurn.load(ordering: .relaxed) }
+
+    /// The longest a healthy watcher goes between turns, give or take one capture: its poll interval.
+    public var pollIntervalNanos: UInt64 {
+        UInt64(max(10, options.pollIntervalMs ?? options.configuration.thresholdMs / 5)) * 1_000_000
+    }
+
     /// Where reports go.
     public var reportDirectory: String {
         options.configuration.reportDirectoryPath
@@ -165,7 +177,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     /// Watches until ``stop(reason:)`` or until the target exits. Blocks the calling thread.
     public func run() -> Outcome {
         onEvent(.watching(pid: options.pid, threadID: threadID, source: source, thresholdMs: thresholdMs))
-        let poll = UInt64(max(10, options.pollIntervalMs ?? options.configuration.thresholdMs / 5)) * 1_000_000
+        let poll = pollIntervalNanos
         let progress = TargetProgress(
             processID: options.pid, threadID: threadID, startTimeTicks: startTimeTicks, heartbeat: heartbeat,
             polling: PollingWait(intervalNanos: poll, wakeup: wakeup), now: sw_monotonic_ns()
@@ -173,7 +185,11 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         var follower = StallFollower(
             source: progress, recorder: recorder, configuration: options.configuration.detectorConfiguration,
             watcherName: "sidecar")
-        switch follower.run(while: { !stopRequested.load(ordering: .acquiring) }) {
+        let turning = {
+            self.lastTurn.store(sw_monotonic_ns(), ordering: .relaxed)
+            return !self.stopRequested.load(ordering: .acquiring)
+        }
+        switch follower.run(while: turning) {
         case .sourceEnded:
             onEvent(.targetExited(pid: options.pid))
             return .targetExited

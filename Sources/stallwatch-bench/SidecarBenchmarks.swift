@@ -1,5 +1,5 @@
 // Sidecar benchmarks (DESIGN §11): the target's pause and the end-to-end time per ptrace sample, side by side with
-// eu-stack and gdb on the same target, and the sidecar's CPU use while watching an idle and a busy target.
+// `stallwatch dump`, eu-stack and gdb on the same target, and the sidecar's CPU use while watching an idle and a busy target.
 import CStallWatchCore
 import Foundation
 import StallWatch
@@ -43,8 +43,11 @@ func runSidecarBenchmarks() {
     let medianFrames = frames.sorted()[frames.count / 2]
     row("stallwatch ptrace: target pause", pauses, "SEIZE+INTERRUPT → DETACH")
     row("stallwatch ptrace: capture + unwind", ends, "\(medianFrames) frames (median)")
-    for (tool, arguments, runs) in [
-        ("/usr/bin/eu-stack", ["-p", "\(pid)"], 50), ("/usr/bin/gdb", ["-p", "\(pid)", "-batch", "-ex", "bt"], 5),
+    let stallwatch = URL(fileURLWithPath: demo).deletingLastPathComponent().appendingPathComponent("stallwatch").path
+    for (tool, arguments, runs, note) in [
+        (stallwatch, ["dump", "-p", "\(pid)", "--all-threads", "--json"], 50, "one thread stopped at a time"),
+        ("/usr/bin/eu-stack", ["-p", "\(pid)"], 50, "stops every thread; pause ≤ wall"),
+        ("/usr/bin/gdb", ["-p", "\(pid)", "-batch", "-ex", "bt"], 5, "stops every thread; pause ≤ wall"),
     ] {
         guard FileManager.default.isExecutableFile(atPath: tool) else {
             print("| \(tool) | 0 | – | – | not installed: skipped |")
@@ -59,8 +62,7 @@ func runSidecarBenchmarks() {
         }
         row(
             "\(URL(fileURLWithPath: tool).lastPathComponent) \(arguments.prefix(2).joined(separator: " ")) …: wall",
-            walls,
-            "stops every thread; pause ≤ wall")
+            walls, note)
     }
     print("")
     benchmarkWatcherCPU(demo: demo)

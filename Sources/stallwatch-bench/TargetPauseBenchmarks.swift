@@ -1,4 +1,5 @@
-// The sidecar's pause as the target sees it: a clock-spinning target logs every gap; stallwatch vs eu-stack vs gdb.
+// The sidecar's pause as the target sees it: a clock-spinning target logs every gap; stallwatch (a sample, and
+// `stallwatch dump`) vs eu-stack vs gdb.
 import CStallWatchCore
 import Foundation
 import StallWatch
@@ -57,8 +58,9 @@ final class ClockSpinner: Sendable {
     }
 }
 
-/// Three rounds on one clock-spinning target: stallwatch's sidecar sample (capture + unwind), `eu-stack -1 -p`
-/// and `gdb -batch`; each tool's pause is the longest gap the target logged that began during the tool's call.
+/// Three rounds on one clock-spinning target: stallwatch's sidecar sample (capture + unwind), `stallwatch dump -p`
+/// (the whole command, every thread), `eu-stack -1 -p` and `gdb -batch`; each tool's pause is the longest gap
+/// the target logged that began during the tool's call.
 func runTargetPauseBenchmarks() {
     Table.header("Sidecar pause as the target sees it (clock-spinning thread, 60 frames deep)")
     let target = Process()
@@ -115,6 +117,8 @@ func runTargetPauseBenchmarks() {
     }
     let configuration = StallWatchConfiguration()
     let thread = SampledThread(threadID: pid, stackLow: 0, stackHigh: 0)
+    let stallwatch = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        .appendingPathComponent("stallwatch").path
     for round in 1...3 {
         let sampling = PtraceStackSampling(processID: pid, captureTimeout: .milliseconds(250))
         var windows: [(UInt64, UInt64)] = [], reported: [UInt64] = [], frames: [Int] = []
@@ -127,6 +131,8 @@ func runTargetPauseBenchmarks() {
             usleep(10_000)
         }
         let ours = seen(windows)
+        let dump = seen(tool(stallwatch, ["dump", "-p", "\(pid)", "--all-threads", "--json"], 30))
+        let dumpReported = dumpPauses(stallwatch, pid: pid, runs: 30)
         let eu = seen(tool("/usr/bin/eu-stack", ["-1", "-p", "\(pid)"], 30))
         let gdb = seen(tool("/usr/bin/gdb", ["-batch", "-p", "\(pid)", "-ex", "bt"], 3))
         func median(_ values: [UInt64]) -> Double {
@@ -146,6 +152,17 @@ func runTargetPauseBenchmarks() {
             "median \(us(median(reported))), p99 \(us(p99(reported)))", "",
         ])
         Table.row([
+            "round \(round): stallwatch dump -p --all-threads, seen by the target",
+            dump.isEmpty ? "stallwatch not built" : "median \(us(median(dump))), p99 \(us(p99(dump)))",
+            dump.isEmpty || eu.isEmpty
+                ? "" : String(format: "eu-stack -1 -p's median is %.1f× this; n=30", median(eu) / median(dump)),
+        ])
+        Table.row([
+            "round \(round): … the spinning thread's pause as the dump says (pauseMicros)",
+            dumpReported.isEmpty ? "–" : "median \(us(median(dumpReported))), p99 \(us(p99(dumpReported)))",
+            "one thread stopped at a time; the window above also holds the command's start-up and symbolication",
+        ])
+        Table.row([
             "round \(round): eu-stack -1 -p, seen by the target",
             eu.isEmpty ? "not installed" : "median \(us(median(eu))), p99 \(us(p99(eu)))",
             eu.isEmpty ? "" : String(format: "%.1f× stallwatch's median (bar ≥ 2.5×); n=30", median(eu) / median(ours)),
@@ -157,4 +174,25 @@ func runTargetPauseBenchmarks() {
         ])
         fflush(nil)
     }
+}
+
+/// The pause `stallwatch dump` reports for the target's main thread (`pauseMicros`), in nanoseconds, per run.
+private func dumpPauses(_ stallwatch: String, pid: Int32, runs: Int) -> [UInt64] {
+    guard FileManager.default.isExecutableFile(atPath: stallwatch) else { return [] }
+    var pauses: [UInt64] = []
+    for _ in 0..<runs {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: stallwatch)
+        process.arguments = ["dump", "-p", "\(pid)", "--json"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { break }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let main = (try? ProcessDump.decode(data))?.threads.first { $0.snapshot.threadId == pid }
+        if let micros = main?.pauseMicros { pauses.append(UInt64(micros * 1000)) }
+        usleep(20_000)
+    }
+    return pauses
 }

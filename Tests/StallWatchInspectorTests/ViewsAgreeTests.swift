@@ -46,6 +46,16 @@ func viewsAgreeMarker() { precondition(ProcessInfo.processInfo.processIdentifier
         #expect(CapturedConsole.run(["reports", "html", output, "-o", html]).0 == .ok)
         let page = try String(contentsOfFile: html, encoding: .utf8)
         #expect(page.contains("viewsAgreeMarker"))
+        // The detail view and the text exports read the same frames.
+        let show = CapturedConsole.run(["reports", "show", output]).1.standardOutput
+        #expect(show.contains("viewsAgreeMarker"), "\(show)")
+        for format in ["folded", "speedscope"] {
+            let (exportCode, export) = CapturedConsole.run(["reports", "export", output, "--format", format])
+            #expect(exportCode == .ok, "\(export.standardError)")
+            #expect(export.standardOutput.contains("viewsAgreeMarker"), "\(format): \(export.standardOutput)")
+        }
+        let json = CapturedConsole.run(["reports", "show", output, "--json"]).1.standardOutput
+        #expect(json.contains("viewsAgreeMarker"))
         let report = try ReportStore.load(path: output)
         #expect(report.pointStack?.frames.first?.symbol?.contains("viewsAgreeMarker") == true)
         #expect(report.callTree?.first.map { CallTreeView.functionName($0.frame) }?.isEmpty == false)

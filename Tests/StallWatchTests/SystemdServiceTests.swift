@@ -1,6 +1,7 @@
 // `stallwatch-demo serve` and `stallwatch daemon` under a NOTIFY_SOCKET listener playing systemd, and the shipped
 // units: READY once serving/watching, readable STATUS, WATCHDOG=1 only while healthy, a watchdog signal that ends
 // a stuck Swift process.
+import CStallWatchCore
 import Foundation
 import Testing
 
@@ -147,6 +148,87 @@ final class NotifiedChild {
         // systemd to restart the daemon.
         let during = Self.pings(listener.messages).filter { $0 > stalledAt && $0 < endedAt }
         #expect(!during.isEmpty || endedAt - stalledAt < 300_000_000, "the daemon kept pinging while healthy")
+    }
+
+    /// `Fixtures/freeze_thread.c` of the sidecar tests, built once per test process.
+    static let freezer: String? = {
+        let out = Fixtures.temporaryDirectory("freeze-thread") + "/freeze_thread"
+        let source = Fixtures.packageRoot.path + "/Tests/StallWatchSidecarTests/Fixtures/freeze_thread.c"
+        guard let result = try? Fixtures.run("/bin/sh", ["-c", "cc -O1 -o '\(out)' '\(source)'"]) else { return nil }
+        return result.status == 0 ? out : nil
+    }()
+
+    /// The daemon's own watcher stuck (one of its threads held in a ptrace stop while the rest of the daemon runs):
+    /// nobody watches that process any more, so the pings stop until the watcher turns again.
+    @Test(.timeLimit(.minutes(1)))
+    func theDaemonStopsPingingWhileOneOfItsWatchersIsStuckAndResumes() throws {
+        let freezer = try #require(Self.freezer, "cc could not build the freezer")
+        let directory = Fixtures.temporaryDirectory("sd-stuck")
+        let shm = Fixtures.temporaryDirectory("sd-stuck-shm")
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: shm)
+        }
+        let listener = try DatagramListener(address: directory + "/notify.sock")
+        listener.startCollecting()
+        defer { listener.stopCollecting() }
+        let daemon = try NotifiedChild(
+            Fixtures.executable("stallwatch"),
+            ["daemon", "--heartbeat-dir", shm, "--report-dir", directory + "/reports", "--scan-ms", "100"],
+            environment: ["NOTIFY_SOCKET": directory + "/notify.sock", "WATCHDOG_USEC": "300000"])
+        defer { daemon.stop() }
+        let serve = try NotifiedChild(
+            Fixtures.executable("stallwatch-demo"),
+            [
+                "serve", "--port", "0", "--threshold-ms", "200", "--sessions", "100", "--report-dir",
+                directory + "/demo",
+            ],
+            environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": shm])
+        defer { serve.stop() }
+        let pid = serve.process.processIdentifier
+        #expect(listener.wait(timeout: .seconds(20)) { Self.firstTime($0, containing: "watching 1 process ") != nil })
+        let daemonPID = daemon.process.processIdentifier
+        var watcherThreads: [Int32] = []
+        let found = listener.wait(timeout: .seconds(20)) { _ in
+            watcherThreads = ThreadProbe.threadIDs(pid: daemonPID, nameMatching: "sw-watch-\(pid)")
+            return !watcherThreads.isEmpty
+        }
+        let watcher = try #require(watcherThreads.first, "the daemon's watcher thread (found: \(found))")
+        #expect(listener.wait(timeout: .seconds(20)) { Self.pings($0).count >= 3 }, "healthy: pings every 150 ms")
+
+        let freeze = Process()
+        freeze.executableURL = URL(fileURLWithPath: freezer)
+        freeze.arguments = [String(watcher)]
+        let control = Pipe()
+        let report = Pipe()
+        freeze.standardInput = control
+        freeze.standardOutput = report
+        try freeze.run()
+        defer {
+            try? control.fileHandleForWriting.close()
+            if freeze.isRunning { kill(freeze.processIdentifier, SIGKILL) }
+            freeze.waitUntilExit()
+        }
+        let frozen = String(decoding: report.fileHandleForReading.readData(ofLength: 7), as: UTF8.self)
+        try #require(frozen == "FROZEN\n", "the watcher thread is held: \(frozen)")
+        let unhealthy = "unhealthy: the watcher of pid \(pid) stopped turning"
+        #expect(listener.wait(timeout: .seconds(20)) { Self.firstTime($0, containing: unhealthy) != nil })
+        let stuckAt = try #require(Self.firstTime(listener.messages, containing: unhealthy))
+        // A window in which pings would have come every 150 ms if the daemon still claimed to be healthy.
+        usleep(1_000_000)
+        let thawAt = sw_monotonic_ns()
+        try control.fileHandleForWriting.close()
+        freeze.waitUntilExit()
+        #expect(freeze.terminationStatus == 0)
+        #expect(
+            listener.wait(timeout: .seconds(20)) { messages in
+                messages.contains { $0.receivedNanos > thawAt && $0.text.hasPrefix("STATUS=watching 1 process ") }
+                    && Self.pings(messages).filter { $0 > thawAt }.count >= 2
+            }, "healthy again: status and pings resume")
+        let during = Self.pings(listener.messages).filter { $0 > stuckAt + 200_000_000 && $0 < thawAt }
+        #expect(during.isEmpty, "\(during.count) WATCHDOG=1 while a watcher was stuck")
+        let state = try String(contentsOfFile: "/proc/\(daemonPID)/task/\(watcher)/status", encoding: .utf8)
+        #expect(state.contains("TracerPid:\t0"), "the watcher thread runs untraced again")
     }
 
     /// `WatchdogSignal=` of a shipped unit, as a signal number.

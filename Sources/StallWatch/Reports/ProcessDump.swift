@@ -1,0 +1,131 @@
+// ProcessDump: the stacks and kernel-side state of a live process's threads at one moment (`stallwatch dump`).
+import Foundation
+
+/// What `stallwatch dump --pid PID` found: the process, and for each thread dumped its /proc state (state letter,
+/// system call, wait target, kernel wait channel), the owner of the lock it waits for, and its stack.
+///
+/// Frames have the shape of a report's frames in `stallwatch reports show --json` (addresses and offsets as
+/// `0x…` strings, demangled and short names, file and line), so one script reads both.
+public struct ProcessDump: Codable, Sendable, Equatable {
+    /// `stallwatch-dump`: tells a dump from a report when files are mixed.
+    public var kind = "stallwatch-dump"
+    public var takenAt: Date
+    public var process: StallReport.ProcessDescription
+    /// How many threads the process had; `threads` holds fewer without `--all-threads`.
+    public var threadCount: Int
+    /// The threads that look like the process's loop: those with a heartbeat segment, else the main thread.
+    public var loopThreadIds: [Int32]
+    /// Innermost frames first; in order of relevance (the loop, the owner chain of what it waits for, …).
+    public var threads: [Thread]
+    /// The images the frames point into (path, build-id, load base), to symbolicate elsewhere.
+    public var images: [ImageInfo]
+    /// Threads that would not stop, stacks that would not unwind, symbols that could not be read.
+    public var errors: [String]
+
+    public init(
+        takenAt: Date, process: StallReport.ProcessDescription, threadCount: Int, loopThreadIds: [Int32],
+        threads: [Thread], images: [ImageInfo] = [], errors: [String] = []
+    ) {
+        self.takenAt = takenAt
+        self.process = process
+        self.threadCount = threadCount
+        self.loopThreadIds = loopThreadIds
+        self.threads = threads
+        self.images = images
+        self.errors = errors
+    }
+
+    /// One thread: a report's thread snapshot (same JSON keys) and what only a dump says about it.
+    public struct Thread: Codable, Sendable, Equatable {
+        /// Why this thread is in a dump without `--all-threads`.
+        public enum Role: String, Codable, Sendable, CaseIterable {
+            /// It looks like the process's loop (heartbeat segment, or the main thread).
+            case loop
+            /// It owns a lock that a loop thread (or a thread in its owner chain) waits for.
+            case lockOwner
+            /// Neither (listed with `--all-threads`).
+            case other
+        }
+
+        public var snapshot: StallReport.ThreadSnapshot
+        public var role: Role
+        /// The state letter's meaning (`sleeping`, `disk sleep`, …).
+        public var stateDescription: String
+        /// What the system call waits on, from its arguments: `word 0x…` (a futex), `epoll fd 4`, `fd 0`, `3 fds`.
+        public var waitTarget: String?
+        /// How long this thread alone was stopped to copy its stack, microseconds.
+        public var pauseMicros: Double?
+
+        public init(
+            snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
+            pauseMicros: Double? = nil
+        ) {
+            self.snapshot = snapshot
+            self.role = role
+            self.stateDescription = stateDescription
+            self.waitTarget = waitTarget
+            self.pauseMicros = pauseMicros
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case role, stateDescription, waitTarget, pauseMicros
+        }
+
+        /// The snapshot's keys and the dump's side by side in one object.
+        public init(from decoder: any Decoder) throws {
+            snapshot = try StallReport.ThreadSnapshot(from: decoder)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            role = try container.decode(Role.self, forKey: .role)
+            stateDescription = try container.decode(String.self, forKey: .stateDescription)
+            waitTarget = try container.decodeIfPresent(String.self, forKey: .waitTarget)
+            pauseMicros = try container.decodeIfPresent(Double.self, forKey: .pauseMicros)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            try snapshot.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(role, forKey: .role)
+            try container.encode(stateDescription, forKey: .stateDescription)
+            try container.encodeIfPresent(waitTarget, forKey: .waitTarget)
+            try container.encodeIfPresent(pauseMicros, forKey: .pauseMicros)
+        }
+    }
+
+    /// Pretty-printed JSON with a final newline, in the encoding of reports (``StallReport/makeEncoder()``).
+    /// - Throws: `StallWatchError(.report)` if a value cannot be encoded (a non-finite number).
+    public func encodedJSON() throws(StallWatchError) -> Data {
+        do {
+            var data = try StallReport.makeEncoder().encode(self)
+            data.append(UInt8(ascii: "\n"))
+            return data
+        } catch {
+            throw StallWatchError(.report, "cannot encode the dump of pid \(process.pid): \(error)")
+        }
+    }
+
+    /// Reads what ``encodedJSON()`` wrote.
+    public static func decode(_ data: Data) throws -> ProcessDump {
+        try StallReport.makeDecoder().decode(ProcessDump.self, from: data)
+    }
+}
+
+extension ThreadWait {
+    /// What the call waits on, for people: `word 0x…` (a futex), `epoll fd 4`, `fd 0`, `3 fds`; nil when not in a call or
+    /// when the call waits on nothing it names (a sleep).
+    public var targetDescription: String? {
+        guard let number, arguments.count == 6 else { return nil }
+        switch number {
+        case 202: return "word \(arguments[0].hexAddress)"
+        case 232, 281, 441: return "epoll fd \(Int32(truncatingIfNeeded: arguments[0]))"
+        case 426: return "io_uring fd \(Int32(truncatingIfNeeded: arguments[0]))"
+        case 7, 271: return arguments[1] == 0 ? nil : "\(arguments[1]) fd\(arguments[1] == 1 ? "" : "s")"
+        case 23, 270: return arguments[0] == 0 ? nil : "fds below \(arguments[0])"
+        // read, write, pread64, pwrite64, readv, writev, accept, recvfrom, sendto, recvmsg, sendmsg, accept4,
+        // fsync, fdatasync, flock, connect, sync_file_range
+        case 0, 1, 17, 18, 19, 20, 43, 44, 45, 46, 47, 288, 74, 75, 73, 42, 277:
+            return "fd \(Int32(truncatingIfNeeded: arguments[0]))"
+        case 61: return "child \(Int32(truncatingIfNeeded: arguments[0]))"  // wait4
+        default: return nil
+        }
+    }
+}

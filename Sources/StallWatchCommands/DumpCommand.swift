@@ -1,0 +1,32 @@
+// DumpCommand: `stallwatch dump --pid PID [--all-threads] [--json]`, the stacks of a live process now.
+import StallWatch
+import StallWatchInspector
+import StallWatchSidecar
+
+/// The function behind `stallwatch dump` (see ``StallWatchCLI/subcommands``): one ``ProcessDumper`` pass,
+/// printed as text on a terminal and as JSON with `--json` or when standard output is not a terminal.
+enum DumpCommand {
+    static let options: Set<String> = ["--pid", "--heartbeat-dir"]
+
+    static func run(_ invocation: Invocation) throws -> ExitCode {
+        let args = invocation.arguments
+        guard let pidText = args.options["--pid"] else { throw CommandError.usage("dump: --pid PID is required") }
+        guard let pid = Int32(pidText), pid > 0 else {
+            throw CommandError.usage("--pid \(pidText): expected an integer from 1 to \(Int32.max)")
+        }
+        var configuration = try StallWatchConfiguration.load(environment: invocation.environment)
+        if let directory = args.options["--heartbeat-dir"] { configuration.heartbeatDirectory = directory }
+        let dumper = ProcessDumper(
+            processID: pid, allThreads: args.has("--all-threads"), configuration: configuration)
+        let dump = try dumper.dump()
+        let console = invocation.console
+        if args.has("--json") || !console.outputIsTerminal {
+            console.output(String(decoding: try dump.encodedJSON(), as: UTF8.self))
+        } else {
+            let view = ProcessDumpView(
+                format: ReportsCommands.textFormat(invocation.environment), useColor: console.useColor)
+            view.lines(dump).forEach { console.print($0) }
+        }
+        return .ok
+    }
+}

@@ -1,0 +1,238 @@
+// `stallwatch dump`: the stacks of a live process now, its lock owners, and a target that runs on untouched.
+import Foundation
+import StallWatch
+import Testing
+
+@testable import StallWatchSidecar
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite(.serialized) struct ProcessDumpTests {
+    static let stallwatch = SidecarFixtures.executable("stallwatch")
+
+    /// `Fixtures/lock_owner.c` built with symbols, once per test process.
+    static let lockOwner: String? = {
+        let out = SidecarFixtures.temporaryDirectory("lock-owner") + "/lock_owner"
+        let source = SidecarFixtures.fixturesDirectory.appendingPathComponent("lock_owner.c").path
+        let build = Process()
+        build.executableURL = URL(fileURLWithPath: "/bin/sh")
+        build.arguments = ["-c", "cc -O1 -g -pthread -o '\(out)' '\(source)'"]
+        guard (try? build.run()) != nil else { return nil }
+        build.waitUntilExit()
+        return build.terminationStatus == 0 ? out : nil
+    }()
+
+    static let packageRoot = SidecarFixtures.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Checks `json` against Config/stallwatch-dump.schema.json with the PyPI `jsonschema` package (skipped when
+    /// it is missing, unless STALLWATCH_REQUIRE_JSONSCHEMA=1).
+    static func expectValidDump(_ json: String) throws {
+        let directory = SidecarFixtures.temporaryDirectory("dump-schema")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try json.write(toFile: directory + "/dump.json", atomically: true, encoding: .utf8)
+        let probe = try Spawned("/usr/bin/env", ["python3", "-c", "import jsonschema"])
+        guard probe.wait() == 0 else {
+            let required = ProcessInfo.processInfo.environment["STALLWATCH_REQUIRE_JSONSCHEMA"] == "1"
+            if required { Issue.record("python3 jsonschema is required but missing") }
+            return
+        }
+        let check = try Spawned(
+            "/usr/bin/env",
+            [
+                "python3", packageRoot.appendingPathComponent("scripts/validate-reports.py").path, "--schema",
+                packageRoot.appendingPathComponent("Config/stallwatch-dump.schema.json").path, directory + "/dump.json",
+            ])
+        #expect(check.wait() == 0, "schema validation failed: \(check.stdout)\(check.stderr)")
+    }
+
+    /// Waits until `condition` holds (checked every 10 ms), at most `timeout`.
+    static func eventually(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(10_000)
+        }
+        return condition()
+    }
+
+    /// The lock_owner fixture with its main thread already blocked in the mutex the holder keeps.
+    static func blockedTarget() throws -> (target: Spawned, holder: Int32) {
+        let binary = try #require(lockOwner, "cc could not build the fixture")
+        let target = try Spawned(binary, [])
+        try #require(target.waitFor("READY"), "target: \(target.stderr)")
+        let pid = target.pid
+        #expect(eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "futex" }, "main blocks")
+        let holder = try #require(ThreadProbe.threadIDs(pid: pid, nameMatching: "lock-holder").first)
+        return (target, holder)
+    }
+
+    static func aliveCount(_ target: Spawned) -> Int {
+        target.stdout.split(separator: "\n").filter { $0.hasPrefix("ALIVE") }.count
+    }
+
+    /// The target is running, traced by nobody, and keeps making progress; nothing it called failed with EINTR.
+    static func expectUntouched(_ target: Spawned) {
+        let state = SidecarFixtures.traceState(pid: target.pid)
+        #expect(state?.state != "T" && state?.state != "t", "not left stopped: \(String(describing: state))")
+        #expect(state?.tracer == "0", "not left traced")
+        let before = aliveCount(target)
+        #expect(eventually { aliveCount(target) >= before + 3 }, "the target keeps running")
+        #expect(
+            !target.stdout.contains("EINTR"), "\(target.stdout.split(separator: "\n").filter { $0.contains("EINTR") })")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func dumpNamesTheOwnerOfTheLockTheMainThreadWaitsForAndLeavesTheTargetRunning() throws {
+        let (target, holder) = try Self.blockedTarget()
+        let pid = target.pid
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)"])
+        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        // Not a terminal: JSON, parsed both as plain JSON and as the library's type.
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        #expect(object["kind"] as? String == "stallwatch-dump")
+        let threads = try #require(object["threads"] as? [[String: Any]])
+        let firstFrame = try #require((threads.first?["frames"] as? [[String: Any]])?.first)
+        #expect((firstFrame["address"] as? String)?.hasPrefix("0x") == true, "frames as in reports show --json")
+        try Self.expectValidDump(dump.stdout)
+        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
+        #expect(parsed.process.pid == pid)
+        #expect(parsed.loopThreadIds == [pid])
+        #expect(parsed.threadCount == 3)
+        #expect(parsed.threads.map(\.snapshot.threadId) == [pid, holder], "the main thread, then the lock's owner")
+        let main = try #require(parsed.threads.first)
+        #expect(main.role == .loop)
+        #expect(main.snapshot.syscall == "futex" && main.snapshot.waitAddress != nil)
+        #expect(main.snapshot.waitingForThreadId == holder, "the owner is named")
+        #expect(main.snapshot.frames.contains { $0.symbol == "wait_for_lock" }, "\(main.snapshot.frames)")
+        let owner = try #require(parsed.threads.last)
+        #expect(owner.role == .lockOwner && owner.snapshot.name == "lock-holder")
+        #expect(owner.snapshot.frames.contains { $0.symbol == "hold_lock_forever" }, "\(owner.snapshot.frames)")
+        #expect(parsed.threads.allSatisfy { ($0.pauseMicros ?? 0) > 0 })
+        Self.expectUntouched(target)
+
+        let all = try Spawned(Self.stallwatch, ["dump", "--pid", "\(pid)", "--all-threads", "--json"])
+        #expect(all.wait() == 0, "dump: \(all.stderr)")
+        try Self.expectValidDump(all.stdout)
+        let every = try ProcessDump.decode(Data(all.stdout.utf8))
+        #expect(every.threads.count == 3)
+        let ticker = try #require(every.threads.first { $0.snapshot.name == "ticker" })
+        #expect(ticker.role == .other && ticker.snapshot.frames.contains { $0.symbol == "ticker" })
+        Self.expectUntouched(target)
+
+        // eu-stack on the same target: the two blocked threads do not move, so the frames must be the same
+        // addresses with the same names.
+        let dumped = try ProcessDumper(processID: pid).dump()
+        let euStack = try Spawned("/usr/bin/eu-stack", ["-p", "\(pid)"])
+        #expect(euStack.wait() == 0, "eu-stack: \(euStack.stderr)")
+        let theirs = Self.euStackThreads(euStack.stdout)
+        for tid in [pid, holder] {
+            let ours = try #require(dumped.threads.first { $0.snapshot.threadId == tid }).snapshot.frames
+            let expected = try #require(theirs[tid], "eu-stack lists thread \(tid): \(euStack.stdout)")
+            #expect(ours.map(\.address) == expected.map(\.address), "thread \(tid)\n\(euStack.stdout)")
+            #expect(ours.map { $0.symbol ?? "" } == expected.map(\.symbol), "thread \(tid)")
+        }
+    }
+
+    /// `eu-stack -p` output: `TID n:` then `#i  0xADDR symbol` lines, by thread.
+    static func euStackThreads(_ text: String) -> [Int32: [(address: UInt64, symbol: String)]] {
+        var result: [Int32: [(address: UInt64, symbol: String)]] = [:]
+        var current: Int32?
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("TID "), let tid = Int32(line.dropFirst(4).dropLast()) {
+                current = tid
+                result[tid] = []
+            } else if line.hasPrefix("#"), let tid = current {
+                let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard parts.count >= 2, let address = UInt64(hexAddress: String(parts[1])) else { continue }
+                result[tid]?.append((address, parts.count > 2 ? String(parts[2]) : ""))
+            }
+        }
+        return result
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func dumpOfTheDemoServiceShowsItsLoopIdleInTheEventLoop() throws {
+        let directory = SidecarFixtures.temporaryDirectory("dump-demo")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let serve = try Spawned(
+            SidecarFixtures.executable("stallwatch-demo"),
+            ["serve", "--port", "0", "--sessions", "100", "--report-dir", directory],
+            environment: ["STALLWATCH_HEARTBEAT_DIRECTORY": directory])
+        #expect(serve.waitFor("\"listening\""), "serve: \(serve.stderr)")
+        let pid = serve.pid
+        #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "ppoll" }, "the loop idles")
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--heartbeat-dir", directory])
+        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        try Self.expectValidDump(dump.stdout)
+        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
+        #expect(parsed.loopThreadIds == [pid], "the heartbeat names the loop thread")
+        let loop = try #require(parsed.threads.first)
+        #expect(loop.role == .loop)
+        let names = loop.snapshot.frames.compactMap(\.readableName)
+        #expect(names.contains { $0.hasPrefix("EventLoop.idleWait") }, "\(names)")
+        #expect(loop.snapshot.frames.contains { $0.shortSymbol != nil && $0.symbol != $0.shortSymbol })
+        let state = SidecarFixtures.traceState(pid: pid)
+        #expect(state?.state != "T" && state?.state != "t" && state?.tracer == "0")
+        #expect(serve.process.isRunning)
+    }
+
+    @Test func aMissingProcessIsNamedWithItsExitCode() throws {
+        let gone = try Spawned(Self.stallwatch, ["dump", "--pid", "4194300"])
+        #expect(gone.wait() == 4)
+        #expect(gone.stderr.contains("no such process: process 4194300"), "\(gone.stderr)")
+        let usage = try Spawned(Self.stallwatch, ["dump"])
+        #expect(usage.wait() == 2)
+        #expect(usage.stderr.contains("--pid PID is required"))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aZombieAndThisProcessAreNotTraceable() throws {
+        // `sleep 0` exits as a child of the shell that becomes `sleep 30`, which never reaps it.
+        let parent = try Spawned("/bin/sh", ["-c", "sleep 0 & exec sleep 30"])
+        var zombie: Int32?
+        #expect(
+            Self.eventually {
+                let children = ProcFile.text("/proc/\(parent.pid)/task/\(parent.pid)/children") ?? ""
+                zombie = children.split(separator: " ").compactMap { Int32($0) }.first {
+                    ThreadProbe.read(pid: $0, tid: $0)?.state == "Z"
+                }
+                return zombie != nil
+            })
+        let pid = try #require(zombie)
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)"])
+        #expect(dump.wait() == 6)
+        #expect(dump.stderr.contains("zombie"), "\(dump.stderr)")
+        do {
+            _ = try ProcessDumper(processID: getpid()).dump()
+            Issue.record("a process cannot dump itself")
+        } catch {
+            #expect(error.code == .notTraceable)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aProcessAnotherTracerHoldsIsNotTraceable() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace plays the other tracer")
+        let (target, _) = try Self.blockedTarget()
+        // strace seizes the target and stays until it is killed (the kernel then detaches it).
+        let strace = try Spawned("/usr/bin/strace", ["-q", "-o", "/dev/null", "-p", "\(target.pid)"])
+        #expect(Self.eventually { SidecarFixtures.traceState(pid: target.pid)?.tracer == "\(strace.pid)" }, "attached")
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(target.pid)"])
+        #expect(dump.wait() == 6)
+        #expect(dump.stderr.contains("is tracing it"), "\(dump.stderr)")
+        withExtendedLifetime(strace) {}
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "needs root to run the dump as another user"), .timeLimit(.minutes(1)))
+    func anotherUsersProcessIsAPermissionError() throws {
+        let (target, _) = try Self.blockedTarget()
+        let dump = try Spawned(
+            "/usr/sbin/runuser", ["-u", "nobody", "--", Self.stallwatch, "dump", "-p", "\(target.pid)"])
+        #expect(dump.wait() == 5, "\(dump.stderr)")
+        #expect(dump.stderr.contains("permission denied"), "\(dump.stderr)")
+        Self.expectUntouched(target)
+    }
+}
