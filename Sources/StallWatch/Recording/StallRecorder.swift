@@ -105,16 +105,18 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         }
         // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
         if target.processID != getpid() { symbolicator.prepare(addresses: first) }
-        if configuration.symbolication == .full { prefetchLines(first) }
+        if configuration.symbolication == .full {
+            prefetchLines([first] + evidence.threads.map { Array($0.addresses.prefix(configuration.maxThreadFrames)) })
+        }
     }
 
-    /// Loads the line tables of the first sample's frames into the shared symbol cache on `rewrites` while the
-    /// stall goes on, so the final report does not pay for them after the stall ends (the first DWARF load of a
-    /// Swift module takes tens of ms). The final report waits for it (``finish(status:endNanos:now:)``), never
-    /// for longer than doing the same work itself would take.
-    private func prefetchLines(_ addresses: [UInt64]) {
+    /// Loads the line tables of the first sample's and the other threads' frames into the shared symbol cache on
+    /// `rewrites` while the stall goes on, so the final report does not pay for them after the stall ends (the
+    /// first DWARF load of a Swift module takes tens of ms). The final report waits for it
+    /// (``finish(status:endNanos:now:)``), never for longer than doing the same work itself would take.
+    private func prefetchLines(_ stacks: [[UInt64]]) {
         let prefetcher = linePrefetcher
-        rewrites.async { _ = prefetcher.symbolicate(addresses) }
+        rewrites.async { for stack in stacks { _ = prefetcher.symbolicate(stack) } }
     }
 
     /// Takes a sample if one is due; returns true if it did.

@@ -63,6 +63,9 @@ public final class Symbolicator: @unchecked Sendable {
     /// JIT code's names, when the runtime writes a perf map.
     private lazy var perfMap = PerfMap(processID: processID)
     private static let cacheLimit = 1 << 16
+    /// When the image map was last read (CLOCK_MONOTONIC_COARSE), and how often an unknown address may re-read it.
+    private var mapReadAt: UInt64 = 0
+    private static let mapRefreshNanos: UInt64 = 1_000_000_000
 
     /// Creates a symbolicator for `processID` (which may be this process). Nothing is read until first use.
     /// - Parameter cache: Where image tables are shared (tests pass their own to count what it does).
@@ -153,8 +156,10 @@ public final class Symbolicator: @unchecked Sendable {
     private func resolve(_ address: UInt64, refreshed: inout Bool) -> Resolved? {
         if let hit = cache[address] { return hit }
         var image = currentImageMap()?.image(containing: address)
-        if image == nil, !refreshed {
-            // Not in any image we know: maybe dlopen'ed since we last looked. Re-read once per backtrace.
+        if image == nil, !refreshed, Self.coarseNanos() &- mapReadAt >= Self.mapRefreshNanos {
+            // Not in any image we know: maybe dlopen'ed since we last looked. Re-read at most once per backtrace
+            // and per second: a report symbolicates dozens of stacks (samples, every thread), and those with a
+            // frame in anonymous memory (JIT code, a corrupt return address) would each re-read the whole map.
             refreshed = true
             let previous = imageMap
             imageMap = nil
@@ -224,6 +229,7 @@ public final class Symbolicator: @unchecked Sendable {
 
     private func currentImageMap() -> ImageMap? {
         if let imageMap { return imageMap }
+        mapReadAt = Self.coarseNanos()
         do {
             imageMap = try ImageMap(processID: processID)
         } catch {
@@ -270,6 +276,12 @@ public final class Symbolicator: @unchecked Sendable {
         }
         buildIDs[path] = id
         return id
+    }
+
+    private static func coarseNanos() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 
     private func record(_ problem: String) {
