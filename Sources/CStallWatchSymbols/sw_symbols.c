@@ -198,6 +198,10 @@ sw_symbols *sw_symbols_open_file(const char *path, int *error) {
         if (error) *error = errno;
         return NULL;
     }
+    return sw_symbols_open_descriptor(fd, path, error);
+}
+
+sw_symbols *sw_symbols_open_descriptor(int fd, const char *name, int *error) {
     sw_symbols *symbols = calloc(1, sizeof *symbols);
     if (symbols == NULL) {
         close(fd);
@@ -213,7 +217,7 @@ sw_symbols *sw_symbols_open_file(const char *path, int *error) {
     }
     dwfl_report_begin(symbols->dwfl);
     // libdwfl takes ownership of fd (it closes it on failure too).
-    symbols->file_module = dwfl_report_offline(symbols->dwfl, path, path, fd);
+    symbols->file_module = dwfl_report_offline(symbols->dwfl, name, name, fd);
     if (dwfl_report_end(symbols->dwfl, NULL, NULL) != 0 || symbols->file_module == NULL) {
         if (error) *error = -1;
         sw_symbols_destroy(symbols);

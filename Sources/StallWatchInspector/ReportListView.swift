@@ -54,6 +54,7 @@ public struct ReportListView: Sendable {
     }
 
     static func shortened(_ text: String, to limit: Int) -> String {
-        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
+        // A text of at most `limit` bytes has at most `limit` characters: no need to count them.
+        text.utf8.count <= limit || text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
     }
 }

@@ -18,9 +18,11 @@ public struct ReportTextFormat: Sendable {
     /// `2026-11-30 23:15:00` in ``timeZone``; with `milliseconds`, `2026-11-30 23:15:00.123`.
     public func localTime(_ date: Date, milliseconds: Bool = false) -> String {
         let shifted = date.addingTimeInterval(TimeInterval(timeZone.secondsFromGMT(for: date)))
-        let utc = ReportDate.string(from: shifted)  // 2026-11-30T23:15:00.123Z
-        let text = utc.replacingOccurrences(of: "T", with: " ").dropLast()
-        return String(milliseconds ? text : text.dropLast(4))
+        // 2026-11-30T23:15:00.123Z → 2026-11-30 23:15:00[.123], on bytes: a listing formats thousands of these.
+        var bytes = Array(ReportDate.string(from: shifted).utf8)
+        for index in bytes.indices where bytes[index] == UInt8(ascii: "T") { bytes[index] = UInt8(ascii: " ") }
+        bytes.removeLast(min(bytes.count, milliseconds ? 1 : 5))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `312 ms`, `5.20 s`, `2m 05s`; `ongoing`/`unrecovered` durations are lower bounds and get a `+`.
@@ -55,15 +57,27 @@ public struct ReportTextFormat: Sendable {
         guard let columns = rows.map(\.count).max() else { return [] }
         var widths = [Int](repeating: 0, count: columns)
         for row in rows {
-            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], width(of: cell)) }
         }
         return rows.enumerated().map { rowIndex, row in
             row.enumerated().map { index, cell in
-                let padded =
-                    index == row.count - 1
-                    ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                let padded = index == row.count - 1 ? cell : pad(cell, to: widths[index])
                 return style(rowIndex, index, padded)
             }.joined(separator: "  ")
         }
+    }
+
+    /// Characters in `cell`; counted as bytes when it is ASCII (most cells), without grapheme breaking.
+    private static func width(of cell: String) -> Int {
+        cell.utf8.allSatisfy { $0 < 0x80 } ? cell.utf8.count : cell.count
+    }
+
+    /// `cell` padded with spaces to `width` characters, as `padding(toLength:withPad:startingAt:)` pads it.
+    private static func pad(_ cell: String, to width: Int) -> String {
+        guard cell.utf8.allSatisfy({ $0 < 0x80 }) else {
+            return cell.padding(toLength: width, withPad: " ", startingAt: 0)
+        }
+        let count = cell.utf8.count
+        return count >= width ? cell : cell + String(repeating: " ", count: width - count)
     }
 }

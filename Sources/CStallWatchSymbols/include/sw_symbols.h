@@ -59,9 +59,15 @@ const char *sw_symbols_source(sw_symbols *symbols, uint64_t address, int *line);
 /// Not async-signal-safe.
 sw_symbols *sw_symbols_open_file(const char *path, int *error);
 
-/// For a session from `sw_symbols_open_file`: the address to pass to `sw_symbols_name`/`sw_symbols_source` for
-/// a location `offset` bytes past the image's load base (where file offset 0 is mapped), as reports record it.
-/// Returns 0 on success, -1 when the file has no loadable segment. Not async-signal-safe.
+/// As `sw_symbols_open_file`, for a file already open as `fd` (which the session takes over and closes, also on
+/// failure); `name` labels the module. Opening the exact file that was checked (by inode, or through
+/// /proc/PID/map_files) keeps a cache keyed by that check honest when the path is replaced meanwhile.
+/// Not async-signal-safe.
+sw_symbols *sw_symbols_open_descriptor(int fd, const char *name, int *error);
+
+/// For a session from `sw_symbols_open_file` or `sw_symbols_open_descriptor`: the address to pass to
+/// `sw_symbols_name`/`sw_symbols_source` for a location `offset` bytes past the image's load base (where file
+/// offset 0 is mapped), as reports record it. Returns 0 on success, -1 when the file has no loadable segment. Not async-signal-safe.
 int sw_symbols_file_address(sw_symbols *symbols, uint64_t offset, uint64_t *address);
 
 /// libdwfl's message for its most recent error on this thread (never NULL). Not async-signal-safe.

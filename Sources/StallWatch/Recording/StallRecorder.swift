@@ -30,6 +30,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Names for the rewrites, used only on `rewrites` (a Symbolicator is not thread-safe).
     private let rewriteSymbolicator: Symbolicator
     private let rewritePending = SharedFlag()
+    /// Full names and lines of a stall's first sample, looked up ahead of the final report; used only on `rewrites`.
+    private let linePrefetcher: Symbolicator
 
     /// A recorder for a loop of this process, sampled by signal.
     convenience init(
@@ -57,6 +59,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             configuration.symbolication == .full
             ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
         rewriteSymbolicator = Symbolicator(processID: target.processID, mode: .fast)
+        linePrefetcher = Symbolicator(processID: target.processID, mode: .full)
         collector = EvidenceCollector(configuration: configuration, target: target)
         builder = StallReportBuilder(
             configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
@@ -103,7 +106,19 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             emit(.sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(Self.micros)))
         }
         // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
-        if target.processID != getpid() { symbolicator.prepare() }
+        if target.processID != getpid() { symbolicator.prepare(addresses: first) }
+        if configuration.symbolication == .full {
+            prefetchLines([first] + evidence.threads.map { Array($0.addresses.prefix(configuration.maxThreadFrames)) })
+        }
+    }
+
+    /// Loads the line tables of the first sample's and the other threads' frames into the shared symbol cache on
+    /// `rewrites` while the stall goes on, so the final report does not pay for them after the stall ends (the
+    /// first DWARF load of a Swift module takes tens of ms). The final report waits for it
+    /// (``finish(status:endNanos:now:)``), never for longer than doing the same work itself would take.
+    private func prefetchLines(_ stacks: [[UInt64]]) {
+        let prefetcher = linePrefetcher
+        rewrites.async { for stack in stacks { _ = prefetcher.symbolicate(stack) } }
     }
 
     /// Takes a sample if one is due; returns true if it did.

@@ -259,6 +259,10 @@ public struct ReportStore: Sendable {
                 filled += count
             }
             if listing, let head = ReportHeadPrefix.headDocument(data.prefix(filled)) {
+                // The common case read by hand; whatever that reader does not expect goes through JSONDecoder.
+                if let fast = head.withUnsafeBytes(ListingHeadReader.listingHead) {
+                    return .success(StallReport(listingHead: fast))
+                }
                 return decode(head, listing: true)
             }
             if want == data.count || filled < want { break }

@@ -46,7 +46,7 @@ extension StallReport {
 
     /// The listing form: what lists and summaries read, and neutral values for the rest (no detection or
     /// capture figures, notes, annotations or context; the cause's kind without its evidence).
-    private init(listingHead head: ReportDocumentV2.ListingHead) {
+    init(listingHead head: ReportDocumentV2.ListingHead) {
         self.init(
             id: head.id, status: head.status, severity: head.severity, startedAt: head.startedAt,
             endedAt: head.endedAt, durationMs: head.durationMs,

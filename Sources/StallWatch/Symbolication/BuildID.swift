@@ -13,6 +13,11 @@ public enum BuildID {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        return ofFile(descriptor: fd)
+    }
+
+    /// The build-id of the ELF file open as `fd` (read with `pread`, so the file position does not move), or nil.
+    public static func ofFile(descriptor fd: Int32) -> String? {
         guard let header = pread(fd, offset: 0, count: 64), header.count == 64,
             header[0] == 0x7f, header[1] == UInt8(ascii: "E"), header[2] == UInt8(ascii: "L"),
             header[3] == UInt8(ascii: "F"), header[4] == 2 /* ELFCLASS64 */, header[5] == 1 /* ELFDATA2LSB */

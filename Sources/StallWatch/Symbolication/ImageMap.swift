@@ -20,6 +20,11 @@ public struct ImageMap: Sendable, Equatable {
         /// Has an executable mapping: a loaded image rather than a data mmap of the file (libelf maps ELF files
         /// it reads, and those mappings carry the same path).
         public var isLoaded: Bool = false
+        /// The mapped file's inode as the kernel reports it (0 for the vDSO): tells the file a process really
+        /// maps from a newer file that has since replaced it at the same path.
+        public var inode: UInt64 = 0
+        /// The first mapping's bounds, which name the mapped file itself in `/proc/<pid>/map_files/`.
+        public var firstMapping: Range<UInt64> = 0..<0
     }
 
     struct Mapping: Sendable, Equatable {
@@ -48,7 +53,10 @@ public struct ImageMap: Sendable, Equatable {
             var index = current[entry.path]
             // A second mapping of a file at offset 0 is a second load of it (or a data mmap): a new image.
             if index == nil || entry.offset == 0 {
-                images.append(Image(path: entry.path, base: entry.start &- entry.offset, size: 0))
+                images.append(
+                    Image(
+                        path: entry.path, base: entry.start &- entry.offset, size: 0, inode: entry.inode,
+                        firstMapping: entry.start..<max(entry.start, entry.end)))
                 index = images.count - 1
                 current[entry.path] = index
             }
@@ -79,7 +87,7 @@ public struct ImageMap: Sendable, Equatable {
 
     /// One line: `start-end perms offset dev inode path`; only file-backed mappings and the vDSO count.
     private static func parse(_ line: Substring.UTF8View.SubSequence) -> (
-        start: UInt64, end: UInt64, offset: UInt64, executable: Bool, path: String
+        start: UInt64, end: UInt64, offset: UInt64, executable: Bool, inode: UInt64, path: String
     )? {
         var fields: [Substring.UTF8View.SubSequence] = []
         var rest = line[...]
@@ -97,7 +105,12 @@ public struct ImageMap: Sendable, Equatable {
         else { return nil }
         var path = String(decoding: pathBytes, as: UTF8.self)
         if path.hasSuffix(" (deleted)") { path.removeLast(" (deleted)".count) }
-        return (start, end, offset, fields[1].contains(UInt8(ascii: "x")), path)
+        var inode: UInt64 = 0
+        for digit in fields[4] {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { break }
+            inode = inode &* 10 &+ UInt64(digit - UInt8(ascii: "0"))
+        }
+        return (start, end, offset, fields[1].contains(UInt8(ascii: "x")), inode, path)
     }
 
     private static func hex(_ digits: Substring.UTF8View.SubSequence) -> UInt64? {

@@ -20,8 +20,12 @@ public enum SymbolicationMode: String, Codable, Sendable, CaseIterable {
 /// Images and offsets come from `/proc/<pid>/maps` (``ImageMap``) in every mode, so a report can always be
 /// symbolicated later elsewhere from image build-id + offset. Names and lines come from elfutils' libdwfl, which
 /// reads `.symtab`/`.dynsym` (including non-exported symbols, unlike `dladdr`) and DWARF line tables, and uses
-/// separate debug files under `/usr/lib/debug` when installed. Results are cached per address; when an address
-/// falls in no known image the mappings are re-read once per call (a library may have been `dlopen`ed).
+/// separate debug files under `/usr/lib/debug` when installed. Each image file's tables live in a
+/// ``SymbolCache`` shared by every symbolicator of the process (every stall, every report stage, every process
+/// the daemon watches), keyed by build-id; an image whose mapped file cannot be checked (the vDSO, a replaced
+/// file without `map_files` access) is looked up in a libdwfl session of this process instead. Results are also
+/// cached per address; when an address falls in no known image the mappings are re-read once per call (a
+/// library may have been `dlopen`ed).
 ///
 /// Not thread-safe: use one instance per thread (the watchdog's), off the loop thread.
 public final class Symbolicator: @unchecked Sendable {
@@ -53,14 +57,22 @@ public final class Symbolicator: @unchecked Sendable {
     private var frameCache: [FrameKey: StackFrame] = [:]
     private var demangled: [String: (full: String, short: String?)] = [:]
     private var buildIDs: [String: String?] = [:]
+    /// Where the shared cache keeps each image's tables; nil for images looked up in the process session.
+    private var sharedImages: [ImageMap.Image: ImageSymbols?] = [:]
+    private let symbolCache: SymbolCache
     /// JIT code's names, when the runtime writes a perf map.
     private lazy var perfMap = PerfMap(processID: processID)
     private static let cacheLimit = 1 << 16
+    /// When the image map was last read (CLOCK_MONOTONIC_COARSE), and how often an unknown address may re-read it.
+    private var mapReadAt: UInt64 = 0
+    private static let mapRefreshNanos: UInt64 = 1_000_000_000
 
     /// Creates a symbolicator for `processID` (which may be this process). Nothing is read until first use.
-    public init(processID: Int32, mode: SymbolicationMode) {
+    /// - Parameter cache: Where image tables are shared (tests pass their own to count what it does).
+    public init(processID: Int32, mode: SymbolicationMode, cache: SymbolCache = .shared) {
         self.processID = processID
         self.mode = mode
+        symbolCache = cache
     }
 
     deinit { if let session { sw_symbols_destroy(session) } }
@@ -144,8 +156,10 @@ public final class Symbolicator: @unchecked Sendable {
     private func resolve(_ address: UInt64, refreshed: inout Bool) -> Resolved? {
         if let hit = cache[address] { return hit }
         var image = currentImageMap()?.image(containing: address)
-        if image == nil, !refreshed {
-            // Not in any image we know: maybe dlopen'ed since we last looked. Re-read once per backtrace.
+        if image == nil, !refreshed, Self.coarseNanos() &- mapReadAt >= Self.mapRefreshNanos {
+            // Not in any image we know: maybe dlopen'ed since we last looked. Re-read at most once per backtrace
+            // and per second: a report symbolicates dozens of stacks (samples, every thread), and those with a
+            // frame in anonymous memory (JIT code, a corrupt return address) would each re-read the whole map.
             refreshed = true
             let previous = imageMap
             imageMap = nil
@@ -156,7 +170,17 @@ public final class Symbolicator: @unchecked Sendable {
         }
         guard let image else { return nil }
         var resolved = Resolved(image: image, symbolOffset: 0)
-        if mode != .off, let session = currentSession() {
+        if mode != .off, let shared = sharedSymbols(for: image) {
+            let offset = address &- image.base
+            if let symbol = shared.symbol(atOffset: offset) {
+                (resolved.symbol, resolved.shortSymbol, resolved.symbolOffset) = (
+                    symbol.name, symbol.shortName, symbol.offset
+                )
+            }
+            if mode == .full, let source = shared.sourceLine(atOffset: offset) {
+                (resolved.file, resolved.line) = (source.file, source.line)
+            }
+        } else if mode != .off, let session = currentSession() {
             var offset: UInt64 = 0
             if let name = sw_symbols_name(session, address, &offset) {
                 (resolved.symbol, resolved.shortSymbol) = demangle(String(cString: name))
@@ -184,15 +208,28 @@ public final class Symbolicator: @unchecked Sendable {
         return names
     }
 
-    /// Reads the process's image map and opens the symbol session now, while the process surely exists, and
-    /// keeps them: a target that exits during a stall still gets symbols and images in its final report.
-    public func prepare() {
-        _ = currentImageMap()
-        if mode != .off { _ = currentSession() }
+    /// Reads the process's image map, checks the files behind the images `addresses` fall in and opens the
+    /// symbol session now, while the process surely exists, and keeps them: a target that exits during a stall
+    /// still gets symbols and images in its final report.
+    public func prepare(addresses: [UInt64] = []) {
+        guard let map = currentImageMap(), mode != .off else { return }
+        for address in addresses {
+            if let image = map.image(containing: address) { _ = sharedSymbols(for: image) }
+        }
+        _ = currentSession()
+    }
+
+    /// The shared tables of `image`'s file, checked once per image and kept; nil for the process session.
+    private func sharedSymbols(for image: ImageMap.Image) -> ImageSymbols? {
+        if let known = sharedImages[image] { return known }
+        let symbols = ImageIdentity(image: image, processID: processID).flatMap { symbolCache.symbols(for: $0) }
+        sharedImages[image] = symbols
+        return symbols
     }
 
     private func currentImageMap() -> ImageMap? {
         if let imageMap { return imageMap }
+        mapReadAt = Self.coarseNanos()
         do {
             imageMap = try ImageMap(processID: processID)
         } catch {
@@ -218,6 +255,14 @@ public final class Symbolicator: @unchecked Sendable {
     /// Reads the build-id from the file, through `/proc/<pid>/root` for another process (its mount namespace).
     private func buildID(ofImageAt path: String) -> String? {
         if let known = buildIDs[path] { return known }
+        // The id of the file checked against the mapping, when there is one (the path may hold a newer build).
+        if let image = currentImageMap()?.image(path: path),
+            let checked = (sharedImages[image] ?? nil)?.buildID
+                ?? ImageIdentity(image: image, processID: processID)?.buildID
+        {
+            buildIDs[path] = checked
+            return checked
+        }
         var id: String?
         if path.hasPrefix("/") {
             if processID != getpid() { id = BuildID.ofFile(atPath: "/proc/\(processID)/root\(path)") }
@@ -231,6 +276,12 @@ public final class Symbolicator: @unchecked Sendable {
         }
         buildIDs[path] = id
         return id
+    }
+
+    private static func coarseNanos() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 
     private func record(_ problem: String) {

@@ -1,0 +1,113 @@
+// ImageSymbols: names and source lines of one ELF image, shared by every stall and process that maps it.
+import CStallWatchSymbols
+import Synchronization
+
+/// The symbol table and DWARF line tables of one ELF file, looked up by offset from the image's load base (the
+/// address of file offset 0), so the same entry serves every process that maps the file, wherever it is loaded.
+///
+/// Two libdwfl sessions on the one file, each behind its own lock: names (the symbol table, loaded in a few ms
+/// at most) and lines (DWARF, whose first load for a large Swift module takes tens of ms). A provisional report,
+/// which needs names only, never waits behind a final report's first DWARF load. Each session keeps a bounded
+/// table of answers per offset, misses included, and demangles each name once.
+public final class ImageSymbols: Sendable {
+    /// A function name at an offset.
+    public struct Symbol: Sendable, Equatable {
+        /// Demangled (Swift, C++), else as in the symbol table.
+        public var name: String
+        /// The short readable form, when it differs (``StackFrame/shortSymbol``).
+        public var shortName: String?
+        /// Bytes from the symbol's start to the offset looked up.
+        public var offset: UInt64
+    }
+
+    /// A source location at an offset.
+    public struct SourceLine: Sendable, Equatable {
+        public var file: String
+        public var line: Int?
+    }
+
+    /// What the entry is cached under (``SymbolCache/Key``).
+    public let key: SymbolCache.Key
+    /// The file's GNU build-id, when it has one.
+    public let buildID: String?
+    private let names: Mutex<Table<Symbol>>
+    private let lines: Mutex<Table<SourceLine>>
+    private let counters: SymbolCache.Counters
+    /// Answers kept per session; past it the table starts again (a stall touches a few hundred offsets).
+    static let entryLimit = 1 << 15
+
+    /// One libdwfl session and its answers. The session pointer is only used under the table's lock.
+    private struct Table<Value> {
+        var session: OpaquePointer?
+        /// The session's address of file offset 0.
+        var origin: UInt64 = 0
+        var entries: [UInt64: Value?] = [:]
+
+        init(descriptor: Int32, name: String) {
+            guard descriptor >= 0 else { return }
+            session = sw_symbols_open_descriptor(descriptor, name, nil)
+            if let session, sw_symbols_file_address(session, 0, &origin) != 0 {
+                sw_symbols_destroy(session)
+                self.session = nil
+            }
+        }
+    }
+
+    /// Opens both sessions on the file `identity` checked; nil when libdwfl cannot read it as ELF.
+    init?(identity: ImageIdentity, counters: SymbolCache.Counters) {
+        let names = Table<Symbol>(descriptor: identity.duplicateDescriptor(), name: identity.path)
+        guard names.session != nil else { return nil }
+        let lines = Table<SourceLine>(descriptor: identity.duplicateDescriptor(), name: identity.path)
+        key = identity.key
+        buildID = identity.buildID
+        self.names = Mutex(names)
+        self.lines = Mutex(lines)
+        self.counters = counters
+        counters.imagesOpened.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        names.withLock { if let session = $0.session { sw_symbols_destroy(session) } }
+        lines.withLock { if let session = $0.session { sw_symbols_destroy(session) } }
+    }
+
+    /// The function containing `offset` bytes past the image's load base, or nil when the symbol table has none.
+    public func symbol(atOffset offset: UInt64) -> Symbol? {
+        names.withLock { table in
+            if let known = table.entries[offset] {
+                counters.hits.add(1, ordering: .relaxed)
+                return known
+            }
+            counters.misses.add(1, ordering: .relaxed)
+            var symbol: Symbol?
+            var within: UInt64 = 0
+            if let session = table.session, let raw = sw_symbols_name(session, table.origin &+ offset, &within) {
+                let mangled = String(cString: raw)
+                let full = Demangler.demangle(mangled)
+                symbol = Symbol(name: full, shortName: StackFrame.shortSymbol(raw: mangled, full: full), offset: within)
+            }
+            if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
+            table.entries[offset] = symbol
+            return symbol
+        }
+    }
+
+    /// The source file and line of `offset` from DWARF, or nil when the image has no line information there.
+    public func sourceLine(atOffset offset: UInt64) -> SourceLine? {
+        lines.withLock { table in
+            if let known = table.entries[offset] {
+                counters.hits.add(1, ordering: .relaxed)
+                return known
+            }
+            counters.misses.add(1, ordering: .relaxed)
+            var location: SourceLine?
+            var line: Int32 = 0
+            if let session = table.session, let file = sw_symbols_source(session, table.origin &+ offset, &line) {
+                location = SourceLine(file: String(cString: file), line: line > 0 ? Int(line) : nil)
+            }
+            if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
+            table.entries[offset] = location
+            return location
+        }
+    }
+}
