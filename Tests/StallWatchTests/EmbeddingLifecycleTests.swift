@@ -37,7 +37,10 @@ import Testing
         let task = Task { try await watchdog.run() }
         // The watchdog starts inside run(): stall the loop until it is seen.
         loop.perform { release.wait() }
-        let seen = await Task.detached { began.wait(timeout: .now() + 20) }.value
+        // Waited for off the cooperative pool: a blocked pool thread would starve the other suites' tasks.
+        let seen = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: began.wait(timeout: .now() + 20)) }
+        }
         #expect(seen == .success)
         #expect(!watchdog.isHealthy)
         task.cancel()

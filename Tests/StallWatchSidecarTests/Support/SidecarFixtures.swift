@@ -28,7 +28,13 @@ enum SidecarFixtures {
     static func reports(in directory: String) -> [StallReport] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         return names.filter { $0.hasSuffix(".json") }.sorted().compactMap {
-            try? ReportStore.load(path: directory + "/" + $0)
+            do {
+                return try ReportStore.load(path: directory + "/" + $0)
+            } catch {
+                // A report the reader rejects is a failure of its own, not a missing report.
+                Issue.record("cannot read report \($0): \(error)")
+                return nil
+            }
         }
     }
 
