@@ -69,8 +69,10 @@ package struct TargetProgress: ProgressSource {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
 
-    /// The same process (not a reused pid) exists and is not a zombie.
-    private func targetAlive() -> Bool {
+    private func targetAlive() -> Bool { Self.alive(processID: processID, startTimeTicks: startTimeTicks) }
+
+    /// The same process (not a reused pid: its start time is `startTimeTicks`) exists and is not a zombie.
+    package static func alive(processID: Int32, startTimeTicks: UInt64?) -> Bool {
         guard let started = HeartbeatPublisher.startTimeTicks(pid: processID), started == startTimeTicks else {
             return false
         }

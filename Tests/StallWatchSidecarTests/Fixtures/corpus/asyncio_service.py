@@ -109,11 +109,82 @@ if MODE == "two-loops":
 
         asyncio.run(run())
 
+    if os.environ.get("HEARTBEAT_SEGMENT"):
+        # Publish a heartbeat as an embedded StallWatch would: the test writes the segment for this pid (its main
+        # thread idle) once told the pid, and the process keeps it mapped (what marks it the segment's owner).
+        import mmap, signal
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+        print("PID", os.getpid(), flush=True)
+        signal.sigwait([signal.SIGUSR1])
+        with open(os.environ["HEARTBEAT_SEGMENT"], "r+b") as f:
+            segment = mmap.mmap(f.fileno(), 0)
     threads = [threading.Thread(target=serve, args=(n, n == "loop-b")) for n in ("loop-a", "loop-b")]
     for t in threads:
         t.start()
     time.sleep(0.1)
     print("READY", flush=True)
+    for t in threads:
+        t.join()
+elif MODE == "changing-loops":
+    # Loop threads that come and go, each an asyncio loop ticking every 100 ms, driven by SIGUSR1 from the test:
+    # at the first, loop-a exits, loop-b starts, "spare" renames itself loop-c and loop-d renames itself old-d;
+    # at the second, loop-b and loop-c each stall once (a STALL-second sleep), then everything exits.
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])  # every thread inherits it; main takes it by sigwait
+    phase = [0]
+    stalls_done = threading.Semaphore(0)
+    tids = {}
+    started = threading.Semaphore(0)
+
+    def serve(name, stalls=False, rename_to=None, ends_at=3):
+        name_thread(name)
+        tids[name] = threading.get_native_id()
+        started.release()
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            state = {"renamed": rename_to is None, "stalled": not stalls}
+
+            def tick():
+                if phase[0] >= ends_at:
+                    done.set_result(None)
+                    return
+                if phase[0] >= 1 and not state["renamed"]:
+                    name_thread(rename_to)
+                    state["renamed"] = True
+                if phase[0] >= 2 and not state["stalled"]:
+                    state["stalled"] = True
+                    time.sleep(STALL)
+                    stalls_done.release()
+                loop.call_later(0.1, tick)
+
+            tick()
+            await done
+
+        asyncio.run(run())
+
+    def spawn(*args, **kwargs):
+        t = threading.Thread(target=serve, args=args, kwargs=kwargs)
+        t.start()
+        started.acquire()
+        return t
+
+    threads = [spawn("loop-a", ends_at=1), spawn("spare", stalls=True, rename_to="loop-c"),
+               spawn("loop-d", rename_to="old-d")]
+    print("READY", " ".join(f"{n}={t}" for n, t in tids.items()), flush=True)
+    signal.sigwait([signal.SIGUSR1])
+    phase[0] = 1
+    threads.append(spawn("loop-b", stalls=True))
+    print("CHANGED", f"loop-b={tids['loop-b']}", flush=True)
+    signal.sigwait([signal.SIGUSR1])
+    phase[0] = 2
+    stalls_done.acquire()
+    stalls_done.acquire()
+    time.sleep(1.0)  # idle again before exiting, so each stall is seen to end
+    phase[0] = 3
     for t in threads:
         t.join()
 elif MODE == "queue-idle":
