@@ -131,9 +131,19 @@ struct EvidenceCollector {
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
             sample.captureTimedOut = taken.timedOut
-            if let failure = taken.failure {
-                evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)")
+            var failure = taken.failure
+            // A thread that would not stop is working inside the kernel, where /proc/…/syscall says only
+            // "running": its kernel stack, read while it is still there, names the call.
+            if taken.timedOut, sample.probe != nil, sample.probe?.syscall == nil,
+                let call = KernelStack.read(pid: pid, tid: thread.threadID).flatMap(KernelStack.syscall(in:))
+            {
+                sample.probe?.syscall = call
+                sample.kernelStackCall = true
+                let inside = " (inside \(SyscallTable.name(call)), by its kernel stack)"
+                failure = failure.map { $0 + inside }
+                sample.error = sample.error.map { $0 + inside }
             }
+            if let failure { evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)") }
         } else {
             sample.error = "no sampler"
         }

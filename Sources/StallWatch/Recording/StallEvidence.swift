@@ -20,6 +20,8 @@ struct StallEvidence: Sendable {
         var lockOwner: Int32?
         /// The capture gave up waiting for the thread to stop.
         var captureTimedOut = false
+        /// The probe's system call was read from the thread's kernel stack after the capture timed out.
+        var kernelStackCall = false
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.

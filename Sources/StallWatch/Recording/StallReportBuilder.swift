@@ -78,6 +78,8 @@ struct StallReportBuilder {
         let pointStack = StallSignature.dominantStack(of: tree)
         let pauses = samples.compactMap(\.pauseNanos).map(Self.micros).sorted()
         let unwinds = samples.compactMap(\.unwindNanos).map(Self.micros).sorted()
+        let pauseCoverage = Self.pauseCoverage(
+            samples, stopped: pauses.count, timeoutMs: configuration.captureTimeoutMs)
         let severity: StallReport.Severity =
             durationNanos >= UInt64(configuration.hangThresholdMs) * 1_000_000 || stall.isHang ? .hang : .stall
         let wallDate = { (mono: UInt64) in Self.wallDate(mono, evidence: evidence) }
@@ -103,7 +105,7 @@ struct StallReportBuilder {
                 pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
                 unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],
                 symbolicationMicros: Self.micros(symbolicationNanos),
-                errors: evidence.setupErrors + evidence.captureErrors + symbols.errors),
+                errors: evidence.setupErrors + evidence.captureErrors + pauseCoverage + symbols.errors),
             notes: evidence.notes, annotations: evidence.annotations)
         report.pointStack = pointStack
         report.callTree = tree.roots.isEmpty ? nil : tree.roots
@@ -122,6 +124,20 @@ struct StallReportBuilder {
                 ])
         }
         return report
+    }
+
+    /// What the pause figures measured when some captures timed out: those never stopped the thread (it was
+    /// working inside the kernel and went on), so they are not in the median and maximum.
+    static func pauseCoverage(_ samples: [StallEvidence.Sample], stopped: Int, timeoutMs: Int) -> [String] {
+        let timedOut = samples.filter(\.captureTimedOut)
+        guard !timedOut.isEmpty else { return [] }
+        let calls = Set(timedOut.compactMap { $0.probe?.syscall }.map(SyscallTable.name)).sorted()
+        let inside = calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))"
+        return [
+            "pause figures cover the \(stopped) of \(samples.count) captures that stopped the thread; "
+                + "\(timedOut.count) timed out after \(timeoutMs) ms with the thread working inside the kernel\(inside) "
+                + "and did not pause it (its call went on)"
+        ]
     }
 
     private func classify(

@@ -31,6 +31,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     var topFrames = 4
     /// A sentence the cause's evidence must contain (substring).
     var evidenceContains: String?
+    /// A line the report's `capture.errors` must contain (substring).
+    var captureErrorsContain: String?
     /// CPU hogs started next to the target (each spinning on CPU 0 at nice 10, where the target is pinned too),
     /// so that the rest of the suite, at nice 0, still gets its CPU.
     var competingSpinners = 0
@@ -96,6 +98,9 @@ enum CorpusHarness {
             }
             if let text = c.evidenceContains {
                 #expect(report.cause?.evidence.contains { $0.contains(text) } == true, "\(describe(report))")
+            }
+            if let text = c.captureErrorsContain {
+                #expect(report.capture.errors.contains { $0.contains(text) }, "\(report.capture.errors)")
             }
             if deadlock { #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(describe(report))") }
         }

@@ -57,6 +57,24 @@ def stall():
         lock = threading.Lock()  # a POSIX semaphore: no owner field to read
         holder(lock, STALL, "lock-holder")
         lock.acquire()
+    elif MODE == "big-write":
+        # One write() of 1 GiB into tmpfs: the thread works inside the kernel (state R) the whole time, whatever
+        # the disk, and a ptrace interrupt waits until the call returns. The source is an untouched anonymous
+        # mapping (zero pages). Freeing the file and the mapping takes the kernel a while too: another thread
+        # does it once the stall is over (in the loop, or at exit, it would be a stall of its own).
+        import mmap
+
+        path = f"/dev/shm/stallwatch-corpus-write-{os.getpid()}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink(path)
+        source = mmap.mmap(-1, 1 << 30)
+        os.write(fd, source)
+
+        def free():
+            os.close(fd)
+            source.close()
+
+        threading.Thread(target=free, daemon=True).start()
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
