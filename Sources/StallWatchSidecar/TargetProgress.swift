@@ -65,6 +65,10 @@ package struct TargetProgress: ProgressSource {
 
     package mutating func noteCapture() { proc?.noteCapture() }
 
+    package mutating func noteCapture(waitBefore: ThreadWait?) { proc?.noteCapture(waitBefore: waitBefore) }
+
+    package var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
+
     package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }

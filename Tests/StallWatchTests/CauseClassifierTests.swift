@@ -59,6 +59,19 @@ import Testing
         #expect(CauseClassifier.classify(evidence(unnamed, cpuMs: 900)).kind == .io)
     }
 
+    @Test func capturesThatTimedOutForAThreadWaitingForACPUAreStarvationNotIO() {
+        // No call known, and the thread spent the stall in the run queue: it could not reach the stop.
+        let o = Array(repeating: O(state: "R", syscall: nil, wchan: nil, captureTimedOut: true), count: 5)
+        var starved = evidence(o, cpuMs: 20)
+        starved.loopRunQueueWaitNanos = 950 * ms
+        #expect(CauseClassifier.classify(starved).kind == .starved)
+        // A call named by the kernel stack stays io, whatever the run queue says.
+        let named = Array(repeating: O(state: "R", syscall: 1, wchan: nil, captureTimedOut: true), count: 5)
+        var inWrite = evidence(named, cpuMs: 20)
+        inWrite.loopRunQueueWaitNanos = 950 * ms
+        #expect(CauseClassifier.classify(inWrite).kind == .io)
+    }
+
     @Test func aKernelStackNamesTheSystemCallItIsInside() {
         let write = [
             "generic_perform_write", "shmem_file_write_iter", "vfs_write", "ksys_write", "do_syscall_64",

@@ -101,8 +101,10 @@ package struct StallFollower<Source: ProgressSource> {
             case .began(let stall):
                 source.stallBegan()
                 following(true)
-                recorder.begin(stall, thread: source.sampledThread, annotations: source.annotations, now: now)
-                source.noteCapture()
+                recorder.begin(
+                    stall, thread: source.sampledThread, annotations: source.annotations,
+                    schedule: source.phaseStartSchedule, now: now)
+                source.noteCapture(waitBefore: recorder.lastSampleWait)
                 // The loop may have moved on before it saw the follow flag: look again at once.
                 lookAgain = source.looksAgainAtOnce
             case .escalated(let stall):
@@ -119,7 +121,7 @@ package struct StallFollower<Source: ProgressSource> {
         }
         if lookAgain { return .lookAgain }
         if detector.current != nil, recorder.sampleIfDue(now: sw_monotonic_ns()) {
-            source.noteCapture()
+            source.noteCapture(waitBefore: recorder.lastSampleWait)
             if source.looksAgainAtOnce { return .lookAgain }
         }
         return .wait(wait, nextSampleAt: detector.current != nil ? recorder.nextSampleAt : nil)

@@ -32,14 +32,15 @@ struct EvidenceCollector {
     /// A stall began on `thread` (detected at `now`): the first sample, the thread's state, every thread's
     /// state and the context at detection.
     mutating func begin(
-        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], reportID: String,
-        now: UInt64
+        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
+        schedule: ThreadSchedule? = nil, reportID: String, now: UInt64
     ) {
         self.thread = thread
         var evidence = StallEvidence(
             stall: stall, threadID: thread?.threadID, reportID: reportID, wallAtBegin: sw_realtime_ns(),
             monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
         evidence.annotations = annotations
+        evidence.stallStartSchedule = schedule
         evidence.setupErrors = target.setupErrors
         if let tid = thread?.threadID {
             evidence.firstProbe = ThreadProbe.read(pid: pid, tid: tid)

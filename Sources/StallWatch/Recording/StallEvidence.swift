@@ -45,6 +45,9 @@ struct StallEvidence: Sendable {
     var threads: [Thread] = []
     /// The stuck thread's state at detection, the base of the CPU and run-queue deltas.
     var firstProbe: ThreadProbe?
+    /// The thread's schedule when the stuck phase began, when the progress source read it (the sidecar's /proc
+    /// probe): CPU and run-queue figures then cover the whole stall.
+    var stallStartSchedule: ThreadSchedule?
     /// The stuck thread's state when the final report was built, and when (CLOCK_MONOTONIC): the end of the CPU
     /// and run-queue deltas of a stall too short for a second sample.
     var lastProbe: (probe: ThreadProbe, monoNanos: UInt64)?

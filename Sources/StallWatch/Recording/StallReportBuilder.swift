@@ -173,6 +173,22 @@ struct StallReportBuilder {
                 runQueueWait = last.runQueueWaitNanos - first.runQueueWaitNanos
             }
         }
+        // From the stall's very start when the source read it: a stall with one sample, or whose thread waited for
+        // a CPU before it was detected, still has its run-queue evidence.
+        if let start = evidence.stallStartSchedule {
+            let end =
+                evidence.lastProbe.map { ($0.probe, $0.monoNanos) }
+                ?? samples.last.flatMap { sample in
+                    sample.probe.map { ($0, evidence.stall.startNanos &+ sample.offsetNanos) }
+                }
+            if let (last, at) = end, at > start.monotonicNanos, last.cpuNanos >= start.cpuNanos,
+                last.runQueueWaitNanos >= start.runQueueWaitNanos
+            {
+                span = at - start.monotonicNanos
+                loopCPU = last.cpuNanos - start.cpuNanos
+                runQueueWait = last.runQueueWaitNanos - start.runQueueWaitNanos
+            }
+        }
         var input = CauseClassifier.Evidence(
             loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
             loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)

@@ -3,7 +3,8 @@
  * loop in the way MODE says, then it idles again and exits 0.
  *
  * usage: epoll_server MODE [STALL_MS]   (prints READY once the loop runs; for fsync, STALL_MS is the MiB written
- * into the page cache before READY, then synced by the one long fsync) */
+ * into the page cache before READY, then synced by the one long fsync; busy takes a third argument, the number
+ * of ticks, default 12) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -169,7 +170,7 @@ int main(int argc, char **argv) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = tfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
     printf("READY\n");
-    int busy = !strcmp(mode, "busy"), last = busy ? 12 : 30;
+    int busy = !strcmp(mode, "busy"), last = busy ? (argc > 3 ? atoi(argv[3]) : 12) : 30;
     for (int ticks = 0; ticks < last;) {
         struct epoll_event got[8];
         int n = epoll_wait(ep, got, 8, -1);
