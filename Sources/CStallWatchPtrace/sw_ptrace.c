@@ -199,8 +199,7 @@ static void *tracer_main(void *arg) {
              -stopped);
         return NULL;  // not stopped (or gone): thread exit detaches
     }
-    uint64_t stopped_at = now_ns();
-    r->stop_wait_ns = stopped_at - start;
+    r->stop_wait_ns = now_ns() - start;
     copy_registers(&regs, r->registers);
     r->stack_pointer = regs.rsp;
     r->pending_signal = pending_signal(j->tid);
@@ -208,8 +207,7 @@ static void *tracer_main(void *arg) {
     if (ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(intptr_t)r->pending_signal) != 0)
         fail(j, SW_PTRACE_STEP_DETACH, errno);  // thread exit still detaches
     r->detached_at_ns = now_ns();
-    // A late stop: until it the thread was doing its own work in the kernel, not held by us.
-    r->pause_ns = r->detached_at_ns - (r->stop_wait_ns > SW_PTRACE_LATE_STOP_NS ? stopped_at : start);
+    r->pause_ns = r->detached_at_ns - start;
     return NULL;
 }
 

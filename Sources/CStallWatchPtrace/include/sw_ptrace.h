@@ -26,10 +26,6 @@ typedef enum sw_ptrace_step {
 } sw_ptrace_step;
 
 /// What one ptrace capture produced (the stack bytes go to a caller buffer).
-/// A stop later than this after the interrupt (1 ms; a thread in user space or a restartable wait stops within
-/// tens of microseconds) came when the thread left a kernel call that would not stop.
-#define SW_PTRACE_LATE_STOP_NS 1000000ull
-
 typedef struct sw_ptrace_record {
     uint64_t registers[SW_PTRACE_REGISTER_COUNT];
     uint64_t stack_pointer;
@@ -37,11 +33,10 @@ typedef struct sw_ptrace_record {
     uint64_t stack_low, stack_high;
     /// Bytes of stack copied, starting at `stack_pointer`.
     size_t stack_size;
-    /// The tracer's view of the pause, nanoseconds: PTRACE_INTERRUPT requested → PTRACE_DETACH returned; or,
-    /// when the stop came late (`stop_wait_ns` over SW_PTRACE_LATE_STOP_NS: the thread was inside a kernel
-    /// call that does not stop, a long write or an fsync, and went on with it), the stop → PTRACE_DETACH.
+    /// PTRACE_INTERRUPT requested → PTRACE_DETACH returned, nanoseconds (the tracer's view of the pause).
     uint64_t pause_ns;
-    /// PTRACE_INTERRUPT requested → the stop seen, nanoseconds.
+    /// PTRACE_INTERRUPT requested → the stop seen, nanoseconds: long when the thread was inside a kernel call
+    /// that does not stop (an fsync in state D, a long write) or was waiting for a CPU; part of `pause_ns`.
     uint64_t stop_wait_ns;
     /// The target's extra wait for a CPU over the capture: its schedstat run_delay growth before the
     /// interrupt, plus, after the detach, the larger of its run_delay growth and the time until it was seen

@@ -69,12 +69,6 @@ public final class PtraceSampler: Sendable {
             }
         }
         if record.truncated != 0 { notes.append("stack copy truncated to its innermost \(record.stack_size) bytes") }
-        if record.stop_wait_ns > SW_PTRACE_LATE_STOP_NS {
-            notes.append(
-                "the thread stopped only when it left a kernel call, "
-                    + "\(record.stop_wait_ns / 1_000_000) ms after the interrupt; "
-                    + "its pause counts from the stop")
-        }
         if record.pending_signal != 0 {
             notes.append("thread stopped for signal \(record.pending_signal), which was re-delivered at detach")
         }
@@ -84,7 +78,7 @@ public final class PtraceSampler: Sendable {
                 threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
                 stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
                 pauseNanoseconds: record.seen_pause_ns, handlerNanoseconds: 0, stackLow: record.stack_low,
-                stackHigh: record.stack_high, notes: notes))
+                stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns))
     }
 
     private func error(_ record: sw_ptrace_record, threadID: Int32) -> StallWatchError {

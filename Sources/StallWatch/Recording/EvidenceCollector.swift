@@ -132,6 +132,7 @@ struct EvidenceCollector {
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
             sample.captureTimedOut = taken.timedOut
+            sample.stopWaitNanos = taken.stopWaitNanos
             var failure = taken.failure
             // A thread that would not stop is working inside the kernel, where /proc/…/syscall says only
             // "running": its kernel stack, read while it is still there, names the call.

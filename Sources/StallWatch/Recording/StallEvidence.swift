@@ -22,6 +22,8 @@ struct StallEvidence: Sendable {
         var captureTimedOut = false
         /// The probe's system call was read from the thread's kernel stack after the capture timed out.
         var kernelStackCall = false
+        /// How long the thread took to stop for the capture; part of `pauseNanos`.
+        var stopWaitNanos: UInt64?
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.

@@ -129,16 +129,31 @@ struct StallReportBuilder {
     /// What the pause figures measured when some captures timed out: those never stopped the thread (it was
     /// working inside the kernel and went on), so they are not in the median and maximum.
     static func pauseCoverage(_ samples: [StallEvidence.Sample], stopped: Int, timeoutMs: Int) -> [String] {
+        var lines: [String] = []
         let timedOut = samples.filter(\.captureTimedOut)
-        guard !timedOut.isEmpty else { return [] }
-        let calls = Set(timedOut.compactMap { $0.probe?.syscall }.map(SyscallTable.name)).sorted()
-        let inside = calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))"
-        return [
-            "pause figures cover the \(stopped) of \(samples.count) captures that stopped the thread; "
-                + "\(timedOut.count) timed out after \(timeoutMs) ms with the thread working inside the kernel\(inside) "
-                + "and did not pause it (its call went on)"
-        ]
+        if !timedOut.isEmpty {
+            let calls = Set(timedOut.compactMap { $0.probe?.syscall }.map(SyscallTable.name)).sorted()
+            let inside = calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))"
+            lines.append(
+                "pause figures cover the \(stopped) of \(samples.count) captures that stopped the thread; "
+                    + "\(timedOut.count) timed out after \(timeoutMs) ms with the thread working inside the kernel"
+                    + "\(inside) and did not pause it (its call went on)")
+        }
+        // A stop long after the interrupt: the thread finished a kernel call that does not stop first (or waited
+        // for a CPU). The pause figure counts from the interrupt, the conservative side; say how much was that.
+        let late = samples.compactMap(\.stopWaitNanos).filter { $0 > Self.lateStopNanos }.sorted()
+        if let longest = late.last {
+            lines.append(
+                "\(late.count) of \(samples.count) captures stopped the thread only \(Self.millis(late[0]))–"
+                    + "\(Self.millis(longest)) ms after the interrupt (it was inside a kernel call that does not stop, "
+                    + "or waiting for a CPU): their pause figures include that wait")
+        }
+        return lines
     }
+
+    /// A stop later than this after the interrupt is called out (a thread in user space or a restartable wait
+    /// stops within tens of microseconds; a loaded machine adds a few milliseconds).
+    static let lateStopNanos: UInt64 = 10_000_000
 
     private func classify(
         _ evidence: StallEvidence, wallNanos: UInt64, reportSamples: [StallReport.Sample],
