@@ -199,6 +199,7 @@ static void *tracer_main(void *arg) {
              -stopped);
         return NULL;  // not stopped (or gone): thread exit detaches
     }
+    r->stop_wait_ns = now_ns() - start;
     copy_registers(&regs, r->registers);
     r->stack_pointer = regs.rsp;
     r->pending_signal = pending_signal(j->tid);
@@ -208,6 +209,28 @@ static void *tracer_main(void *arg) {
     r->detached_at_ns = now_ns();
     r->pause_ns = r->detached_at_ns - start;
     return NULL;
+}
+
+// Whether /proc/PID/task/TID/status still names a tracer (1), names none (0), or cannot be read (-1).
+static int still_traced(pid_t pid, pid_t tid) {
+    char path[96], text[2048];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    text[n] = 0;
+    const char *field = strstr(text, "TracerPid:");
+    return field ? atoi(field + 10) != 0 : -1;
+}
+
+// After a stop that never came, the tracer thread's exit detaches the tracee, but pthread_join returns before the
+// kernel gets to it (the exit clears the thread id first, then releases its tracees): wait, briefly, until the
+// target is seen untraced, so no caller ever sees it traced by us after a capture.
+static void await_untraced(pid_t pid, pid_t tid) {
+    for (int i = 0; i < 2000 && still_traced(pid, tid) == 1; i++)
+        nanosleep(&(struct timespec){0, 100000L}, NULL);
 }
 
 // The CPU the thread last ran on (field 39 of /proc/PID/task/TID/stat), or -1.
@@ -270,6 +293,7 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
         return fail(&j, SW_PTRACE_STEP_THREAD, err);
     }
     pthread_join(thread, NULL);
+    if (record->failed_step == SW_PTRACE_STEP_STOP && record->failed_errno == ETIMEDOUT) await_untraced(pid, tid);
     if (have_before && record->pause_ns > 0) {
         // Stopped, then woken at the detach: once the target has run again, run_delay holds its wait for a
         // CPU. A remote wake-up (an idle CPU, a virtual CPU the host must schedule) is not in run_delay: the

@@ -29,6 +29,12 @@ public enum CommandHelp {
         "--otlp": ("URL", "post each ended stall to URL/v1/logs as an OTLP/HTTP log record (JSON), e.g. a collector"),
         "--heartbeat-wait-ms": ("N", "how long to wait for CMD's heartbeat before falling back to /proc"),
         "--scan-ms": ("N", "how often the heartbeat directory is scanned for new processes (default 1000)"),
+        "--threads": (
+            "[PROGRAM=]GLOB",
+            "also watch every thread whose name matches GLOB, each its own detector, matched again as threads start, "
+                + "exit or are renamed (repeatable; PROGRAM limits the rule to executables of that name)"
+        ),
+        "--rescan-ms": ("N", "how often --threads globs are matched against the process's threads (default 1000)"),
         "--help": (nil, "print this help"),
     ]
 

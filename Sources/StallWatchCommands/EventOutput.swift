@@ -70,6 +70,9 @@ struct EventOutput {
             return
                 "watching pid \(value("pid") ?? "?") thread \(value("threadId") ?? "?") by \(value("source") ?? "?"), "
                 + "threshold \(value("thresholdMs") ?? "?") ms"
+        case "threadDropped":
+            return
+                "stopped watching pid \(value("pid") ?? "?") thread \(value("threadId") ?? "?"): \(value("reason") ?? "?")"
         case "metrics":
             return "metrics on http://\(value("address") ?? "?")\(value("path") ?? "/metrics")"
         default:

@@ -11,14 +11,14 @@ public struct ChildExitStatus: Error, Sendable, Equatable {
 enum SidecarCommands {
     static let watchOptions: Set<String> = [
         "--pid", "--tid", "--threads", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir",
-        "--poll-ms", "--metrics", "--otlp",
+        "--poll-ms", "--rescan-ms", "--metrics", "--otlp",
     ]
     static let runOptions: Set<String> = [
         "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir", "--poll-ms", "--heartbeat-wait-ms",
         "--metrics", "--otlp",
     ]
     static let daemonOptions: Set<String> = [
-        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--metrics", "--otlp",
+        "--heartbeat-dir", "--report-dir", "--sample-interval-ms", "--scan-ms", "--threads", "--metrics", "--otlp",
     ]
 
     // MARK: watch
@@ -29,14 +29,10 @@ enum SidecarCommands {
         let pid = try number(pidText, "--pid", 1...Int(Int32.max))
         var options = TargetWatcher.Options(pid: Int32(pid), configuration: try configuration(args, invocation))
         try apply(args, to: &options)
-        var tids = try (args.repeated["--tid"] ?? []).map { Int32(try number($0, "--tid", 1...Int(Int32.max))) }
-        if let glob = args.options["--threads"] {
-            let named = ThreadProbe.threadIDs(pid: Int32(pid), nameMatching: glob)
-            guard !named.isEmpty else {
-                throw CommandError.usage("watch: no thread of \(pid) has a name matching \(glob)")
-            }
-            tids += named.filter { !tids.contains($0) }
-        }
+        let tids = try (args.repeated["--tid"] ?? []).map { Int32(try number($0, "--tid", 1...Int(Int32.max))) }
+        let executable = ProcessIdentity.of(pid: Int32(pid)).executable
+        let rules = try threadRules(args, "watch").filter { $0.applies(toExecutable: executable) }
+        let rescanMs = try args.options["--rescan-ms"].map { try number($0, "--rescan-ms", 10...600_000) } ?? 1000
         if args.has("--proc") { options.mode = .proc }
         let output = EventOutput(
             console: invocation.console, arguments: args, reportDirectory: options.configuration.reportDirectoryPath)
@@ -44,25 +40,31 @@ enum SidecarCommands {
         defer { server?.stop() }
         let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
         defer { otlp?.stop() }
-        // One watcher, and so one detector, per thread; each report names its thread.
-        let watchers = try (tids.isEmpty ? [nil] : tids.map { Optional($0) }).map { tid in
-            var threadOptions = options
-            threadOptions.threadID = tid
-            return try TargetWatcher(options: threadOptions) { event in
-                if case .stall(let stall) = event {
-                    metrics?.observe(stall)
-                    otlp?.observe(stall)
-                }
-                output.emit(event.lineFields)
+        // One watcher, and so one detector, per thread; each report names its thread. Threads the rules match are
+        // matched again every --rescan-ms: late or renamed threads are picked up, those renamed away dropped.
+        var groupOptions = ThreadGroupWatcher.Options(
+            base: options, fixedThreads: tids.isEmpty && rules.isEmpty ? [nil] : tids.map { Optional($0) },
+            rules: rules)
+        groupOptions.rescanInterval = .milliseconds(rescanMs)
+        let watched = LateReference<ThreadGroupWatcher>()
+        let group = try ThreadGroupWatcher(options: groupOptions) { event in
+            switch event {
+            case .stall(let stall):
+                metrics?.observe(stall)
+                otlp?.observe(stall)
+            case .watching(_, let tid, _, _):
+                // A thread picked up later: its loop's series exist before its first stall.
+                if let metrics, let loop = watched.object?.loopName(ofThread: tid) { metrics.declare(loop: loop) }
+            default: break
             }
+            output.emit(event.lineFields)
         }
-        for watcher in watchers { metrics?.declare(loop: watcher.loopName) }
+        watched.object = group
+        for watcher in group.watchers { metrics?.declare(loop: watcher.loopName) }
         TerminationSignals.install { _ in
-            for watcher in watchers {
-                watcher.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
-            }
+            group.stop(reason: "stallwatch watch was stopped while the loop was still stuck")
         }
-        TargetWatcher.runAll(watchers)
+        group.run()
         return .ok
     }
 
@@ -112,25 +114,29 @@ enum SidecarCommands {
         defer { server?.stop() }
         let otlp = try startOTLP(args, reportDirectory: configuration.reportDirectoryPath)
         defer { otlp?.stop() }
-        let watched = DaemonReference()
+        let watched = LateReference<SidecarDaemon>()
         let notifications = try DaemonNotifications(
             environment: invocation.environment, directory: directory, scanInterval: .milliseconds(scanMs),
             daemon: watched)
         defer { notifications.stopping() }
+        let rules = try threadRules(args, "daemon")
         let daemon = SidecarDaemon(
-            directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs)
+            directory: directory, configuration: configuration, scanInterval: .milliseconds(scanMs),
+            threadRules: rules
         ) { event in
             if case .target(_, .stall(let stall)) = event {
                 metrics?.observe(stall)
                 otlp?.observe(stall)
             }
-            if case .target(let pid, .watching) = event, let metrics, let loop = watched.daemon?.watchedLoop(of: pid) {
+            if case .target(let pid, .watching(_, let tid, _, _)) = event, let metrics,
+                let loop = watched.object?.watchedLoop(of: pid, threadID: tid)
+            {
                 metrics.declare(loop: loop.loopName, executable: loop.executable, pid: pid)
             }
             notifications.observe(event)
             output.emit(event.lineFields)
         }
-        watched.daemon = daemon
+        watched.object = daemon
         TerminationSignals.install { _ in daemon.stop() }
         try daemon.run(onScan: notifications.scanned)
         return .ok
@@ -178,6 +184,17 @@ enum SidecarCommands {
         options.thresholdFixed = args.options["--threshold-ms"] != nil
         options.heartbeatDirectory = options.configuration.heartbeatDirectoryPath
         if let text = args.options["--poll-ms"] { options.pollIntervalMs = try number(text, "--poll-ms", 1...60_000) }
+    }
+
+    /// `--threads [PROGRAM=]GLOB`, repeatable.
+    private static func threadRules(_ args: Arguments, _ command: String) throws -> [LoopThreadRule] {
+        try (args.repeated["--threads"] ?? []).map { text in
+            do {
+                return try LoopThreadRule(parsing: text)
+            } catch {
+                throw CommandError.usage("\(command): --threads \(text): expected GLOB or PROGRAM=GLOB")
+            }
+        }
     }
 
     private static func number(_ text: String, _ name: String, _ range: ClosedRange<Int>) throws -> Int {

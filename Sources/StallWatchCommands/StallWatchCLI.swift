@@ -78,9 +78,9 @@ public enum StallWatchCLI {
         Subcommand(
             ["watch"],
             synopsis:
-                "-p|--pid PID [--tid TID]... [--threads GLOB] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL]",
+                "-p|--pid PID [--tid TID]... [--threads [PROGRAM=]GLOB]... [--rescan-ms N] [--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--poll-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL]",
             summary:
-                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); several loop threads with --tid (repeatable) or --threads GLOB, each its own detector; stack samples by ptrace; one line per event (JSON with --json or when standard output is not a terminal)",
+                "watch a running process's loop from outside: its heartbeat segment if it publishes one, else /proc evidence (--proc forces it); several loop threads with --tid or --threads GLOB (both repeatable; globs matched again every --rescan-ms), each its own detector; stack samples by ptrace; one line per event (JSON with --json or when standard output is not a terminal)",
             flags: ["--proc", "--json"], options: SidecarCommands.watchOptions, run: SidecarCommands.watch),
         Subcommand(
             ["run"],
@@ -98,9 +98,9 @@ public enum StallWatchCLI {
         Subcommand(
             ["daemon"],
             synopsis:
-                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--metrics HOST:PORT] [--otlp URL]",
+                "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--threads [PROGRAM=]GLOB]... [--metrics HOST:PORT] [--otlp URL]",
             summary:
-                "watch every process that publishes a heartbeat in DIR (default /dev/shm), picking up new ones and dropping exited ones, until SIGINT/SIGTERM",
+                "watch every process that publishes a heartbeat in DIR (default /dev/shm), picking up new ones and dropping exited ones, until SIGINT/SIGTERM; --threads also watches each process's threads named by GLOB from /proc, each its own detector, rematched at every scan",
             flags: ["--json"], options: SidecarCommands.daemonOptions, run: SidecarCommands.daemon),
     ]
 

@@ -4,9 +4,11 @@ import Foundation
 import StallWatch
 import Synchronization
 
-/// Scans the heartbeat directory periodically; starts a ``TargetWatcher`` (heartbeat mode, its own thread) for
-/// every segment that validates, and drops it when its process exits. Segments that fail validation are
-/// reported once each (per distinct reason) and skipped, never trusted.
+/// Scans the heartbeat directory periodically; starts a ``ThreadGroupWatcher`` for every segment that validates —
+/// the heartbeat's loop thread (heartbeat mode), plus, from /proc evidence, every thread of that process that a
+/// ``LoopThreadRule`` applying to its executable names (each its own detector, matched again at every scan) —
+/// and drops it when its process exits. Segments that fail validation are reported once each (per distinct
+/// reason) and skipped, never trusted.
 public final class SidecarDaemon: Sendable {  // run() on one thread; stop() from any.
     /// What the daemon reports, on its own or a watcher's thread.
     public enum Event: Sendable {
@@ -19,32 +21,35 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     public let directory: String
     public let configuration: StallWatchConfiguration
     public let scanInterval: Duration
+    /// Loop threads to watch besides each heartbeat's own, by name (`[PROGRAM=]GLOB`).
+    public let threadRules: [LoopThreadRule]
     private let onEvent: @Sendable (Event) -> Void
     private let stopRequested = Atomic<Bool>(false)
     private let wakeup = DispatchSemaphore(value: 0)
-    private let watchers = Mutex<[String: (watcher: TargetWatcher, done: DispatchSemaphore)]>([:])
+    private let watchers = Mutex<[String: (group: ThreadGroupWatcher, done: DispatchSemaphore)]>([:])
 
     /// - Parameters:
     ///   - directory: Where segments are published (`heartbeatDirectory`, default `/dev/shm`).
     ///   - configuration: Report directory, sampling; each target's thresholds come from its segment.
-    ///   - scanInterval: Time between scans of the directory.
+    ///   - scanInterval: Time between scans of the directory (and between matches of `threadRules`).
+    ///   - threadRules: Further loop threads of each target, by name; a rule with a `program` part applies only
+    ///     to processes whose executable's file name matches it.
     public init(
         directory: String, configuration: StallWatchConfiguration, scanInterval: Duration = .seconds(1),
-        onEvent: @escaping @Sendable (Event) -> Void
+        threadRules: [LoopThreadRule] = [], onEvent: @escaping @Sendable (Event) -> Void
     ) {
         self.directory = directory
         self.configuration = configuration
         self.scanInterval = scanInterval
+        self.threadRules = threadRules
         self.onEvent = onEvent
     }
 
-    /// The loop name and executable of the process `pid` watched now (for metrics labels); nil when not watched.
-    public func watchedLoop(of pid: Int32) -> (loopName: String, executable: String)? {
-        watchers.withLock { watchers in
-            watchers.values.first { $0.watcher.options.pid == pid }.map {
-                ($0.watcher.loopName, ProcessIdentity.of(pid: pid).executable)
-            }
-        }
+    /// The loop name of thread `threadID` of the process `pid` watched now, and the process's executable (for
+    /// metrics labels); nil when that thread is not watched.
+    public func watchedLoop(of pid: Int32, threadID: Int32) -> (loopName: String, executable: String)? {
+        let group = watchers.withLock { $0.values.first { $0.group.processID == pid }?.group }
+        return group?.loopName(ofThread: threadID).map { ($0, ProcessIdentity.of(pid: pid).executable) }
     }
 
     /// The watchers that have not turned for longer than `allowanceNanos` (or three of their poll intervals, if
@@ -62,7 +67,13 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     }
 
     /// The pids being watched now.
-    public var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.watcher.options.pid }.sorted() } }
+    public var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.group.processID }.sorted() } }
+
+    /// The threads of `pid` being watched now.
+    public func watchedThreads(of pid: Int32) -> [Int32] {
+        let group = watchers.withLock { $0.values.first { $0.group.processID == pid }?.group }
+        return group?.watchers.map(\.threadID) ?? []
+    }
 
     /// Scans and watches until ``stop()``; then stops every watcher (stalls in progress become `unrecovered`).
     ///
@@ -85,12 +96,18 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
             for file in files where watchers.withLock({ $0[file.path] == nil }) {
                 var options = TargetWatcher.Options(pid: file.pid, configuration: configuration)
                 options.mode = .heartbeat(path: file.path)
+                let executable = ProcessIdentity.of(pid: file.pid).executable
+                var groupOptions = ThreadGroupWatcher.Options(
+                    base: options, fixedThreads: [nil],
+                    rules: threadRules.filter { $0.applies(toExecutable: executable) })
+                groupOptions.ruleMode = .proc
+                groupOptions.rescanInterval = scanInterval
                 do {
-                    let watcher = try TargetWatcher(options: options) { [onEvent] event in
+                    let group = try ThreadGroupWatcher(options: groupOptions) { [onEvent] event in
                         onEvent(.target(pid: file.pid, event))
                     }
                     reported[file.path] = nil
-                    start(watcher, path: file.path)
+                    start(group, path: file.path)
                 } catch {
                     if Self.removeIfStale(file.path, pid: file.pid) {
                         reported[file.path] = nil
@@ -109,7 +126,7 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
                 timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
         }
         let running = watchers.withLock { $0 }
-        for (_, entry) in running { entry.watcher.stop(reason: "the daemon stopped while the loop was still stuck") }
+        for (_, entry) in running { entry.group.stop(reason: "the daemon stopped while the loop was still stuck") }
         for (_, entry) in running { entry.done.wait() }
     }
 
@@ -129,13 +146,13 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
         wakeup.signal()
     }
 
-    private func start(_ watcher: TargetWatcher, path: String) {
+    private func start(_ group: ThreadGroupWatcher, path: String) {
         let done = DispatchSemaphore(value: 0)
-        watchers.withLock { $0[path] = (watcher, done) }
+        watchers.withLock { $0[path] = (group, done) }
         do {
             // Not joined: `done` says when it has finished (dropping the handle detaches it).
-            _ = try NamedThread(name: "sw-watch-\(watcher.options.pid)") { [self] in
-                _ = watcher.run()
+            _ = try NamedThread(name: "sw-group-\(group.processID)") { [self] in
+                group.run()
                 // Dropped once its process is gone; a restarted process publishes a new segment.
                 watchers.withLock { _ = $0.removeValue(forKey: path) }
                 done.signal()

@@ -25,6 +25,8 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let spawnFailed = Code(raw: "spawnFailed")
         /// A system call failed; `context["call"]` names it.
         public static let systemCall = Code(raw: "systemCall")
+        /// A value given to the sidecar (a thread rule) is malformed.
+        public static let invalidArgument = Code(raw: "invalidArgument")
     }
 
     public var code: Code

@@ -8,6 +8,7 @@ extension SidecarEvent {
     /// Keys, besides the stall events' (``JSONLinesEventWriter``):
     /// - `watching`: `event`, `pid`, `threadId`, `source` (`heartbeat` or `proc`), `thresholdMs`
     /// - `heartbeatRejected`: `event`, `error`; `targetExited`: `event`, `pid`
+    /// - `threadDropped`: `event`, `pid`, `threadId`, `reason`
     public var lineFields: [String: JSONLinesEventWriter.Value]? {
         switch self {
         case .watching(let pid, let tid, let source, let threshold):
@@ -17,6 +18,11 @@ extension SidecarEvent {
             ]
         case .heartbeatRejected(let error): ["event": .string("heartbeatRejected"), "error": .string(error.message)]
         case .targetExited(let pid): ["event": .string("targetExited"), "pid": .int(Int(pid))]
+        case .threadDropped(let pid, let tid, let reason):
+            [
+                "event": .string("threadDropped"), "pid": .int(Int(pid)), "threadId": .int(Int(tid)),
+                "reason": .string(reason),
+            ]
         case .stall(let event): JSONLinesEventWriter.fields(for: event)
         }
     }

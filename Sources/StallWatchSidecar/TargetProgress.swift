@@ -65,12 +65,18 @@ package struct TargetProgress: ProgressSource {
 
     package mutating func noteCapture() { proc?.noteCapture() }
 
+    package mutating func noteCapture(waitBefore: ThreadWait?) { proc?.noteCapture(waitBefore: waitBefore) }
+
+    package var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
+
     package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
 
-    /// The same process (not a reused pid) exists and is not a zombie.
-    private func targetAlive() -> Bool {
+    private func targetAlive() -> Bool { Self.alive(processID: processID, startTimeTicks: startTimeTicks) }
+
+    /// The same process (not a reused pid: its start time is `startTimeTicks`) exists and is not a zombie.
+    package static func alive(processID: Int32, startTimeTicks: UInt64?) -> Bool {
         guard let started = HeartbeatPublisher.startTimeTicks(pid: processID), started == startTimeTicks else {
             return false
         }

@@ -18,6 +18,9 @@ public enum SidecarEvent: Sendable {
     case stall(StallEvent)
     /// The target exited; watching ended.
     case targetExited(pid: Int32)
+    /// One watched thread is no longer watched while its process lives on: it exited, or it was renamed and no
+    /// longer matches the thread rule it was picked by (`reason` says which).
+    case threadDropped(pid: Int32, threadID: Int32, reason: String)
 }
 
 /// Watches one loop thread of another process from a sidecar with the embedded watchdog's driver
@@ -43,6 +46,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     public enum Outcome: Sendable, Equatable {
         case stopped
         case targetExited
+        /// The watched thread exited; its process lives on.
+        case threadExited
     }
 
     public struct Options: Sendable {
@@ -191,6 +196,10 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         }
         switch follower.run(while: turning) {
         case .sourceEnded:
+            if TargetProgress.alive(processID: options.pid, startTimeTicks: startTimeTicks) {
+                onEvent(.threadDropped(pid: options.pid, threadID: threadID, reason: "the thread exited"))
+                return .threadExited
+            }
             onEvent(.targetExited(pid: options.pid))
             return .targetExited
         case .stopped:
@@ -199,22 +208,5 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
                 now: sw_monotonic_ns(), reason: reason ?? "the sidecar stopped while the loop was still stuck")
             return .stopped
         }
-    }
-}
-
-extension TargetWatcher {
-    /// Runs each watcher on a thread of its own (one detector per watched thread) and returns when all have
-    /// returned: stopped, or their thread or process gone. The calling thread runs the first.
-    public static func runAll(_ watchers: [TargetWatcher]) {
-        var threads: [NamedThread] = []
-        for watcher in watchers.dropFirst() {
-            do {
-                threads.append(try NamedThread(name: "sw-watch-\(watcher.threadID)") { _ = watcher.run() })
-            } catch {
-                _ = watcher.run()  // no thread to spare: watch it here, after the others
-            }
-        }
-        _ = watchers.first?.run()
-        threads.forEach { $0.join() }
     }
 }

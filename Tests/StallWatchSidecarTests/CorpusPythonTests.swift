@@ -28,6 +28,12 @@ import Testing
             name: "python ownerless lock", command: python("lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"]),
             evidenceContains: "not certain (the lock keeps no owner): thread"),
+        // Captures time out (the thread does not leave the kernel): still io, the call named by the kernel stack,
+        // and the pause figures say they leave those captures out.
+        CorpusCase(
+            name: "python one long write into tmpfs", command: python("big-write"), expect: .stall(.io, frames: []),
+            thresholdMs: 200, evidenceContains: "in I/O (write)",
+            captureErrorsContain: "with the thread working inside the kernel in write and did not pause it"),
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),

@@ -116,7 +116,13 @@ import Testing
         usleep(3_000_000)
         watcher.stop()
         #expect(done.wait(timeout: .now() + 10) == .success)
-        let stalls = events.withLock { $0 }.filter { if case .stall = $0 { true } else { false } }
+        // A late wake-up of the watcher (a loaded machine) is a note about the watcher, not blame on the loop.
+        let stalls = events.withLock { $0 }.filter {
+            switch $0 {
+            case .stall(.began), .stall(.escalated), .stall(.ended), .stall(.sampled): true
+            default: false
+            }
+        }
         #expect(stalls.isEmpty, "a healthy loop was blamed: \(stalls)")
         #expect(SidecarFixtures.reports(in: directory).isEmpty)
         kill(echo.pid, SIGTERM)

@@ -48,6 +48,42 @@ import Testing
         #expect(cause.kind == .io)
     }
 
+    @Test func capturesThatTimedOutInsideAKernelCallAreIONamingTheCallNeverCPU() {
+        // State R and /proc/…/syscall "running" throughout; only the kernel stack named the call.
+        let o = Array(repeating: O(state: "R", syscall: 1, wchan: nil, captureTimedOut: true), count: 5)
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 900))
+        #expect(cause.kind == .io)
+        #expect(cause.evidence.contains { $0.contains("in I/O (write)") })
+        #expect(cause.evidence.contains { $0.contains("did not stop for a capture in time") })
+        let unnamed = Array(repeating: O(state: "R", syscall: nil, wchan: nil, captureTimedOut: true), count: 5)
+        #expect(CauseClassifier.classify(evidence(unnamed, cpuMs: 900)).kind == .io)
+    }
+
+    @Test func capturesThatTimedOutForAThreadWaitingForACPUAreStarvationNotIO() {
+        // No call known, and the thread spent the stall in the run queue: it could not reach the stop.
+        let o = Array(repeating: O(state: "R", syscall: nil, wchan: nil, captureTimedOut: true), count: 5)
+        var starved = evidence(o, cpuMs: 20)
+        starved.loopRunQueueWaitNanos = 950 * ms
+        #expect(CauseClassifier.classify(starved).kind == .starved)
+        // A call named by the kernel stack stays io, whatever the run queue says.
+        let named = Array(repeating: O(state: "R", syscall: 1, wchan: nil, captureTimedOut: true), count: 5)
+        var inWrite = evidence(named, cpuMs: 20)
+        inWrite.loopRunQueueWaitNanos = 950 * ms
+        #expect(CauseClassifier.classify(inWrite).kind == .io)
+    }
+
+    @Test func aKernelStackNamesTheSystemCallItIsInside() {
+        let write = [
+            "generic_perform_write", "shmem_file_write_iter", "vfs_write", "ksys_write", "do_syscall_64",
+            "entry_SYSCALL_64_after_hwframe",
+        ]
+        #expect(KernelStack.syscall(in: write) == 1)
+        let fsync = ["jbd2_log_wait_commit", "ext4_sync_file", "do_fsync", "__x64_sys_fsync", "do_syscall_64"]
+        #expect(KernelStack.syscall(in: fsync) == 74)
+        #expect(KernelStack.syscall(in: ["irqentry_exit_to_user_mode", "asm_exc_page_fault"]) == nil)
+        #expect(KernelStack.syscall(in: ["vfs_write", "do_syscall_64"]) == nil)
+    }
+
     @Test(arguments: [
         ("__write", 1), ("__GI___libc_write", 1), ("fsync", 74), ("ftruncate64", 77), ("__lll_lock_wait", 202),
         ("clock_nanosleep@GLIBC_2.2.5", 230), ("__nanosleep", 35), ("__pthread_mutex_lock@GLIBC_2.2.5", -1),

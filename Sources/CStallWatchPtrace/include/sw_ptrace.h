@@ -35,6 +35,9 @@ typedef struct sw_ptrace_record {
     size_t stack_size;
     /// PTRACE_INTERRUPT requested → PTRACE_DETACH returned, nanoseconds (the tracer's view of the pause).
     uint64_t pause_ns;
+    /// PTRACE_INTERRUPT requested → the stop seen, nanoseconds: long when the thread was inside a kernel call
+    /// that does not stop (an fsync in state D, a long write) or was waiting for a CPU; part of `pause_ns`.
+    uint64_t stop_wait_ns;
     /// The target's extra wait for a CPU over the capture: its schedstat run_delay growth before the
     /// interrupt, plus, after the detach, the larger of its run_delay growth and the time until it was seen
     /// running again (a remote wake-up is not in run_delay). 0 when schedstat is unavailable.

@@ -78,7 +78,7 @@ public final class PtraceSampler: Sendable {
                 threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
                 stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
                 pauseNanoseconds: record.seen_pause_ns, handlerNanoseconds: 0, stackLow: record.stack_low,
-                stackHigh: record.stack_high, notes: notes))
+                stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns))
     }
 
     private func error(_ record: sw_ptrace_record, threadID: Int32) -> StallWatchError {

@@ -27,10 +27,14 @@ public struct StackCapture: Sendable {
     public var stackHigh: UInt64
     /// Partial failures of this capture, one sentence each (stack truncated, SP outside the stack, …).
     public var notes: [String]
+    /// For ptrace: interrupt requested → the stop seen, nanoseconds (part of ``pauseNanoseconds``). Long when the
+    /// thread was inside a kernel call that does not stop (an fsync in state D) or was waiting for a CPU.
+    public var stopWaitNanoseconds: UInt64
 
     public init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,
-        handlerNanoseconds: UInt64, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, notes: [String] = []
+        handlerNanoseconds: UInt64, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, notes: [String] = [],
+        stopWaitNanoseconds: UInt64 = 0
     ) {
         self.threadID = threadID
         self.registers = registers
@@ -41,6 +45,7 @@ public struct StackCapture: Sendable {
         self.stackLow = stackLow
         self.stackHigh = stackHigh
         self.notes = notes
+        self.stopWaitNanoseconds = stopWaitNanoseconds
     }
 
     /// The instruction pointer at capture (`registers[16]`), or 0 if the registers are missing.

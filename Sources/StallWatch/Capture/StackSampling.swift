@@ -18,6 +18,8 @@ public struct StackSample: Sendable {
     /// The thread did not stop within the capture timeout: it was working inside the kernel (a thread in user
     /// space stops at once), and `pauseNanos` is not what the target saw.
     public var timedOut = false
+    /// How long the thread took to stop for the capture (ptrace), nanoseconds; part of `pauseNanos`.
+    public var stopWaitNanos: UInt64?
 
     public init(
         addresses: [UInt64] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
@@ -120,5 +122,6 @@ extension StackSample {
             addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
         if let error = stack.error, stack.addresses.count < 2 { self.error = error }
         if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
+        stopWaitNanos = capture.stopWaitNanoseconds
     }
 }

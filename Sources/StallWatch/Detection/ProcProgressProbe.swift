@@ -39,6 +39,8 @@ public struct ProcProgressProbe: Sendable {
     private var lastWait: ThreadWait?
     /// The thread's own idle wait, learned as it idles.
     package private(set) var idleWaits = IdleWaitLearner()
+    /// The thread's schedule at `phaseStart`.
+    package private(set) var phaseStartSchedule: ThreadSchedule?
     /// Counter moves our own ptrace captures may have caused since the last look (switches, syscr, syscw).
     private var captureAllowance: [UInt64] = [0, 0, 0]
 
@@ -46,6 +48,7 @@ public struct ProcProgressProbe: Sendable {
         self.processID = processID
         self.threadID = threadID
         phaseStart = now
+        phaseStartSchedule = ThreadProbe.schedule(pid: processID, tid: threadID, now: now)
     }
 
     /// A probe whose follower waits with `polling`.
@@ -84,6 +87,7 @@ public struct ProcProgressProbe: Sendable {
             // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
+            phaseStartSchedule = ThreadProbe.schedule(pid: processID, tid: threadID, now: now)
             idle = false
         }
         counters = current
@@ -102,6 +106,23 @@ public struct ProcProgressProbe: Sendable {
         guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
         captureAllowance[1] += 1
         captureAllowance[2] += 1
+    }
+
+    /// Call after each ptrace capture with the wait the thread was in just before it. Captured in its own idle
+    /// wait, the thread was back in it: the stall is over although no look saw it, and the restart of the wait the
+    /// capture causes ("running" until the thread has a CPU again) is no work of the loop's.
+    package mutating func noteCapture(waitBefore wait: ThreadWait?) {
+        guard let wait, idleWaits.learned.contains(where: { IdleWaitLearner.matches(wait, learned: $0) }) else {
+            noteCapture()
+            return
+        }
+        if !idle {
+            sequence += 1
+            idle = true
+        }
+        counters = nil
+        lastWait = wait
+        captureAllowance = [0, 0, 0]
     }
 
     /// Whether the thread made progress between two looks: `old`/`new` are (voluntary switches, syscr, syscw),

@@ -12,6 +12,21 @@ package enum ProgressReading: Sendable, Equatable {
     case ended(reason: String?, notes: [String] = [])
 }
 
+/// A thread's CPU time and run-queue wait (schedstat) at one moment: the baseline a stall's starvation verdict
+/// measures from.
+package struct ThreadSchedule: Sendable, Equatable {
+    package var cpuNanos: UInt64
+    package var runQueueWaitNanos: UInt64
+    /// When it was read (CLOCK_MONOTONIC).
+    package var monotonicNanos: UInt64
+
+    package init(cpuNanos: UInt64, runQueueWaitNanos: UInt64, monotonicNanos: UInt64) {
+        self.cpuNanos = cpuNanos
+        self.runQueueWaitNanos = runQueueWaitNanos
+        self.monotonicNanos = monotonicNanos
+    }
+}
+
 /// A source of progress evidence for one watched thread, read by a ``StallFollower`` on its watching thread.
 ///
 /// A source says two things: what the thread's progress looks like now (``read(now:)``: a sequence that moves
@@ -30,6 +45,9 @@ package protocol ProgressSource {
     /// once after a stall begins or a sample is taken, to see the end as early as possible. A polled source
     /// (false) waits for its next look instead.
     var looksAgainAtOnce: Bool { get }
+    /// The thread's schedule when its current phase began (the last progress seen), when the source reads it: a
+    /// stall then has CPU and run-queue figures from its very start, not only from its first sample.
+    var phaseStartSchedule: ThreadSchedule? { get }
 
     /// The progress evidence now (`now` on CLOCK_MONOTONIC).
     mutating func read(now: UInt64) -> ProgressReading
@@ -45,12 +63,17 @@ package protocol ProgressSource {
     mutating func stallEnded()
     /// A stack sample of the thread was taken (a ptrace stop is a context switch the source must not count).
     mutating func noteCapture()
+    /// The same, with the thread's wait read just before the capture (nil: unknown): a polled source may have
+    /// missed that the thread was back in its idle wait when it was captured.
+    mutating func noteCapture(waitBefore: ThreadWait?)
 }
 
 extension ProgressSource {
     package var annotations: [String: String] { [:] }
     package var looksAgainAtOnce: Bool { false }
+    package var phaseStartSchedule: ThreadSchedule? { nil }
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}
     package mutating func noteCapture() {}
+    package mutating func noteCapture(waitBefore: ThreadWait?) { noteCapture() }
 }

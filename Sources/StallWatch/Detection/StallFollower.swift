@@ -101,10 +101,13 @@ package struct StallFollower<Source: ProgressSource> {
             case .began(let stall):
                 source.stallBegan()
                 following(true)
-                recorder.begin(stall, thread: source.sampledThread, annotations: source.annotations, now: now)
+                recorder.begin(
+                    stall, thread: source.sampledThread, annotations: source.annotations,
+                    schedule: source.phaseStartSchedule, now: now)
                 // The first sample, and those taken between the threads of the all-thread snapshot: each one a
                 // stop whose context switches the source must not count as progress.
-                for _ in 0..<max(1, recorder.samplesTaken) { source.noteCapture() }
+                for _ in 1..<max(1, recorder.samplesTaken) { source.noteCapture() }
+                source.noteCapture(waitBefore: recorder.lastSampleWait)
                 // The loop may have moved on before it saw the follow flag: look again at once.
                 lookAgain = source.looksAgainAtOnce
             case .escalated(let stall):
@@ -121,7 +124,7 @@ package struct StallFollower<Source: ProgressSource> {
         }
         if lookAgain { return .lookAgain }
         if detector.current != nil, recorder.sampleIfDue(now: sw_monotonic_ns()) {
-            source.noteCapture()
+            source.noteCapture(waitBefore: recorder.lastSampleWait)
             if source.looksAgainAtOnce { return .lookAgain }
         }
         return .wait(wait, nextSampleAt: detector.current != nil ? recorder.nextSampleAt : nil)

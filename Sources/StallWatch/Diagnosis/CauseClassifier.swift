@@ -118,8 +118,19 @@ public enum CauseClassifier {
             ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
         }
         let (top, topCount) = (ranked[0].key, ranked[0].value)
-        // Starved only where the loop wanted a CPU (not blocked in a call) and its own work was small.
-        if top == .cpu || top == .other, let starved = starvation(e, evidence: evidence) { return starved }
+        // Starved only where the loop wanted a CPU (not blocked in a call) and its own work was small. A capture
+        // that timed out with no call known is no proof of a call: a runnable thread given no CPU cannot reach
+        // the stop either, and the run queue tells the two apart; so does it for an event wait seen as the stall
+        // ended (a starved loop re-entering its wait after a capture).
+        let unnamedTimeouts = e.observations.filter {
+            $0.captureTimedOut && $0.state != "D" && $0.syscall == nil
+                && $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) == nil
+        }.count
+        if top == .cpu || top == .other || top == .idle || (top == .io && unnamedTimeouts >= topCount),
+            let starved = starvation(e, evidence: evidence)
+        {
+            return starved
+        }
         func share(_ n: Int) -> String { "\(n) of \(total) samples" }
         let syscallNames = e.observations.compactMap {
             ($0.syscall ?? $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:))).map(SyscallTable.name)

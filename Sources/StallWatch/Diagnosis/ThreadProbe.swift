@@ -88,6 +88,14 @@ public struct ThreadProbe: Sendable, Equatable {
         return probe
     }
 
+    /// The thread's CPU time and run-queue wait now, from `schedstat`; nil when it cannot be read.
+    package static func schedule(pid: Int32, tid: Int32, now: UInt64) -> ThreadSchedule? {
+        guard let text = ProcFile.text("/proc/\(pid)/task/\(tid)/schedstat") else { return nil }
+        let parts = text.split(separator: " ")
+        guard parts.count >= 2, let cpu = UInt64(parts[0]), let wait = UInt64(parts[1]) else { return nil }
+        return ThreadSchedule(cpuNanos: cpu, runQueueWaitNanos: wait, monotonicNanos: now)
+    }
+
     /// The thread ids of process `pid`.
     public static func threadIDs(pid: Int32) -> [Int32] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap { Int32($0) }

@@ -32,14 +32,15 @@ struct EvidenceCollector {
     /// A stall began on `thread` (detected at `now`): the first sample, the thread's state, every thread's
     /// state and the context at detection.
     mutating func begin(
-        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], reportID: String,
-        now: UInt64
+        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
+        schedule: ThreadSchedule? = nil, reportID: String, now: UInt64
     ) {
         self.thread = thread
         var evidence = StallEvidence(
             stall: stall, threadID: thread?.threadID, reportID: reportID, wallAtBegin: sw_realtime_ns(),
             monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
         evidence.annotations = annotations
+        evidence.stallStartSchedule = schedule
         evidence.setupErrors = target.setupErrors
         if let tid = thread?.threadID {
             evidence.firstProbe = ThreadProbe.read(pid: pid, tid: tid)
@@ -131,9 +132,20 @@ struct EvidenceCollector {
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
             sample.captureTimedOut = taken.timedOut
-            if let failure = taken.failure {
-                evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)")
+            sample.stopWaitNanos = taken.stopWaitNanos
+            var failure = taken.failure
+            // A thread that would not stop is working inside the kernel, where /proc/…/syscall says only
+            // "running": its kernel stack, read while it is still there, names the call.
+            if taken.timedOut, sample.probe != nil, sample.probe?.syscall == nil,
+                let call = KernelStack.read(pid: pid, tid: thread.threadID).flatMap(KernelStack.syscall(in:))
+            {
+                sample.probe?.syscall = call
+                sample.kernelStackCall = true
+                let inside = " (inside \(SyscallTable.name(call)), by its kernel stack)"
+                failure = failure.map { $0 + inside }
+                sample.error = sample.error.map { $0 + inside }
             }
+            if let failure { evidence.captureErrors.append("sample \(evidence.samples.count): \(failure)") }
         } else {
             sample.error = "no sampler"
         }

@@ -20,6 +20,10 @@ struct StallEvidence: Sendable {
         var lockOwner: Int32?
         /// The capture gave up waiting for the thread to stop.
         var captureTimedOut = false
+        /// The probe's system call was read from the thread's kernel stack after the capture timed out.
+        var kernelStackCall = false
+        /// How long the thread took to stop for the capture; part of `pauseNanos`.
+        var stopWaitNanos: UInt64?
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.
@@ -43,6 +47,9 @@ struct StallEvidence: Sendable {
     var threads: [Thread] = []
     /// The stuck thread's state at detection, the base of the CPU and run-queue deltas.
     var firstProbe: ThreadProbe?
+    /// The thread's schedule when the stuck phase began, when the progress source read it (the sidecar's /proc
+    /// probe): CPU and run-queue figures then cover the whole stall.
+    var stallStartSchedule: ThreadSchedule?
     /// The stuck thread's state when the final report was built, and when (CLOCK_MONOTONIC): the end of the CPU
     /// and run-queue deltas of a stall too short for a second sample.
     var lastProbe: (probe: ThreadProbe, monoNanos: UInt64)?

@@ -89,10 +89,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// A stall began on `thread` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
     /// threads' state, provisional report.
     package func begin(
-        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64
+        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
+        schedule: ThreadSchedule? = nil, now: UInt64
     ) {
         let reportID = Self.makeID(wallNanos: sw_realtime_ns())
-        collector.begin(stall, thread: thread, annotations: annotations, reportID: reportID, now: now)
+        collector.begin(
+            stall, thread: thread, annotations: annotations, schedule: schedule, reportID: reportID, now: now)
         collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often.
@@ -120,6 +122,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         let prefetcher = linePrefetcher
         rewrites.async { for stack in stacks { _ = prefetcher.symbolicate(stack) } }
     }
+
+    /// The wait the stuck thread was in just before its latest capture, as the sample's probe read it.
+    package var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
 
     /// Takes a sample if one is due; returns true if it did.
     @discardableResult

@@ -78,6 +78,8 @@ struct StallReportBuilder {
         let pointStack = StallSignature.dominantStack(of: tree)
         let pauses = samples.compactMap(\.pauseNanos).map(Self.micros).sorted()
         let unwinds = samples.compactMap(\.unwindNanos).map(Self.micros).sorted()
+        let pauseCoverage = Self.pauseCoverage(
+            samples, stopped: pauses.count, timeoutMs: configuration.captureTimeoutMs)
         let severity: StallReport.Severity =
             durationNanos >= UInt64(configuration.hangThresholdMs) * 1_000_000 || stall.isHang ? .hang : .stall
         let wallDate = { (mono: UInt64) in Self.wallDate(mono, evidence: evidence) }
@@ -103,7 +105,7 @@ struct StallReportBuilder {
                 pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
                 unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],
                 symbolicationMicros: Self.micros(symbolicationNanos),
-                errors: evidence.setupErrors + evidence.captureErrors + symbols.errors),
+                errors: evidence.setupErrors + evidence.captureErrors + pauseCoverage + symbols.errors),
             notes: evidence.notes, annotations: evidence.annotations)
         report.pointStack = pointStack
         report.callTree = tree.roots.isEmpty ? nil : tree.roots
@@ -123,6 +125,35 @@ struct StallReportBuilder {
         }
         return report
     }
+
+    /// What the pause figures measured when some captures timed out: those never stopped the thread (it was
+    /// working inside the kernel and went on), so they are not in the median and maximum.
+    static func pauseCoverage(_ samples: [StallEvidence.Sample], stopped: Int, timeoutMs: Int) -> [String] {
+        var lines: [String] = []
+        let timedOut = samples.filter(\.captureTimedOut)
+        if !timedOut.isEmpty {
+            let calls = Set(timedOut.compactMap { $0.probe?.syscall }.map(SyscallTable.name)).sorted()
+            let inside = calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))"
+            lines.append(
+                "pause figures cover the \(stopped) of \(samples.count) captures that stopped the thread; "
+                    + "\(timedOut.count) timed out after \(timeoutMs) ms with the thread working inside the kernel"
+                    + "\(inside) and did not pause it (its call went on)")
+        }
+        // A stop long after the interrupt: the thread finished a kernel call that does not stop first (or waited
+        // for a CPU). The pause figure counts from the interrupt, the conservative side; say how much was that.
+        let late = samples.compactMap(\.stopWaitNanos).filter { $0 > Self.lateStopNanos }.sorted()
+        if let longest = late.last {
+            lines.append(
+                "\(late.count) of \(samples.count) captures stopped the thread only \(Self.millis(late[0]))–"
+                    + "\(Self.millis(longest)) ms after the interrupt (it was inside a kernel call that does not stop, "
+                    + "or waiting for a CPU): their pause figures include that wait")
+        }
+        return lines
+    }
+
+    /// A stop later than this after the interrupt is called out (a thread in user space or a restartable wait
+    /// stops within tens of microseconds; a loaded machine adds a few milliseconds).
+    static let lateStopNanos: UInt64 = 10_000_000
 
     private func classify(
         _ evidence: StallEvidence, wallNanos: UInt64, reportSamples: [StallReport.Sample],
@@ -155,6 +186,22 @@ struct StallReportBuilder {
             if last.cpuNanos >= first.cpuNanos { loopCPU = last.cpuNanos - first.cpuNanos }
             if last.runQueueWaitNanos >= first.runQueueWaitNanos {
                 runQueueWait = last.runQueueWaitNanos - first.runQueueWaitNanos
+            }
+        }
+        // From the stall's very start when the source read it: a stall with one sample, or whose thread waited for
+        // a CPU before it was detected, still has its run-queue evidence.
+        if let start = evidence.stallStartSchedule {
+            let end =
+                evidence.lastProbe.map { ($0.probe, $0.monoNanos) }
+                ?? samples.last.flatMap { sample in
+                    sample.probe.map { ($0, evidence.stall.startNanos &+ sample.offsetNanos) }
+                }
+            if let (last, at) = end, at > start.monotonicNanos, last.cpuNanos >= start.cpuNanos,
+                last.runQueueWaitNanos >= start.runQueueWaitNanos
+            {
+                span = at - start.monotonicNanos
+                loopCPU = last.cpuNanos - start.cpuNanos
+                runQueueWait = last.runQueueWaitNanos - start.runQueueWaitNanos
             }
         }
         var input = CauseClassifier.Evidence(

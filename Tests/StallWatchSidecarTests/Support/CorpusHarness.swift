@@ -31,6 +31,12 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     var topFrames = 4
     /// A sentence the cause's evidence must contain (substring).
     var evidenceContains: String?
+    /// A line the report's `capture.errors` must contain (substring).
+    var captureErrorsContain: String?
+    /// Variables set for the program.
+    var environment: [String: String] = [:]
+    /// Where the report directory is made; nil: the temporary directory.
+    var reportParent: String?
     /// CPU hogs started next to the target (each spinning on CPU 0 at nice 10, where the target is pinned too),
     /// so that the rest of the suite, at nice 0, still gets its CPU.
     var competingSpinners = 0
@@ -45,14 +51,17 @@ enum CorpusHarness {
 
     /// Spawns the program, waits for READY, watches it from /proc until it exits, and checks the reports.
     static func check(_ c: CorpusCase) throws {
-        let directory = SidecarFixtures.temporaryDirectory("corpus-\(c.name)")
+        let directory =
+            c.reportParent.map { "\($0)/stallwatch-corpus-\(UUID().uuidString.prefix(8))" }
+            ?? SidecarFixtures.temporaryDirectory("corpus-\(c.name)")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let spinners = try (0..<c.competingSpinners).map { _ in
             try Spawned(
                 "/usr/bin/nice", ["-n", "10", "/usr/bin/taskset", "-c", "0", "/bin/sh", "-c", "while :; do :; done"])
         }
         defer { spinners.forEach { kill($0.pid, SIGKILL) } }
-        let target = try Spawned(c.command[0], Array(c.command.dropFirst()))
+        let target = try Spawned(c.command[0], Array(c.command.dropFirst()), environment: c.environment)
         defer { unlink("/tmp/perf-\(target.pid).map") }  // a JIT runtime's symbol map, when asked for
         try #require(target.waitFor("READY"), "\(c.name) did not start: \(target.stderr)")
         var configuration = StallWatchConfiguration()
@@ -96,6 +105,9 @@ enum CorpusHarness {
             }
             if let text = c.evidenceContains {
                 #expect(report.cause?.evidence.contains { $0.contains(text) } == true, "\(describe(report))")
+            }
+            if let text = c.captureErrorsContain {
+                #expect(report.capture.errors.contains { $0.contains(text) }, "\(report.capture.errors)")
             }
             if deadlock { #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(describe(report))") }
         }

@@ -57,6 +57,24 @@ def stall():
         lock = threading.Lock()  # a POSIX semaphore: no owner field to read
         holder(lock, STALL, "lock-holder")
         lock.acquire()
+    elif MODE == "big-write":
+        # One write() of 1 GiB into tmpfs: the thread works inside the kernel (state R) the whole time, whatever
+        # the disk, and a ptrace interrupt waits until the call returns. The source is an untouched anonymous
+        # mapping (zero pages). Freeing the file and the mapping takes the kernel a while too: another thread
+        # does it once the stall is over (in the loop, or at exit, it would be a stall of its own).
+        import mmap
+
+        path = f"/dev/shm/stallwatch-corpus-write-{os.getpid()}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink(path)
+        source = mmap.mmap(-1, 1 << 30)
+        os.write(fd, source)
+
+        def free():
+            os.close(fd)
+            source.close()
+
+        threading.Thread(target=free, daemon=True).start()
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
@@ -109,11 +127,82 @@ if MODE == "two-loops":
 
         asyncio.run(run())
 
+    if os.environ.get("HEARTBEAT_SEGMENT"):
+        # Publish a heartbeat as an embedded StallWatch would: the test writes the segment for this pid (its main
+        # thread idle) once told the pid, and the process keeps it mapped (what marks it the segment's owner).
+        import mmap, signal
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+        print("PID", os.getpid(), flush=True)
+        signal.sigwait([signal.SIGUSR1])
+        with open(os.environ["HEARTBEAT_SEGMENT"], "r+b") as f:
+            segment = mmap.mmap(f.fileno(), 0)
     threads = [threading.Thread(target=serve, args=(n, n == "loop-b")) for n in ("loop-a", "loop-b")]
     for t in threads:
         t.start()
     time.sleep(0.1)
     print("READY", flush=True)
+    for t in threads:
+        t.join()
+elif MODE == "changing-loops":
+    # Loop threads that come and go, each an asyncio loop ticking every 100 ms, driven by SIGUSR1 from the test:
+    # at the first, loop-a exits, loop-b starts, "spare" renames itself loop-c and loop-d renames itself old-d;
+    # at the second, loop-b and loop-c each stall once (a STALL-second sleep), then everything exits.
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])  # every thread inherits it; main takes it by sigwait
+    phase = [0]
+    stalls_done = threading.Semaphore(0)
+    tids = {}
+    started = threading.Semaphore(0)
+
+    def serve(name, stalls=False, rename_to=None, ends_at=3):
+        name_thread(name)
+        tids[name] = threading.get_native_id()
+        started.release()
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            state = {"renamed": rename_to is None, "stalled": not stalls}
+
+            def tick():
+                if phase[0] >= ends_at:
+                    done.set_result(None)
+                    return
+                if phase[0] >= 1 and not state["renamed"]:
+                    name_thread(rename_to)
+                    state["renamed"] = True
+                if phase[0] >= 2 and not state["stalled"]:
+                    state["stalled"] = True
+                    time.sleep(STALL)
+                    stalls_done.release()
+                loop.call_later(0.1, tick)
+
+            tick()
+            await done
+
+        asyncio.run(run())
+
+    def spawn(*args, **kwargs):
+        t = threading.Thread(target=serve, args=args, kwargs=kwargs)
+        t.start()
+        started.acquire()
+        return t
+
+    threads = [spawn("loop-a", ends_at=1), spawn("spare", stalls=True, rename_to="loop-c"),
+               spawn("loop-d", rename_to="old-d")]
+    print("READY", " ".join(f"{n}={t}" for n, t in tids.items()), flush=True)
+    signal.sigwait([signal.SIGUSR1])
+    phase[0] = 1
+    threads.append(spawn("loop-b", stalls=True))
+    print("CHANGED", f"loop-b={tids['loop-b']}", flush=True)
+    signal.sigwait([signal.SIGUSR1])
+    phase[0] = 2
+    stalls_done.acquire()
+    stalls_done.acquire()
+    time.sleep(1.0)  # idle again before exiting, so each stall is seen to end
+    phase[0] = 3
     for t in threads:
         t.join()
 elif MODE == "queue-idle":

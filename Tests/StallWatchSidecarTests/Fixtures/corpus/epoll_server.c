@@ -2,7 +2,9 @@
  * stripped by the test. It idles in epoll_wait (a timerfd ticks every 100 ms), then one tick handler stalls the
  * loop in the way MODE says, then it idles again and exits 0.
  *
- * usage: epoll_server MODE [STALL_MS]   (prints READY once the loop runs) */
+ * usage: epoll_server MODE [STALL_MS]   (prints READY once the loop runs; for fsync, STALL_MS is the MiB written
+ * into the page cache before READY, then synced by the one long fsync; busy takes a third argument, the number
+ * of ticks, default 12) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +24,7 @@ static int stall_ms = 1000;
 static pthread_mutex_t lock_a = PTHREAD_MUTEX_INITIALIZER, lock_b = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
-static int pending, done;
+static int pending, done, dirty_fd = -1;
 static pthread_barrier_t held;
 
 static void sleep_ms(int ms) {
@@ -110,18 +112,22 @@ static void stall(void) {
         pthread_create(&t, NULL, sleeper, NULL);
         pthread_join(t, NULL);
     } else if (!strcmp(mode, "fsync")) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/epoll_server_fsync_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        int fd = mkstemp(path);
-        if (fd < 0) exit(3);
-        unlink(path);
-        static char block[1 << 20];
-        memset(block, 'x', sizeof block);
-        for (int i = 0; i < 384; i++) /* 384 MiB into the page cache, then one long fsync */
-            if (write(fd, block, sizeof block) < 0) exit(3);
-        fsync(fd);
-        close(fd);
+        fsync(dirty_fd); /* one long fsync of the data written before READY */
+        close(dirty_fd); /* the file stays (freeing its page cache would be a stall of its own): TMPDIR is the caller's */
     }
+}
+
+/* For fsync: STALL_MS MiB written into the page cache before the loop runs, so the stall is the sync alone (a
+ * write into the page cache can itself block when the machine has much dirty data). */
+static void write_dirty_data(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/epoll_server_fsync_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    dirty_fd = mkstemp(path);
+    if (dirty_fd < 0) exit(3);
+    static char block[1 << 20];
+    memset(block, 'x', sizeof block);
+    for (int i = 0; i < stall_ms; i++)
+        if (write(dirty_fd, block, sizeof block) < 0) exit(3);
 }
 
 static void *notifier(void *arg) {
@@ -157,13 +163,14 @@ int main(int argc, char **argv) {
         pthread_mutex_unlock(&park_lock);
         return 0;
     }
+    if (!strcmp(mode, "fsync")) write_dirty_data();
     int ep = epoll_create1(0), tfd = timerfd_create(CLOCK_MONOTONIC, 0);
     struct itimerspec every = {{0, 100000000}, {0, 100000000}};
     timerfd_settime(tfd, 0, &every, NULL);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = tfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
     printf("READY\n");
-    int busy = !strcmp(mode, "busy"), last = busy ? 12 : 30;
+    int busy = !strcmp(mode, "busy"), last = busy ? (argc > 3 ? atoi(argv[3]) : 12) : 30;
     for (int ticks = 0; ticks < last;) {
         struct epoll_event got[8];
         int n = epoll_wait(ep, got, 8, -1);
