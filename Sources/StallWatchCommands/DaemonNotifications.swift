@@ -14,14 +14,14 @@ import Synchronization
 /// daemon — restarting the daemon cannot unstick it.
 final class DaemonNotifications: Sendable {
     private let notifier: SystemdNotifier
-    private let daemon: DaemonReference
+    private let daemon: LateReference<SidecarDaemon>
     private let directory: String
     private let healthyWithinNanos: UInt64
     private let lastScanNanos = Atomic<UInt64>(0)
     private let counts = Mutex<(watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?)>(
         (0, [], 0, nil))
 
-    init(environment: [String: String], directory: String, scanInterval: Duration, daemon: DaemonReference) throws {
+    init(environment: [String: String], directory: String, scanInterval: Duration, daemon: LateReference<SidecarDaemon>) throws {
         notifier = try SystemdNotifier(environment: environment)
         self.daemon = daemon
         self.directory = directory
@@ -34,7 +34,7 @@ final class DaemonNotifications: Sendable {
 
     /// The watchers that have not turned within the health window (pid, nanoseconds since they last did).
     private func stuckWatchers() -> [(pid: Int32, sinceNanos: UInt64)] {
-        daemon.daemon?.stuckWatchers(allowanceNanos: healthyWithinNanos) ?? []
+        daemon.object?.stuckWatchers(allowanceNanos: healthyWithinNanos) ?? []
     }
 
     /// Scans keep coming and every watcher keeps turning.

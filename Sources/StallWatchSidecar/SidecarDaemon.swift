@@ -57,8 +57,7 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     public func stuckWatchers(allowanceNanos: UInt64) -> [(pid: Int32, sinceNanos: UInt64)] {
         let now = sw_monotonic_ns()
         return watchers.withLock { watchers in
-            watchers.values.compactMap { entry -> (pid: Int32, sinceNanos: UInt64)? in
-                let watcher = entry.watcher
+            watchers.values.flatMap(\.group.watchers).compactMap { watcher -> (pid: Int32, sinceNanos: UInt64)? in
                 let idle = now &- min(now, watcher.lastTurnNanos)
                 guard idle > max(allowanceNanos, 3 &* watcher.pollIntervalNanos) else { return nil }
                 return (watcher.options.pid, idle)
