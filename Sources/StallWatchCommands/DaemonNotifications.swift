@@ -21,7 +21,9 @@ final class DaemonNotifications: Sendable {
     private let counts = Mutex<(watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?)>(
         (0, [], 0, nil))
 
-    init(environment: [String: String], directory: String, scanInterval: Duration, daemon: LateReference<SidecarDaemon>) throws {
+    init(environment: [String: String], directory: String, scanInterval: Duration, daemon: LateReference<SidecarDaemon>)
+        throws
+    {
         notifier = try SystemdNotifier(environment: environment)
         self.daemon = daemon
         self.directory = directory

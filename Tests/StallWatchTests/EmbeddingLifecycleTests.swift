@@ -34,7 +34,9 @@ import Testing
         }
         _ = startLoopThread(loop, name: "service-loop")
         let release = DispatchSemaphore(value: 0)
-        let task = Task { try await watchdog.run() }
+        // High priority: the tests of the other suites queued on the cooperative pool (most of them block their
+        // thread for seconds) must not hold this task back for longer than the wait below.
+        let task = Task(priority: .high) { try await watchdog.run() }
         // The watchdog starts inside run(): stall the loop until it is seen.
         loop.perform { release.wait() }
         // Waited for off the cooperative pool: a blocked pool thread would starve the other suites' tasks.
