@@ -47,8 +47,8 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     private let annotationStore = LoopAnnotations()
     /// Threads that have answered pings (with their stack bounds), and the last one.
     private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?)>(([:], nil))
-    /// Finds the thread draining the main queue now (after `dispatchMain()`, a pool thread).
-    private let owner: MainQueueOwner?
+    /// Finds the thread draining the pinged queue now (after `dispatchMain()`, a pool thread).
+    private let owner: QueueDrainOwner
     private let answered = Atomic<UInt64>(0)
     /// Bumped by start and stop: a ping or timer of an older generation does nothing.
     private let generation = Atomic<UInt64>(0)
@@ -66,15 +66,15 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         self.init(name: name, interval: interval, queue: .main, isMain: true)
     }
 
-    /// Pings `queue` instead of the main queue; the sampled thread is the one that answered the last ping
-    /// (right for a queue whose blocks run on one thread; used by tests).
+    /// Pings `queue` (a serial queue) instead of the main queue; the sampled thread is the one holding its drain
+    /// lock (used by tests).
     init(name: String, interval: Duration, queue: DispatchQueue, isMain: Bool = false) {
         self.name = name
         self.interval = max(interval, .milliseconds(1))
         self.target = queue
         // Not `queue === .main`: each access to DispatchQueue.main may return a new wrapper object.
         self.targetIsMain = isMain
-        self.owner = targetIsMain ? MainQueueOwner() : nil
+        self.owner = QueueDrainOwner(mainQueue: isMain)
         self.timerQueue = DispatchQueue(label: "stallwatch.probe.\(name)")
         self.timer = DispatchSource.makeTimerSource(queue: timerQueue)
         timer.setEventHandler { [weak self] in
@@ -111,21 +111,25 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         record(.exit, busyEdge: false, generation: nil)
     }
 
-    /// The thread draining the main queue now when libdispatch's drain lock can be read (see
-    /// `MainQueueOwner`), else the thread that answered the pings if only one ever did. With `dispatchMain()` the
-    /// main queue runs on pool threads; one that never answered a ping is returned without stack bounds (samples
-    /// then carry registers only), and with several candidates and no reading, nil (no sample beats a wrong one).
+    /// The thread draining the pinged queue now, read from libdispatch's drain lock (see `QueueDrainOwner`): under
+    /// `dispatchMain()` the main queue runs on pool threads, and a serial queue's blocks on whichever pool thread
+    /// drains it, so the thread that answered the last ping says nothing about the one stuck now. A thread that
+    /// never answered a ping is returned without stack bounds (the capture then reads from its SP up). Nil when
+    /// nobody drains the queue. Only if the drain lock cannot be read (its private layout did not check out) is
+    /// the last thread that answered used, and then only if a single thread ever did (a queue drained by the
+    /// main thread); with several candidates, nil (no sample beats a wrong one).
     public var sampledThread: SampledThread? {
-        let draining = owner?.currentOwner
+        let reading = owner.reading
         return threads.withLock { threads in
-            if let draining {
+            switch reading {
+            case .thread(let draining):
                 return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
+            case .idle:
+                return nil
+            case .unavailable:
+                guard threads.known.count == 1 else { return nil }
+                return threads.last.flatMap { threads.known[$0] }
             }
-            // Without a reading of the drain lock, the last thread that answered is the queue's thread only if a
-            // single thread ever answered (the main thread). Under dispatchMain() several pool threads take turns:
-            // guessing would sample an idle thread and blame the wrong code, so the thread is left unknown.
-            guard threads.known.count == 1 else { return nil }
-            return threads.last.flatMap { threads.known[$0] }
         }
     }
 
@@ -151,7 +155,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
 
     /// On the pinged queue (the main thread).
     private func answer(generation sent: UInt64) {
-        owner?.confirm(drainingThread: sw_gettid())
+        owner.confirm(drainingThread: sw_gettid())
         learnCurrentThread()
         guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
         answered.add(1, ordering: .relaxed)

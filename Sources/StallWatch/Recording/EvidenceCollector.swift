@@ -41,19 +41,23 @@ struct EvidenceCollector {
             monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
         evidence.annotations = annotations
         evidence.setupErrors = target.setupErrors
+        self.evidence = evidence
+        // The stack first, while the stall is surely under way (a short stall may end within milliseconds of
+        // its detection on a loaded machine); the /proc context after. The sample's own probe, read just
+        // before its capture, is the thread's state at detection.
+        takeSample(now: now)
         if let tid = thread?.threadID {
-            evidence.firstProbe = ThreadProbe.read(pid: pid, tid: tid)
+            let first = self.evidence?.samples.first?.probe ?? ThreadProbe.read(pid: pid, tid: tid)
+            self.evidence?.firstProbe = first
             contextProbe = SystemContextProbe(pid: pid, loopThreadID: tid, monotonicNanos: now)
             if let status = ProcFile.text("/proc/\(pid)/status"),
                 let tracer = ProcFile.statusField(status, "TracerPid"),
                 tracer != "0"
             {
-                evidence.notes.append(
+                self.evidence?.notes.append(
                     "a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
             }
         }
-        self.evidence = evidence
-        takeSample(now: now)
         let threads = snapshotThreads()
         self.evidence?.threads = threads
     }
@@ -141,6 +145,11 @@ struct EvidenceCollector {
         return sample
     }
 
+    /// Samples the stuck thread if a sample is due (between the threads of a snapshot).
+    private mutating func takeSampleIfDue() {
+        if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
+    }
+
     /// Every other thread's state and wait target at the first sample, in order of relevance (the loop, the owner
     /// chain of what it waits for, the threads waiting on those, then the rest: ``ThreadWaitGraph``). Stacks are
     /// taken for the first `maxThreads`; who-waits-for-whom is kept for every thread (up to 4096). The watching
@@ -152,11 +161,11 @@ struct EvidenceCollector {
         target.sampler?.beginThreadSnapshot()
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
-        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me])
+        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me]) { takeSampleIfDue() }
         let holders = Set(graph.waitsFor.values)
         var result: [StallEvidence.Thread] = []
         for (index, tid) in graph.relevanceOrder(loop: loopTID).prefix(4096).enumerated() {
-            if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
+            takeSampleIfDue()
             guard let probe = graph.probes[tid] else { continue }
             let waitsFor = graph.waitsFor[tid]
             // Past the stack cap, only threads that are part of the wait graph are listed.
