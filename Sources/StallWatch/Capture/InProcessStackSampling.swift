@@ -35,16 +35,23 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         self.helperUnavailable = helperUnavailable
     }
 
+    static let snapshotTimeoutMs = 20
+
     var captureMethod: String { helper != nil ? ThreadCaptureHelper.captureMethod : "signal" }
 
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
         capture(thread, maxFrames: configuration.maxFrames, configuration: configuration)
     }
 
+    /// A snapshot thread waits at most 20 ms for its stop, as on the signal path: a thread that cannot stop soon
+    /// (in `vfork()` until its child execs, inside one long `write()`) must not hold up the stuck thread's
+    /// samples, which go on between the snapshot's threads.
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        var limited = configuration
+        limited.captureTimeoutMs = min(configuration.captureTimeoutMs, Self.snapshotTimeoutMs)
         var sample = capture(
             SampledThread(threadID: id, stackLow: 0, stackHigh: 0), maxFrames: configuration.maxThreadFrames,
-            configuration: configuration)
+            configuration: limited)
         sample.failure = nil  // a snapshot thread's problem is its own error, not a capture failure
         return sample
     }

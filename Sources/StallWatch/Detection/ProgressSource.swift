@@ -45,6 +45,9 @@ package protocol ProgressSource {
     mutating func stallEnded()
     /// A stack sample of the thread was taken (a ptrace stop is a context switch the source must not count).
     mutating func noteCapture()
+    /// Whether the loop is still stuck after transition `sequence` (the stall's), read without waiting; a
+    /// source that cannot tell cheaply says true. Asked during a long all-threads snapshot.
+    func isStillStuck(after sequence: UInt64) -> Bool
 }
 
 extension ProgressSource {
@@ -53,4 +56,5 @@ extension ProgressSource {
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}
     package mutating func noteCapture() {}
+    package func isStillStuck(after sequence: UInt64) -> Bool { true }
 }

@@ -101,7 +101,10 @@ package struct StallFollower<Source: ProgressSource> {
             case .began(let stall):
                 source.stallBegan()
                 following(true)
-                recorder.begin(stall, thread: source.sampledThread, annotations: source.annotations, now: now)
+                let current = source
+                recorder.begin(
+                    stall, thread: source.sampledThread, annotations: source.annotations, now: now,
+                    isOngoing: { current.isStillStuck(after: stall.sequence) })
                 source.noteCapture()
                 // The loop may have moved on before it saw the follow flag: look again at once.
                 lookAgain = source.looksAgainAtOnce

@@ -30,10 +30,11 @@ struct EvidenceCollector {
     }
 
     /// A stall began on `thread` (detected at `now`): the first sample, the thread's state, every thread's
-    /// state and the context at detection.
+    /// state and the context at detection. `isOngoing` tells whether the stall still lasts (asked during the
+    /// snapshot, which can take seconds with thousands of threads on a loaded machine).
     mutating func begin(
         _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], reportID: String,
-        now: UInt64
+        now: UInt64, isOngoing: () -> Bool = { true }
     ) {
         self.thread = thread
         var evidence = StallEvidence(
@@ -58,7 +59,7 @@ struct EvidenceCollector {
                     "a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
             }
         }
-        let threads = snapshotThreads()
+        let threads = snapshotThreads(isOngoing: isOngoing)
         self.evidence?.threads = threads
     }
 
@@ -155,17 +156,22 @@ struct EvidenceCollector {
     /// taken for the first `maxThreads`; who-waits-for-whom is kept for every thread (up to 4096). The watching
     /// thread itself is left out. The stuck thread's samples go on between threads when due, so a process of many
     /// threads does not black out the stall's sampling; the process's maps are read once for the whole snapshot
-    /// (``StackSampling/beginThreadSnapshot()``).
-    private mutating func snapshotThreads() -> [StallEvidence.Thread] {
+    /// (``StackSampling/beginThreadSnapshot()``). Once the stall is over, no more samples or stacks are taken
+    /// (they would show the loop after the stall, and threads no longer in the state that held it up): the
+    /// remaining threads are listed with their state and an error saying so.
+    private mutating func snapshotThreads(isOngoing: () -> Bool) -> [StallEvidence.Thread] {
         guard configuration.maxThreads > 0 else { return [] }
         target.sampler?.beginThreadSnapshot()
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
-        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me]) { takeSampleIfDue() }
+        var over = false
+        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me]) {
+            if !over, isOngoing() { takeSampleIfDue() } else { over = true }
+        }
         let holders = Set(graph.waitsFor.values)
         var result: [StallEvidence.Thread] = []
         for (index, tid) in graph.relevanceOrder(loop: loopTID).prefix(4096).enumerated() {
-            takeSampleIfDue()
+            if !over, isOngoing() { takeSampleIfDue() } else { over = true }
             guard let probe = graph.probes[tid] else { continue }
             let waitsFor = graph.waitsFor[tid]
             // Past the stack cap, only threads that are part of the wait graph are listed.
@@ -181,6 +187,8 @@ struct EvidenceCollector {
             if tid == loopTID, let first = evidence?.samples.first {
                 addresses = first.addresses
                 snapshot.error = first.error
+            } else if withStack, over {
+                snapshot.error = "the stall ended before this thread's stack was taken"
             } else if withStack, let sampler = target.sampler {
                 let taken = sampler.sampleThread(id: tid, configuration: configuration)
                 addresses = taken.addresses

@@ -84,10 +84,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// A stall began on `thread` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
     /// threads' state, provisional report.
     package func begin(
-        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64
+        _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String], now: UInt64,
+        isOngoing: () -> Bool = { true }
     ) {
         let reportID = Self.makeID(wallNanos: sw_realtime_ns())
-        collector.begin(stall, thread: thread, annotations: annotations, reportID: reportID, now: now)
+        collector.begin(
+            stall, thread: thread, annotations: annotations, reportID: reportID, now: now, isOngoing: isOngoing)
         collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often.
