@@ -24,7 +24,8 @@ import Testing
             ], timeout: .seconds(90))
         #expect(result.status == 0, "demo failed: \(result.stderr)")
         let ended = Self.endedLines(result)
-        #expect(ended.count == 20)
+        let events = result.stdout.split(separator: "\n").filter { !$0.contains(#""event":"sampled""#) }
+        #expect(ended.count == 20, "\(events.joined(separator: "\n"))")
         // The probe reads the draining pool thread from the main queue's drain lock, and the first sample is
         // taken at detection, before anything else: every stall names the function.
         for line in ended {
