@@ -52,9 +52,10 @@ let package = Package(
         .target(
             name: "CStallWatchConcurrency", cSettings: cSettings,
             linkerSettings: [.linkedLibrary("dispatch"), .linkedLibrary("swift_Concurrency")]),
-        // Test and benchmark fixtures (known call chains, a thread parked in the loader lock); in no product.
+        // Test and benchmark fixtures (known call chains, a thread parked in the loader lock, a forked child that
+        // captures); in no product.
         .target(
-            name: "CStallWatchFixtures", dependencies: ["CLibunwind"], cSettings: cSettings,
+            name: "CStallWatchFixtures", dependencies: ["CLibunwind", "CStallWatchPtrace"], cSettings: cSettings,
             linkerSettings: [.linkedLibrary("lzma")]),
 
         // What a service embeds: run loop, watchdog, in-process capture, symbolication, reports.

@@ -58,6 +58,7 @@ static channel *shared;
 static size_t room;
 static _Atomic pid_t helper;
 static void *helper_stack;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -242,8 +243,34 @@ static void kill_helper(void) {
     }
 }
 
+// In the child of a fork() without exec: the helper, the request channel and the wake-up pipe are the
+// parent's. The child's copies are dropped (the channel and helper stack are private copies, the pipe's ends
+// duplicates), never the parent's helper itself: it keeps serving the parent, and still sees EOF when the
+// parent exits, since the child holds no write end of its pipe any more. The child's first capture clones
+// a helper of its own. The lock is re-initialized: a thread of the parent that held it (mid-capture) does
+// not exist here. Runs in the child right after fork: close, munmap and plain stores only.
+static void forget_parents_helper(void) {
+    static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&lock, &unlocked, sizeof lock);
+    atomic_store(&helper, 0);
+    if (shared) {
+        close(shared->wake_read);
+        close(shared->wake_write);
+        munmap(shared, sizeof(channel) + room);
+        shared = NULL;
+    }
+    if (helper_stack) {
+        munmap(helper_stack, HELPER_STACK_BYTES);
+        helper_stack = NULL;
+    }
+}
+
+static void install_fork_handler(void) { pthread_atfork(NULL, NULL, forget_parents_helper); }
+
 static int prepare(size_t stack_bytes) {
-    room = stack_bytes ? stack_bytes : DEFAULT_STACK_BYTES;
+    pthread_once(&fork_handler_once, install_fork_handler);
+    // Fixed by the first successful start; a forked child keeps its parent's choice.
+    if (!room) room = stack_bytes ? stack_bytes : DEFAULT_STACK_BYTES;
     void *p = mmap(NULL, sizeof(channel) + room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -errno;
     helper_stack = mmap(NULL, HELPER_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,

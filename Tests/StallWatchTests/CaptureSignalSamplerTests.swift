@@ -114,26 +114,30 @@ extension CaptureTests {
             defer { sw_test_gate_destroy(gate) }
             // Expectations wait until the gate is open: recording a failure takes a backtrace, and glibc's
             // backtrace() is libunwind's in this process (LIMITS.md), which would wait for the loader lock held here.
-            let (pauses, stack) = try { () throws -> ([UInt64], UnwoundStack) in
+            let (captures, stack) = try { () throws -> ([StackCapture], UnwoundStack) in
                 let holder = CaptureTestThread { sw_test_gate_hold_loader_lock(gate) }
                 sw_test_gate_wait_entered(gate)
                 defer {
                     sw_test_gate_open(gate)
                     holder.join()
                 }
-                var pauses: [UInt64] = []
+                var captures: [StackCapture] = []
                 for _ in 0..<20 {
-                    let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
-                    pauses.append(capture.pauseNanoseconds)
+                    captures.append(try sampler.capture(target.sampled, timeout: .seconds(2)).get())
                 }
                 // Unwinding off-thread does not need the loader lock either (libunwind-ptrace reads /proc and files).
                 let capture = try sampler.capture(target.sampled, timeout: .seconds(2)).get()
-                return (pauses, try StackUnwinder(processID: getpid()).unwind(capture, maxFrames: 128))
+                return (captures, try StackUnwinder(processID: getpid()).unwind(capture, maxFrames: 128))
             }()
-            // A handler that touched the loader lock would have blocked until the gate opened, after every capture
-            // here had timed out (2 s each). 100 ms keeps that distinction on a 2-core machine running the whole
-            // suite, where a runnable thread was seen waiting ~4 ms for a CPU; the pause itself is a benchmark.
-            let median = percentile(pauses.sorted(), 0.5)
+            // Every capture completed while the lock was held (a handler that touched it would have timed out).
+            // The handler's own work is what the lock could block, and it stays in microseconds (a few µs
+            // measured; the bar leaves room for a preemption inside the handler). The pause around it is signal
+            // delivery and the target's wait for a CPU: the scheduler's, not the handler's, so on a shared 2-core
+            // machine only a bar that tells a blocked handler (seconds) from a late CPU (ms) is reliable.
+            let work = percentile(captures.map(\.handlerNanoseconds).sorted(), 0.5)
+            #expect(work < 200_000, "median handler work \(work) ns with the loader lock held")
+            let median = percentile(captures.map(\.pauseNanoseconds).sorted(), 0.5)
+            print("loader lock held: median handler work \(work) ns, median pause \(median) ns")
             #expect(median < 100_000_000, "median pause \(median) ns with the loader lock held")
             #expect(Array(stack.addresses.dropFirst(2)) == Array(target.truth.dropFirst(1)))
         }

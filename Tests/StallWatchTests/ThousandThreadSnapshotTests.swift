@@ -50,12 +50,10 @@ import Testing
         return zip(offsets.dropFirst(), offsets).map { $0 - $1 }.max() ?? .infinity
     }
 
-    /// Opt-in (`STALLWATCH_STRESS=1`): a snapshot of every thread of the test process signals the threads of
-    /// the suites running beside it, whose blocking calls can then fail with EINTR. Run it on its own:
-    /// `STALLWATCH_STRESS=1 swift test --skip-build --filter ThousandThreadSnapshotTests`.
-    @Test(
-        .timeLimit(.minutes(2)), .tags(.slow),
-        .enabled(if: ProcessInfo.processInfo.environment["STALLWATCH_STRESS"] == "1", "set STALLWATCH_STRESS=1"))
+    /// The snapshot captures every thread of the test process, those of the suites running beside it included,
+    /// through the capture helper (a ptrace stop: no handler runs, no blocking call fails) or, for a thread in a
+    /// call that even a stop would cut short, from its frozen stack: nothing those suites can notice.
+    @Test(.timeLimit(.minutes(2)), .tags(.slow))
     func aThousandThreadsLeaveNoGapOver100msInTheLoopSamplesAndTheLoopFunctionIsNamed() throws {
         let release = DispatchSemaphore(value: 0)
         let parked = Self.parkThreads(1000, release: release)
@@ -69,7 +67,7 @@ import Testing
         let offsets = report.samples.map(\.offsetMs)
         #expect(offsets.count >= 10, "\(offsets.count) samples")
         let widest = Self.widestGap(report)
-        #expect(widest < 100, "widest gap between loop samples: \(widest) ms over \(offsets.count) samples")
+        #expect(widest < 100, "widest gap between loop samples: \(widest) ms over \(offsets.count) samples: \(offsets)")
         let named = report.samples.filter { sample in
             sample.frames.contains { $0.symbol?.contains("stuckAmongAThousandThreads") == true }
         }

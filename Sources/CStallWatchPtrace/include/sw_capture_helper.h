@@ -16,6 +16,12 @@
 // Every path detaches: after the copy with PTRACE_DETACH; when the thread does not stop in time the helper
 // exits, and the kernel detaches the tracee and drops the pending interrupt (SEIZE semantics; the next
 // capture starts a new helper). A helper killed mid-capture leaves the thread running for the same reason.
+//
+// fork() without exec: the child gets copies of the helper's state but not the helper (the parent's child,
+// tracing the parent's threads). A pthread_atfork child handler, installed with the first helper, drops those
+// copies (closes the child's ends of the wake-up pipe, unmaps the child's channel and helper stack, resets the
+// lock a parent thread may have held mid-capture) without touching the parent's helper; the child's first
+// capture clones a helper of its own.
 #ifndef SW_CAPTURE_HELPER_H
 #define SW_CAPTURE_HELPER_H
 #include <stddef.h>

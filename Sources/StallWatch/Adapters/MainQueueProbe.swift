@@ -28,9 +28,10 @@ import Synchronization
 /// dispatchMain()
 /// ```
 ///
-/// Cost: one block on the main queue per interval (the idle main thread wakes for it).
+/// Cost: one block on the main queue per interval (the idle main thread wakes for it), and one thread
+/// (`stallwatch-ping`) that sends the pings, parked or in a timed wait.
 public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
-    // @unchecked Sendable: all lets; `timer`, a Dispatch source, is thread-safe but not marked Sendable.
+    // @unchecked Sendable: all lets, of thread-safe types.
     public let name: String
     public let state = LoopState()
     /// Time between a ping's answer and the next ping.
@@ -38,22 +39,21 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     private let target: DispatchQueue
     /// True when the pinged queue is the main queue, whose thread never changes.
     private let targetIsMain: Bool
-    private let timerQueue: DispatchQueue
-    /// Fires the next ping; re-armed when a ping is answered, with 1 ms leeway (`asyncAfter` allows a tenth of
-    /// the delay, which would stretch the detection bound).
-    private let timer: DispatchSourceTimer
-    /// The generation the timer was last armed for.
-    private let armedGeneration = Atomic<UInt64>(0)
+    /// Sends the next ping from a thread of its own, armed when a ping is answered. A Dispatch timer would
+    /// take two wake-ups to fire (the event thread, then a pool thread for the handler), and on a loaded
+    /// machine each can be late by tens of milliseconds: a late ping starts the busy phase late, and a stall
+    /// shorter than threshold + lateness goes unseen.
+    private let clock: PingClock
     private let annotationStore = LoopAnnotations()
     /// Threads that have answered pings (with their stack bounds), and the last one.
     private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?)>(([:], nil))
-    /// Finds the thread draining the main queue now (after `dispatchMain()`, a pool thread).
-    private let owner: MainQueueOwner?
+    /// Finds the thread draining the pinged queue now (after `dispatchMain()`, a pool thread).
+    private let owner: QueueDrainOwner
     private let answered = Atomic<UInt64>(0)
     /// Bumped by start and stop: a ping or timer of an older generation does nothing.
     private let generation = Atomic<UInt64>(0)
     private let running = Atomic<Bool>(false)
-    /// The loop-state sequence; records come from the timer queue (ping sent) and the main thread (ping
+    /// The loop-state sequence; records come from the probe's thread (ping sent) and the main thread (ping
     /// answered), strictly alternating, and from stop().
     private let sequence = Mutex<UInt64>(0)
 
@@ -66,28 +66,27 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         self.init(name: name, interval: interval, queue: .main, isMain: true)
     }
 
-    /// Pings `queue` instead of the main queue; the sampled thread is the one that answered the last ping
-    /// (right for a queue whose blocks run on one thread; used by tests).
+    /// Pings `queue` (a serial queue) instead of the main queue; the sampled thread is the one holding its drain
+    /// lock (used by tests).
     init(name: String, interval: Duration, queue: DispatchQueue, isMain: Bool = false) {
         self.name = name
         self.interval = max(interval, .milliseconds(1))
         self.target = queue
         // Not `queue === .main`: each access to DispatchQueue.main may return a new wrapper object.
         self.targetIsMain = isMain
-        self.owner = targetIsMain ? MainQueueOwner() : nil
-        self.timerQueue = DispatchQueue(label: "stallwatch.probe.\(name)")
-        self.timer = DispatchSource.makeTimerSource(queue: timerQueue)
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            sendPing(generation: armedGeneration.load(ordering: .acquiring))
+        self.owner = QueueDrainOwner(mainQueue: isMain)
+        let clock = PingClock()
+        self.clock = clock
+        let body: @Sendable () -> Void = { [weak self] in
+            clock.run { [weak self] generation in self?.sendPing(generation: generation) }
         }
-        timer.schedule(deadline: .distantFuture)
-        timer.activate()
+        // Detached: it ends when the probe goes (deinit closes the clock). Without a thread, a pool thread.
+        if (try? NamedThread(name: "stallwatch-ping", body)) == nil { DispatchQueue.global().async(execute: body) }
     }
 
     deinit {
         stop()
-        timer.cancel()
+        clock.close()
     }
 
     public var isRunning: Bool { running.load(ordering: .acquiring) }
@@ -99,7 +98,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         else { return }
         let current = generation.add(1, ordering: .acquiringAndReleasing).newValue
         if targetIsMain, sw_gettid() == getpid() { learnCurrentThread() }
-        timerQueue.async { [weak self] in self?.sendPing(generation: current) }
+        clock.arm(at: DispatchTime.now().uptimeNanoseconds, generation: current)
     }
 
     /// Stops pinging and publishes `exit` (not running). Stop the watchdog first, or an outstanding ping's
@@ -111,21 +110,25 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         record(.exit, busyEdge: false, generation: nil)
     }
 
-    /// The thread draining the main queue now when libdispatch's drain lock can be read (see
-    /// `MainQueueOwner`), else the thread that answered the pings if only one ever did. With `dispatchMain()` the
-    /// main queue runs on pool threads; one that never answered a ping is returned without stack bounds (samples
-    /// then carry registers only), and with several candidates and no reading, nil (no sample beats a wrong one).
+    /// The thread draining the pinged queue now, read from libdispatch's drain lock (see `QueueDrainOwner`): under
+    /// `dispatchMain()` the main queue runs on pool threads, and a serial queue's blocks on whichever pool thread
+    /// drains it, so the thread that answered the last ping says nothing about the one stuck now. A thread that
+    /// never answered a ping is returned without stack bounds (the capture then reads from its SP up). Nil when
+    /// nobody drains the queue. Only if the drain lock cannot be read (its private layout did not check out) is
+    /// the last thread that answered used, and then only if a single thread ever did (a queue drained by the
+    /// main thread); with several candidates, nil (no sample beats a wrong one).
     public var sampledThread: SampledThread? {
-        let draining = owner?.currentOwner
+        let reading = owner.reading
         return threads.withLock { threads in
-            if let draining {
+            switch reading {
+            case .thread(let draining):
                 return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
+            case .idle:
+                return nil
+            case .unavailable:
+                guard threads.known.count == 1 else { return nil }
+                return threads.last.flatMap { threads.known[$0] }
             }
-            // Without a reading of the drain lock, the last thread that answered is the queue's thread only if a
-            // single thread ever answered (the main thread). Under dispatchMain() several pool threads take turns:
-            // guessing would sample an idle thread and blame the wrong code, so the thread is left unknown.
-            guard threads.known.count == 1 else { return nil }
-            return threads.last.flatMap { threads.known[$0] }
         }
     }
 
@@ -143,7 +146,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
 
     // MARK: Pings
 
-    /// On the timer queue.
+    /// On the probe's thread.
     private func sendPing(generation sent: UInt64) {
         guard record(.beforeSources, busyEdge: true, generation: sent) else { return }
         target.async { [weak self] in self?.answer(generation: sent) }
@@ -151,12 +154,11 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
 
     /// On the pinged queue (the main thread).
     private func answer(generation sent: UInt64) {
-        owner?.confirm(drainingThread: sw_gettid())
+        owner.confirm(drainingThread: sw_gettid())
         learnCurrentThread()
         guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
         answered.add(1, ordering: .relaxed)
-        armedGeneration.store(sent, ordering: .releasing)
-        timer.schedule(deadline: .now() + .nanoseconds(Int(EventLoop.nanos(interval))), leeway: .milliseconds(1))
+        clock.arm(at: DispatchTime.now().uptimeNanoseconds + EventLoop.nanos(interval), generation: sent)
     }
 
     /// Remembers the calling thread (reading stack bounds once per thread: for the main thread glibc parses
@@ -185,6 +187,49 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
             value &+= 1
             state.record(activity, sequence: value, busyEdge: busyEdge, timeMoved: true)
             return true
+        }
+    }
+}
+
+/// When the probe's next ping goes out, and the thread that sends it: parked while no ping is armed, otherwise
+/// in one timed semaphore wait until the ping is due (one wake-up, straight from the kernel's timer).
+private final class PingClock: Sendable {
+    /// When the armed ping is due (DispatchTime uptime nanoseconds); 0 when none is.
+    private let due = Atomic<UInt64>(0)
+    private let generation = Atomic<UInt64>(0)
+    private let closed = Atomic<Bool>(false)
+    private let wake = DispatchSemaphore(value: 0)
+
+    /// Arms the next ping for `generation` at `at`, replacing an armed one.
+    func arm(at: UInt64, generation armed: UInt64) {
+        generation.store(armed, ordering: .releasing)
+        due.store(max(at, 1), ordering: .releasing)
+        wake.signal()
+    }
+
+    /// Ends ``run(_:)``.
+    func close() {
+        closed.store(true, ordering: .releasing)
+        wake.signal()
+    }
+
+    /// The sending thread: calls `send` with the armed generation when each armed ping is due, until closed.
+    func run(_ send: (UInt64) -> Void) {
+        while !closed.load(ordering: .acquiring) {
+            let at = due.load(ordering: .acquiring)
+            guard at != 0 else {
+                wake.wait()
+                continue
+            }
+            let now = DispatchTime.now().uptimeNanoseconds
+            if now < at {
+                _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: at))
+                continue
+            }
+            let armed = generation.load(ordering: .acquiring)
+            if due.compareExchange(expected: at, desired: 0, ordering: .acquiringAndReleasing).exchanged {
+                send(armed)
+            }
         }
     }
 }

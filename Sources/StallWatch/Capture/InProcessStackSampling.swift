@@ -35,23 +35,32 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         self.helperUnavailable = helperUnavailable
     }
 
+    static let snapshotTimeoutMs = 20
+
     var captureMethod: String { helper != nil ? ThreadCaptureHelper.captureMethod : "signal" }
 
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
-        capture(thread, maxFrames: configuration.maxFrames, configuration: configuration)
+        capture(thread, maxFrames: configuration.maxFrames, configuration: configuration, waitForRunnable: true)
     }
 
+    /// A snapshot thread waits at most 20 ms for its stop, as on the signal path: a thread that cannot stop soon
+    /// (in `vfork()` until its child execs, inside one long `write()`) must not hold up the stuck thread's
+    /// samples, which go on between the snapshot's threads.
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        var limited = configuration
+        limited.captureTimeoutMs = min(configuration.captureTimeoutMs, Self.snapshotTimeoutMs)
         var sample = capture(
             SampledThread(threadID: id, stackLow: 0, stackHigh: 0), maxFrames: configuration.maxThreadFrames,
-            configuration: configuration)
+            configuration: limited, waitForRunnable: false)
         sample.failure = nil  // a snapshot thread's problem is its own error, not a capture failure
         return sample
     }
 
-    private func capture(_ thread: SampledThread, maxFrames: Int, configuration: StallWatchConfiguration)
-        -> StackSample
-    {
+    /// - Parameter waitForRunnable: The stuck thread's samples wait longer for a runnable thread to stop
+    ///   (``stopTimeout(_:_:)``); a snapshot's other threads do not.
+    private func capture(
+        _ thread: SampledThread, maxFrames: Int, configuration: StallWatchConfiguration, waitForRunnable: Bool
+    ) -> StackSample {
         let timeout = Duration.milliseconds(configuration.captureTimeoutMs)
         let result: Result<StackCapture, StallWatchError>
         if let call = BlockedThreadCapture.blocked(thread.threadID), BlockedThreadCapture.interruptedByStop(call) != nil
@@ -62,7 +71,9 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
             else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
             result = .success(capture)
         } else if let helper {
-            result = helper.capture(thread, maxStackBytes: configuration.maxStackBytes, timeout: timeout)
+            result = helper.capture(
+                thread, maxStackBytes: configuration.maxStackBytes,
+                timeout: waitForRunnable ? Self.stopTimeout(thread, timeout) : timeout)
         } else if let refusal = signalRefusal(thread) {
             // Listed in capture.errors once per new reason, not once per sample.
             defer { lastRefusal = refusal }
@@ -85,6 +96,17 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
             return StackSample(error: error.message, failure: error.message)
         }
     }
+
+    /// How long a ptrace capture may wait for `thread` to stop. A runnable thread (state R) stops as soon as the
+    /// scheduler runs it, and it makes no progress before that (a stall on the CPU cannot end while its thread
+    /// waits for one), so on a loaded machine it gets up to ``runnableStopTimeoutMs``: the sample still shows
+    /// the stall. `captureTimeoutMs` bounds the others (a thread in uninterruptible sleep never stops soon).
+    static func stopTimeout(_ thread: SampledThread, _ timeout: Duration) -> Duration {
+        guard CaptureSupport.threadState(processID: getpid(), threadID: thread.threadID) == "R" else { return timeout }
+        return max(timeout, .milliseconds(runnableStopTimeoutMs))
+    }
+
+    static let runnableStopTimeoutMs = 1000
 
     /// Why `thread` must not be signalled now, or nil if the signal path may be used.
     func signalRefusal(_ thread: SampledThread) -> String? {

@@ -93,11 +93,17 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
 
     func beginThreadSnapshot() { locator = ThreadStackLocator() }
 
-    /// Skips a thread that blocks the sampling signal (it could never answer: libdispatch workers block them
-    /// all), finds the stack bounds of the others (``ThreadStackLocator``) and waits at most 20 ms.
+    /// Signals only a thread that runs in user space, where the signal is invisible: skips a thread that blocks
+    /// the sampling signal (it could never answer: libdispatch workers block them all) and one blocked in a
+    /// system call (the signal would make the call fail with EINTR), finds the stack bounds of the others
+    /// (``ThreadStackLocator``) and waits at most 20 ms.
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
         if ThreadStackLocator.blocks(id, signal: sampler.signal) {
             return StackSample(error: "the thread blocks the sampling signal; its stack was not captured")
+        }
+        if let call = InProcessStackSampling.systemCall(id) {
+            return StackSample(
+                error: "the thread is in system call \(call); a signal would interrupt it (EINTR): not sampled")
         }
         let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
         guard let target = (locator ?? ThreadStackLocator()).thread(id, sampler: sampler, timeout: timeout) else {

@@ -25,6 +25,9 @@ struct LoopProgressSource: ProgressSource {
     /// Reads are two atomic loads: look again at once rather than sleep through the stall's end.
     var looksAgainAtOnce: Bool { true }
 
+    /// Two atomic loads: the loop has made no transition since the stall's.
+    func isStillStuck(after sequence: UInt64) -> Bool { state.snapshot().sequence == sequence }
+
     func read(now: UInt64) -> ProgressReading {
         .progress(state.snapshot(), stallEndNanos: sw_loop_state_stall_end(state.storage))
     }

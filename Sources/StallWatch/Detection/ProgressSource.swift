@@ -66,6 +66,9 @@ package protocol ProgressSource {
     /// The same, with the thread's wait read just before the capture (nil: unknown): a polled source may have
     /// missed that the thread was back in its idle wait when it was captured.
     mutating func noteCapture(waitBefore: ThreadWait?)
+    /// Whether the loop is still stuck after transition `sequence` (the stall's), read without waiting; a
+    /// source that cannot tell cheaply says true. Asked during a long all-threads snapshot.
+    func isStillStuck(after sequence: UInt64) -> Bool
 }
 
 extension ProgressSource {
@@ -76,4 +79,5 @@ extension ProgressSource {
     package mutating func stallEnded() {}
     package mutating func noteCapture() {}
     package mutating func noteCapture(waitBefore: ThreadWait?) { noteCapture() }
+    package func isStillStuck(after sequence: UInt64) -> Bool { true }
 }

@@ -101,9 +101,11 @@ package struct StallFollower<Source: ProgressSource> {
             case .began(let stall):
                 source.stallBegan()
                 following(true)
+                let current = source
                 recorder.begin(
                     stall, thread: source.sampledThread, annotations: source.annotations,
-                    schedule: source.phaseStartSchedule, now: now)
+                    schedule: source.phaseStartSchedule, now: now,
+                    isOngoing: { current.isStillStuck(after: stall.sequence) })
                 // The first sample, and those taken between the threads of the all-thread snapshot: each one a
                 // stop whose context switches the source must not count as progress.
                 for _ in 1..<max(1, recorder.samplesTaken) { source.noteCapture() }

@@ -14,13 +14,15 @@ public struct ThreadWaitGraph: Sendable {
         self.waitsFor = waitsFor
     }
 
-    /// Reads every thread of `pid` (but `excluding`).
-    public static func read(pid: Int32, excluding: Set<Int32> = []) -> ThreadWaitGraph {
+    /// Reads every thread of `pid` (but `excluding`), calling `between` before each thread (a process of
+    /// thousands of threads takes hundreds of milliseconds to read: the caller's periodic work goes on).
+    public static func read(pid: Int32, excluding: Set<Int32> = [], between: () -> Void = {}) -> ThreadWaitGraph {
         let tids = ThreadProbe.threadIDs(pid: pid).filter { !excluding.contains($0) }
         let all = Set(tids)
         var probes: [Int32: ThreadProbe] = [:]
         var edges: [Int32: Int32] = [:]
         for tid in tids {
+            between()
             guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
             probes[tid] = probe
             if probe.syscallKind == .lock, let wait = probe.wait,

@@ -30,10 +30,11 @@ struct EvidenceCollector {
     }
 
     /// A stall began on `thread` (detected at `now`): the first sample, the thread's state, every thread's
-    /// state and the context at detection.
+    /// state and the context at detection. `isOngoing` tells whether the stall still lasts (asked during the
+    /// snapshot, which can take seconds with thousands of threads on a loaded machine).
     mutating func begin(
         _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
-        schedule: ThreadSchedule? = nil, reportID: String, now: UInt64
+        schedule: ThreadSchedule? = nil, reportID: String, now: UInt64, isOngoing: () -> Bool = { true }
     ) {
         self.thread = thread
         var evidence = StallEvidence(
@@ -42,20 +43,24 @@ struct EvidenceCollector {
         evidence.annotations = annotations
         evidence.stallStartSchedule = schedule
         evidence.setupErrors = target.setupErrors
+        self.evidence = evidence
+        // The stack first, while the stall is surely under way (a short stall may end within milliseconds of
+        // its detection on a loaded machine); the /proc context after. The sample's own probe, read just
+        // before its capture, is the thread's state at detection.
+        takeSample(now: now)
         if let tid = thread?.threadID {
-            evidence.firstProbe = ThreadProbe.read(pid: pid, tid: tid)
+            let first = self.evidence?.samples.first?.probe ?? ThreadProbe.read(pid: pid, tid: tid)
+            self.evidence?.firstProbe = first
             contextProbe = SystemContextProbe(pid: pid, loopThreadID: tid, monotonicNanos: now)
             if let status = ProcFile.text("/proc/\(pid)/status"),
                 let tracer = ProcFile.statusField(status, "TracerPid"),
                 tracer != "0"
             {
-                evidence.notes.append(
+                self.evidence?.notes.append(
                     "a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
             }
         }
-        self.evidence = evidence
-        takeSample(now: now)
-        let threads = snapshotThreads()
+        let threads = snapshotThreads(isOngoing: isOngoing)
         self.evidence?.threads = threads
     }
 
@@ -153,22 +158,32 @@ struct EvidenceCollector {
         return sample
     }
 
+    /// Samples the stuck thread if a sample is due (between the threads of a snapshot).
+    private mutating func takeSampleIfDue() {
+        if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
+    }
+
     /// Every other thread's state and wait target at the first sample, in order of relevance (the loop, the owner
     /// chain of what it waits for, the threads waiting on those, then the rest: ``ThreadWaitGraph``). Stacks are
     /// taken for the first `maxThreads`; who-waits-for-whom is kept for every thread (up to 4096). The watching
     /// thread itself is left out. The stuck thread's samples go on between threads when due, so a process of many
     /// threads does not black out the stall's sampling; the process's maps are read once for the whole snapshot
-    /// (``StackSampling/beginThreadSnapshot()``).
-    private mutating func snapshotThreads() -> [StallEvidence.Thread] {
+    /// (``StackSampling/beginThreadSnapshot()``). Once the stall is over, no more samples or stacks are taken
+    /// (they would show the loop after the stall, and threads no longer in the state that held it up): the
+    /// remaining threads are listed with their state and an error saying so.
+    private mutating func snapshotThreads(isOngoing: () -> Bool) -> [StallEvidence.Thread] {
         guard configuration.maxThreads > 0 else { return [] }
         target.sampler?.beginThreadSnapshot()
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
-        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me])
+        var over = false
+        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me]) {
+            if !over, isOngoing() { takeSampleIfDue() } else { over = true }
+        }
         let holders = Set(graph.waitsFor.values)
         var result: [StallEvidence.Thread] = []
         for (index, tid) in graph.relevanceOrder(loop: loopTID).prefix(4096).enumerated() {
-            if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
+            if !over, isOngoing() { takeSampleIfDue() } else { over = true }
             guard let probe = graph.probes[tid] else { continue }
             let waitsFor = graph.waitsFor[tid]
             // Past the stack cap, only threads that are part of the wait graph are listed.
@@ -184,6 +199,8 @@ struct EvidenceCollector {
             if tid == loopTID, let first = evidence?.samples.first {
                 addresses = first.addresses
                 snapshot.error = first.error
+            } else if withStack, over {
+                snapshot.error = "the stall ended before this thread's stack was taken"
             } else if withStack, let sampler = target.sampler {
                 let taken = sampler.sampleThread(id: tid, configuration: configuration)
                 addresses = taken.addresses

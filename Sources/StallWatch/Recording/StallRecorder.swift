@@ -90,11 +90,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// threads' state, provisional report.
     package func begin(
         _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
-        schedule: ThreadSchedule? = nil, now: UInt64
+        schedule: ThreadSchedule? = nil, now: UInt64, isOngoing: () -> Bool = { true }
     ) {
         let reportID = Self.makeID(wallNanos: sw_realtime_ns())
         collector.begin(
-            stall, thread: thread, annotations: annotations, schedule: schedule, reportID: reportID, now: now)
+            stall, thread: thread, annotations: annotations, schedule: schedule, reportID: reportID, now: now,
+            isOngoing: isOngoing)
         collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often.
