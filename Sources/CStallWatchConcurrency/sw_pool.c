@@ -40,6 +40,8 @@ extern void dispatch_async_f(sw_dispatch_queue queue, void *context, void (*work
 
 // Our use of the job's scheduler-private words, free while we own the job (between our hook and its run).
 enum { SW_JOB_ENQUEUED_AT = 1 };
+// Job flags bit 30 (`Task_HasInitialTaskName` in the runtime's MetadataValues.h): the task was given a name.
+#define SW_JOB_HAS_TASK_NAME (1u << 30)
 
 typedef struct {
     _Atomic int32_t thread_id;
@@ -49,6 +51,8 @@ typedef struct {
     _Atomic uint64_t start_ns;
     _Atomic uint64_t task_id;
     _Atomic uint32_t priority;
+    _Atomic uint32_t named;
+    _Atomic uint64_t job;
     _Atomic uint64_t queued_ns;
     _Atomic uint32_t follow;
     _Atomic uint64_t stall_end_ns;
@@ -155,7 +159,11 @@ static void run_job(void *context) {
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&slot->start_ns, now, memory_order_relaxed);
     atomic_store_explicit(&slot->task_id, swift_task_getJobTaskId(job), memory_order_relaxed);
-    atomic_store_explicit(&slot->priority, (job->flags >> 8) & 0xff, memory_order_relaxed);
+    uint32_t flags = job->flags;
+    atomic_store_explicit(&slot->priority, (flags >> 8) & 0xff, memory_order_relaxed);
+    // A task (kind 0) created with a name: its name record is read later, off this thread, only if it stalls.
+    atomic_store_explicit(&slot->named, (flags & 0xff) == 0 && (flags & SW_JOB_HAS_TASK_NAME), memory_order_relaxed);
+    atomic_store_explicit(&slot->job, (uint64_t)(uintptr_t)job, memory_order_relaxed);
     atomic_store_explicit(&slot->queued_ns, queued, memory_order_relaxed);
     atomic_store_explicit(&slot->busy, 1, memory_order_relaxed);
     // Full barrier: the slot's busy word is visible before we look whether the watchdog is parked (it sets its
@@ -261,6 +269,8 @@ int sw_pool_slot(int index, sw_pool_slot_view *out) {
         out->start_ns = atomic_load_explicit(&slot->start_ns, memory_order_relaxed);
         out->task_id = atomic_load_explicit(&slot->task_id, memory_order_relaxed);
         out->priority = atomic_load_explicit(&slot->priority, memory_order_relaxed);
+        out->named = atomic_load_explicit(&slot->named, memory_order_relaxed);
+        out->job = atomic_load_explicit(&slot->job, memory_order_relaxed);
         out->queued_ns = atomic_load_explicit(&slot->queued_ns, memory_order_relaxed);
         out->stall_end_ns = atomic_load_explicit(&slot->stall_end_ns, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);

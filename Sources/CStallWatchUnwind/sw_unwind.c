@@ -170,11 +170,16 @@ static size_t finish(sw_unwind_result *r, size_t count, sw_unwind_stop stop, int
 
 size_t sw_unwind(sw_unwinder *u, const sw_unwind_input *input, uint64_t *addresses, size_t max_frames,
                  sw_unwind_result *result) {
+    return sw_unwind_frames(u, input, addresses, NULL, max_frames, result);
+}
+
+size_t sw_unwind_frames(sw_unwinder *u, const sw_unwind_input *input, uint64_t *addresses, sw_unwind_frame *frames,
+                        size_t max_frames, sw_unwind_result *result) {
     memset(u->cache.tag, 0, sizeof u->cache.tag);
     u->input = input;
     current = u;
     unw_cursor_t cursor;
-    unw_word_t ip = 0, sp = 0, last_ip, last_sp;
+    unw_word_t ip = 0, sp = 0, fp = 0, last_ip, last_sp;
     int r = unw_init_remote(&cursor, u->space, u);
     if (r == 0) r = unw_get_reg(&cursor, UNW_REG_IP, &ip);
     if (r == 0) r = unw_get_reg(&cursor, UNW_REG_SP, &sp);
@@ -183,6 +188,11 @@ size_t sw_unwind(sw_unwinder *u, const sw_unwind_input *input, uint64_t *address
     for (;;) {
         if (ip == 0) return finish(result, count, SW_UNWIND_COMPLETE, 0);
         if (count == max_frames) return finish(result, count, SW_UNWIND_MAX_FRAMES, 0);
+        if (frames) {
+            // RBP as this frame sees it (restored from its callees' saves); 0 when libunwind cannot tell.
+            if (unw_get_reg(&cursor, UNW_X86_64_RBP, &fp) < 0) fp = 0;
+            frames[count] = (sw_unwind_frame){.stack_pointer = sp, .frame_pointer = fp};
+        }
         addresses[count++] = ip;
         last_ip = ip;
         last_sp = sp;

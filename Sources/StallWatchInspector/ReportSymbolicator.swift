@@ -58,8 +58,9 @@ public struct ReportSymbolicator {
             for (frameIndex, frame) in sample.frames.enumerated() {
                 guard let path = frame.image, let session = sessions[path], let offset = frame.offset
                 else { continue }
-                // Callers' addresses are return addresses: look up the call instruction before them.
-                let back: UInt64 = frameIndex == 0 || offset == 0 ? 0 : 1
+                // Callers' addresses are return addresses: look up the call instruction before them. An async
+                // frame's address is a resume point, the first instruction of its partial function: look it up as is.
+                let back: UInt64 = frameIndex == 0 || offset == 0 || frame.kind == .async ? 0 : 1
                 var address: UInt64 = 0
                 guard sw_symbols_file_address(session, offset - back, &address) == 0 else { continue }
                 var filled = frame

@@ -34,6 +34,8 @@ typedef struct {
     uint64_t stall_end_ns;   ///< CLOCK_MONOTONIC at the end of a followed job, else 0.
     uint64_t task_id;        ///< the job's task id (0 for a job that is no task).
     uint32_t priority;       ///< the job's priority (Swift's JobPriority raw value).
+    uint32_t named;          ///< 1 when the job is a task created with a name (`Task(name:)`).
+    uint64_t job;            ///< the job's address, for sw_pool_task_name (never dereferenced directly).
     uint64_t queued_ns;      ///< how long the job waited between enqueue and start.
 } sw_pool_slot_view;
 
@@ -80,6 +82,13 @@ int sw_pool_width(void);
 
 /// The id of the task running on the calling thread (0 outside a task), as a report's `task.id` gives it.
 uint64_t sw_pool_current_task_id(void);
+
+/// Copies the name of the task whose job runs in slot `index` (given with `Task(name:)`) into `out` (NUL-terminated,
+/// cut to `capacity` - 1 bytes). Returns the name's length, 0 when the job has no name, or -1 when the slot's job
+/// changed meanwhile or the runtime's records could not be read. Reads the task's status records with
+/// process_vm_readv (an unmapped address is an error, never a fault) and checks afterwards that the same job still
+/// runs, so the task was alive throughout. Call it from the watchdog's thread, never from a worker.
+int sw_pool_task_name(int index, char *out, int capacity);
 
 /// Sums the counters and histograms.
 void sw_pool_read_totals(sw_pool_totals *out);

@@ -63,6 +63,19 @@ void sw_unwinder_flush(sw_unwinder *unwinder);
 size_t sw_unwind(sw_unwinder *unwinder, const sw_unwind_input *input, uint64_t *addresses, size_t max_frames,
                  sw_unwind_result *result);
 
+/// The registers of one unwound frame that a later walk of Swift async frames needs.
+typedef struct sw_unwind_frame {
+    /// RSP while the frame runs (for the innermost frame: at capture; for a caller: just after its call).
+    uint64_t stack_pointer;
+    /// RBP while the frame runs, as libunwind restored it; 0 when it could not.
+    uint64_t frame_pointer;
+} sw_unwind_frame;
+
+/// sw_unwind, also recording each frame's stack and frame pointer in `frames` (room for `max_frames`, or NULL).
+/// Not async-signal-safe.
+size_t sw_unwind_frames(sw_unwinder *unwinder, const sw_unwind_input *input, uint64_t *addresses,
+                        sw_unwind_frame *frames, size_t max_frames, sw_unwind_result *result);
+
 #ifdef __cplusplus
 }
 #endif

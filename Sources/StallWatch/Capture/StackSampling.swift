@@ -7,6 +7,8 @@
 /// One sample's outcome: the return addresses (innermost first) and what it cost the target.
 public struct StackSample: Sendable {
     public var addresses: [UInt64] = []
+    /// Indices in ``addresses`` of Swift async frames (awaiting callers' resume points), see ``UnwoundStack``.
+    public var asyncFrames: [Int] = []
     /// How long the sampled thread was held (signal handler or ptrace stop), nanoseconds.
     public var pauseNanos: UInt64?
     /// Unwinding the copied stack, nanoseconds.
@@ -82,6 +84,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
             var result = StackSample(
                 addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+            result.asyncFrames = stack.asyncFrames
             if let error = stack.error, stack.addresses.count < 2 { result.error = error }
             return result
         case .failure(let error):
@@ -126,6 +129,7 @@ extension StackSample {
         let stack = unwinder.unwind(capture, maxFrames: maxFrames)
         self.init(
             addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+        asyncFrames = stack.asyncFrames
         if let error = stack.error, stack.addresses.count < 2 { self.error = error }
         if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds

@@ -6,6 +6,9 @@ import CStallWatchUnwind
 public struct UnwoundStack: Sendable {
     /// The PC at capture, then the return address of each caller, outermost last.
     public var addresses: [UInt64]
+    /// Indices in ``addresses`` of the Swift async frames recovered from the async context chain (resume points,
+    /// not return addresses: symbolicate them exactly, not at address − 1); see ``AsyncFrameWalker``.
+    public var asyncFrames: [Int] = []
     /// Why unwinding stopped early, if it did (nil when it reached the outermost frame).
     public var error: String?
     public var unwindNanoseconds: UInt64
@@ -30,6 +33,7 @@ public final class StackUnwinder: @unchecked Sendable {
     // @unchecked Sendable: only handed to the one thread that unwinds with it (it is not thread-safe).
     public let processID: Int32
     private let handle: OpaquePointer
+    private var asyncWalker: AsyncFrameWalker
 
     /// Creates an unwinder for `processID` (this process or another one).
     ///
@@ -43,6 +47,7 @@ public final class StackUnwinder: @unchecked Sendable {
         }
         self.processID = processID
         self.handle = handle
+        asyncWalker = AsyncFrameWalker(processID: processID)
     }
 
     deinit { sw_unwinder_destroy(handle) }
@@ -64,27 +69,35 @@ public final class StackUnwinder: @unchecked Sendable {
         }
         let limit = max(0, maxFrames)
         var result = sw_unwind_result()
-        let addresses = capture.registers.withUnsafeBufferPointer { registers in
+        var frames = [sw_unwind_frame](repeating: sw_unwind_frame(), count: limit)
+        var addresses = capture.registers.withUnsafeBufferPointer { registers in
             capture.stack.withUnsafeBufferPointer { stack in
                 var input = sw_unwind_input(
                     registers: registers.baseAddress, stack_pointer: capture.stackPointer,
                     stack: stack.baseAddress, stack_size: stack.count, stack_low: capture.stackLow,
                     stack_high: capture.stackHigh)
                 return [UInt64](unsafeUninitializedCapacity: limit) { buffer, count in
-                    count = sw_unwind(handle, &input, buffer.baseAddress, limit, &result)
+                    count = sw_unwind_frames(handle, &input, buffer.baseAddress, &frames, limit, &result)
                 }
             }
         }
+        frames.removeSubrange(addresses.count...)
+        let walked = asyncWalker.insertAsyncFrames(
+            into: addresses, frames: frames, capture: capture, maxFrames: limit)
+        let unwoundCount = addresses.count
+        addresses = walked.addresses
         let reason = String(cString: result.reason)
         let error: String?
         switch result.stop {
         case SW_UNWIND_COMPLETE: error = nil
         case SW_UNWIND_MAX_FRAMES: error = "stopped at maxFrames (\(limit))"
         case SW_UNWIND_INIT_FAILED: error = "unw_init_remote failed: \(reason)"
-        case SW_UNWIND_STEP_FAILED: error = "unw_step failed after \(addresses.count) frames: \(reason)"
-        default: error = "\(reason) after \(addresses.count) frames"
+        case SW_UNWIND_STEP_FAILED: error = "unw_step failed after \(unwoundCount) frames: \(reason)"
+        default: error = "\(reason) after \(unwoundCount) frames"
         }
-        return UnwoundStack(addresses: addresses, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
+        var stack = UnwoundStack(addresses: addresses, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
+        stack.asyncFrames = walked.asyncFrames
+        return stack
     }
 
     /// Forgets cached unwind information, for example after the process unloaded libraries (`dlclose`), whose

@@ -4,30 +4,40 @@ import CStallWatchCore
 
 /// Watches the pool as a whole: when at least the pool's width of workers each run one job past the threshold
 /// while jobs wait to start, the pool is saturated — one stall with cause `saturated` and a `pool` section
-/// listing every busy worker's job, followed until a worker finishes its job or nothing waits any more.
+/// listing every busy worker's job and stack, followed until a worker finishes its job or nothing waits any more.
 final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool watchdog's thread only.
     private var follower: StallFollower<PoolSaturationSource>
     private let threshold: UInt64
     private let width: Int
+    private let configuration: StallWatchConfiguration
+    private let sampler: PoolWorkerStackSampling?
 
     init(configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void) {
         threshold = UInt64(configuration.thresholdMs) * 1_000_000
         width = Int(sw_pool_width())
+        self.configuration = configuration
+        let target = StallRecorder.Target.concurrencyPool()
+        sampler = target.sampler as? PoolWorkerStackSampling
         let recorder = StallRecorder(
-            configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(),
-            emit: PoolCounters.counting(saturation: true, emit))
+            configuration: configuration, loopName: "concurrency-pool", target: target,
+            emit: PoolCounters.counting(saturation: true, emit), quickSymbolicator: PoolWatcher.quickSymbolicator)
         follower = StallFollower(
             source: PoolSaturationSource(), recorder: recorder, configuration: configuration.detectorConfiguration,
             watcherName: "pool watchdog")
     }
 
     /// Looks at the pool now; returns when it wants to look again (nil: when a worker's deadline says).
-    func look(now: UInt64) -> UInt64? {
+    /// `symbolicator` (one the watchdog thread has warmed up) names the workers' frames at a saturation.
+    func look(now: UInt64, symbolicator: @autoclosure () -> Symbolicator) -> UInt64? {
         var stuck: [sw_pool_slot_view] = []
+        var slots: [Int32] = []
         for index in 0..<sw_pool_slot_count() {
             var view = sw_pool_slot_view()
             guard sw_pool_slot(index, &view) == 0, view.busy != 0, view.thread_id != 0 else { continue }
-            if sw_monotonic_coarse_ns() &- view.start_ns >= threshold { stuck.append(view) }
+            if sw_monotonic_coarse_ns() &- view.start_ns >= threshold {
+                stuck.append(view)
+                slots.append(index)
+            }
         }
         var totals = sw_pool_totals()
         sw_pool_read_totals(&totals)
@@ -35,7 +45,7 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
         let saturated = stuck.count >= width && waiting > 0
         follower.source.update(saturated: saturated, workers: stuck, now: now)
         if saturated, !follower.isFollowing {
-            follower.recorder.nextPool = pool(stuck, waiting: waiting)
+            follower.recorder.nextPool = pool(stuck, slots: slots, waiting: waiting, symbolicator: symbolicator())
             follower.recorder.nextTask = nil
         }
         guard saturated || follower.isFollowing else { return nil }
@@ -54,20 +64,25 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
             now: sw_monotonic_ns(), reason: "the pool watchdog stopped while the pool was saturated")
     }
 
-    private func pool(_ workers: [sw_pool_slot_view], waiting: Int) -> StallReport.PoolDescription {
+    /// The `pool` section: every stuck worker with its job, its task's name and its stack at detection.
+    private func pool(
+        _ workers: [sw_pool_slot_view], slots: [Int32], waiting: Int, symbolicator: Symbolicator
+    ) -> StallReport.PoolDescription {
         let now = sw_monotonic_coarse_ns()
-        let signal = (try? SignalSampler.shared())?.signal ?? 0
+        let threads = workers.map(\.thread_id)
+        let stacks =
+            sampler?.workerStacks(threads, configuration: configuration, symbolicator: symbolicator)
+            ?? threads.map { _ in ([], "in-process sampling is unavailable") }
         return .init(
             width: width, waitingJobs: waiting,
-            workers: workers.map { view in
-                .init(
-                    threadId: view.thread_id,
-                    task: .init(
-                        id: view.task_id, priority: Int(view.priority),
-                        queuedMs: StallReportBuilder.millis(view.queued_ns)),
-                    runningMs: StallReportBuilder.millis(now &- view.start_ns),
-                    error: ThreadStackLocator.blocks(view.thread_id, signal: signal)
-                        ? PoolWorkerStackSampling.blockedSignalError : nil)
+            workers: workers.indices.map { index in
+                let view = workers[index]
+                var task = StallReport.TaskDescription(
+                    id: view.task_id, priority: Int(view.priority), queuedMs: StallReportBuilder.millis(view.queued_ns))
+                if view.named != 0 { task.name = PoolWorkerProgressSource.name(ofSlot: slots[index]) }
+                return .init(
+                    threadId: view.thread_id, task: task, runningMs: StallReportBuilder.millis(now &- view.start_ns),
+                    frames: stacks[index].frames, error: stacks[index].error)
             })
     }
 }

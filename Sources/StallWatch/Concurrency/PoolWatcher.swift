@@ -18,6 +18,11 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
     private let isStopping: @Sendable () -> Bool
     private var followers: [StallFollower<PoolWorkerProgressSource>] = []
     private let saturation: PoolSaturationWatcher
+    /// Names for every worker's provisional reports and the saturation's stacks: one for the process, set up by the
+    /// first pool watchdog and kept, used only by the pool watchdog's thread (one at a time: `disable` joins it).
+    static let quickSymbolicator = Symbolicator(processID: getpid(), mode: .fast)
+    /// The job each slot ran at the last look, so that a task's name is read once per job.
+    private var tasks: [(sequence: UInt64, task: StallReport.TaskDescription)?] = []
 
     init(
         configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void,
@@ -37,12 +42,17 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         followers.first?.recorder.warmUp()
         ready()
         while !isStopping() {
+            // Read before the looks: a job that starts while they run (or later) makes the park below return at
+            // once. Read after them, it would count a job no look saw, and the watchdog would park through its stall.
+            var totals = sw_pool_totals()
+            sw_pool_read_totals(&totals)
             addFollowers()
             // The saturation first: its end is seen by this look, not after the workers' final reports.
-            var deadline = saturation.look(now: sw_monotonic_ns())
+            var deadline = saturation.look(now: sw_monotonic_ns(), symbolicator: Self.quickSymbolicator)
             var lookAgain = false
             for index in followers.indices {
-                followers[index].recorder.nextTask = PoolWorkerProgressSource.task(ofSlot: Int32(index))
+                tasks[index] = PoolWorkerProgressSource.task(ofSlot: Int32(index), previous: tasks[index])
+                followers[index].recorder.nextTask = tasks[index]?.task
                 // Never "timed out" for the late-wake-up guard: one thread serves every worker, so waking late for
                 // one worker is usually this thread writing another's report, not the process going unscheduled
                 // (the worker measures its job's duration itself either way; the suspend guard still applies).
@@ -59,9 +69,8 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
                 _ = sw_pool_sleep_until(deadline)
                 continue
             }
-            // Every worker idle: one threshold of grace, then park until a job starts.
-            var totals = sw_pool_totals()
-            sw_pool_read_totals(&totals)
+            // Every worker idle: one threshold of grace, then park until a job starts (none started since the
+            // looks, or the park returns at once and the loop looks again).
             if sw_pool_sleep_until(sw_monotonic_ns() + threshold) == 1, !isStopping() {
                 _ = sw_pool_park(totals.jobs_started)
             }
@@ -76,26 +85,15 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
 
     private func addFollowers(atLeast minimum: Int = 0) {
         let count = max(minimum, Int(sw_pool_slot_count()))
+        while tasks.count < count { tasks.append(nil) }
         while followers.count < count {
             let recorder = StallRecorder(
                 configuration: configuration, loopName: "concurrency-pool", target: .concurrencyPool(),
-                emit: PoolCounters.counting(saturation: false, emit))
+                emit: PoolCounters.counting(saturation: false, emit), quickSymbolicator: Self.quickSymbolicator)
             followers.append(
                 StallFollower(
                     source: PoolWorkerProgressSource(slot: Int32(followers.count)), recorder: recorder,
                     configuration: configuration.detectorConfiguration, watcherName: "pool watchdog"))
         }
-    }
-}
-
-extension StallRecorder.Target {
-    /// This process's Concurrency pool workers: signal sampling where a worker can answer, a capture error where
-    /// it blocks signals.
-    static func concurrencyPool() -> Self {
-        var target = Self.inProcess()
-        let signal = (try? SignalSampler.shared())?.signal ?? 0
-        target.sampler = PoolWorkerStackSampling(inner: target.sampler as? SignalStackSampling, signal: signal)
-        target.detectionSource = "concurrency-pool"
-        return target
     }
 }

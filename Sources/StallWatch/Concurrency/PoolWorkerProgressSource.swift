@@ -21,12 +21,27 @@ struct PoolWorkerProgressSource: ProgressSource {
     /// Two loads of the worker's slot: look again at once rather than sleep through the job's end.
     var looksAgainAtOnce: Bool { true }
 
-    /// The job the worker of `slot` runs now, for a report's `task` section; nil while it is idle.
-    static func task(ofSlot slot: Int32) -> StallReport.TaskDescription? {
+    /// The job the worker of `slot` runs now, for a report's `task` section, with the sequence number of that job;
+    /// nil while the worker is idle. `previous` (the same job, seen before) is returned as is: the task's name is
+    /// read once per job.
+    static func task(
+        ofSlot slot: Int32, previous: (sequence: UInt64, task: StallReport.TaskDescription)? = nil
+    ) -> (sequence: UInt64, task: StallReport.TaskDescription)? {
         var view = sw_pool_slot_view()
         guard sw_pool_slot(slot, &view) == 0, view.busy != 0 else { return nil }
-        return .init(
+        if let previous, previous.sequence == view.sequence { return previous }
+        var task = StallReport.TaskDescription(
             id: view.task_id, priority: Int(view.priority), queuedMs: StallReportBuilder.millis(view.queued_ns))
+        if view.named != 0 { task.name = name(ofSlot: slot) }
+        return (view.sequence, task)
+    }
+
+    /// The name of the task running in `slot` (`Task(name:)`), or nil when it has none or it could not be read.
+    static func name(ofSlot slot: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let length = buffer.withUnsafeMutableBufferPointer { sw_pool_task_name(slot, $0.baseAddress, 256) }
+        guard length > 0 else { return nil }
+        return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     mutating func read(now: UInt64) -> ProgressReading {

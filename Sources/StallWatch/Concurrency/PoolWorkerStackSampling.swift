@@ -1,33 +1,62 @@
-// PoolWorkerStackSampling: samples a Concurrency pool worker by signal when it can answer one, else says why not.
+// PoolWorkerStackSampling: samples Concurrency pool workers without interrupting them, async frames included.
+import CStallWatchConcurrency
 
-/// Samples pool workers through the in-process signal path. libdispatch's workers block every signal, so a
-/// signal could never be answered (and would stay pending on the thread): such a sample records a capture
-/// error instead, and the worker's /proc state still classifies the stall. A non-interrupting capture
-/// (ptrace from a helper) plugs in here as another ``StackSampling``.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Samples pool workers through the in-process path that never interrupts them (``InProcessStackSampling``: a
+/// ptrace stop by the capture helper, so a worker blocked in `usleep`, a futex or `read` sees no EINTR).
+/// libdispatch's workers block every signal, so where ptrace is refused the signal fallback cannot reach them: such
+/// a sample records why instead, and the worker's /proc state still classifies the stall.
+///
+/// The unwinder appends the Swift async frames above the job's partial function (``AsyncFrameWalker``), so a sample
+/// shows the blocking call, the async function that made it, and the functions awaiting it.
 final class PoolWorkerStackSampling: StackSampling, @unchecked Sendable {  // Used by the pool watchdog's thread.
-    static let blockedSignalError =
-        "the pool worker blocks all signals: its stack needs a non-interrupting capture, which is not available"
-    let captureMethod = "signal"
-    private let inner: SignalStackSampling?
-    private let signal: Int32
+    private let inner: (any StackSampling)?
+    private let setupError: String?
 
-    init(inner: SignalStackSampling?, signal: Int32) {
+    init(inner: (any StackSampling)?, setupError: String?) {
         self.inner = inner
-        self.signal = signal
+        self.setupError = setupError
     }
 
+    var captureMethod: String { inner?.captureMethod ?? "none" }
+
+    /// A sample of the stuck worker, with the loop's full frame budget.
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
-        guard let inner else { return StackSample(error: "in-process sampling is unavailable") }
-        if ThreadStackLocator.blocks(thread.threadID, signal: signal) {
-            return StackSample(error: Self.blockedSignalError, failure: Self.blockedSignalError)
+        guard let inner else {
+            let error = setupError ?? "in-process sampling is unavailable"
+            return StackSample(error: error, failure: error)
         }
-        var full = configuration
-        full.maxThreadFrames = configuration.maxFrames
-        return inner.sampleThread(id: thread.threadID, configuration: full)
+        return inner.sample(thread, configuration: configuration)
     }
 
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
-        guard let inner else { return StackSample(error: "in-process sampling is unavailable") }
+        guard let inner else { return StackSample(error: setupError ?? "in-process sampling is unavailable") }
         return inner.sampleThread(id: id, configuration: configuration)
+    }
+
+    func beginThreadSnapshot() { inner?.beginThreadSnapshot() }
+
+    /// The stacks of a saturation's workers, symbolicated, one per worker in order (frames, or why there are none).
+    func workerStacks(
+        _ threadIDs: [Int32], configuration: StallWatchConfiguration, symbolicator: Symbolicator
+    ) -> [(frames: [StackFrame], error: String?)] {
+        threadIDs.map { id in
+            let taken = sample(SampledThread(threadID: id, stackLow: 0, stackHigh: 0), configuration: configuration)
+            let frames = symbolicator.symbolicate(taken.addresses, asyncFrames: taken.asyncFrames)
+            return (frames, frames.isEmpty ? (taken.error ?? "stack not captured") : taken.error)
+        }
+    }
+}
+
+extension StallRecorder.Target {
+    /// This process's Concurrency pool workers, sampled without interrupting them.
+    static func concurrencyPool() -> Self {
+        var target = Self.inProcess()
+        target.sampler = PoolWorkerStackSampling(inner: target.sampler, setupError: target.setupErrors.last)
+        target.detectionSource = "concurrency-pool"
+        return target
     }
 }

@@ -133,6 +133,7 @@ struct EvidenceCollector {
         if let sampler = target.sampler {
             let taken = sampler.sample(thread, configuration: configuration)
             sample.addresses = taken.addresses
+            sample.asyncFrames = taken.asyncFrames
             sample.pauseNanos = taken.pauseNanos
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error

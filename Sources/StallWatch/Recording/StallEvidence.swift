@@ -12,6 +12,8 @@ struct StallEvidence: Sendable {
         var offsetNanos: UInt64
         /// Innermost first; empty when the capture failed.
         var addresses: [UInt64]
+        /// Indices in ``addresses`` of Swift async frames (resume points, symbolicated exactly).
+        var asyncFrames: [Int] = []
         var pauseNanos: UInt64?
         var unwindNanos: UInt64?
         var error: String?

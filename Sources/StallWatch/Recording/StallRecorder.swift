@@ -47,17 +47,23 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ///   - loopName: The loop's name in reports.
     ///   - target: The process, how it is sampled and how its stalls were detected.
     ///   - emit: Called for every stall event on the calling thread.
+    ///   - quickSymbolicator: A names-only symbolicator of `target` used by this recorder's thread alone, already
+    ///     set up (shared by the recorders of one watchdog thread); nil makes one.
     package init(
         configuration: StallWatchConfiguration, loopName: String, target: Target,
-        emit: @escaping @Sendable (StallEvent) -> Void
+        emit: @escaping @Sendable (StallEvent) -> Void, quickSymbolicator shared: Symbolicator? = nil
     ) {
         self.configuration = configuration
         self.target = target
         self.emit = emit
         symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
-        quickSymbolicator =
-            configuration.symbolication == .full
-            ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
+        if let shared, shared.mode == .fast, configuration.symbolication != .off {
+            quickSymbolicator = shared
+        } else {
+            quickSymbolicator =
+                configuration.symbolication == .full
+                ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
+        }
         rewriteSymbolicator = Symbolicator(processID: target.processID, mode: .fast)
         linePrefetcher = Symbolicator(processID: target.processID, mode: .full)
         collector = EvidenceCollector(configuration: configuration, target: target)

@@ -5,11 +5,22 @@ import Foundation
 /// problems met. ``Symbolicator`` is one; tests give a table.
 protocol FrameResolving: AnyObject {
     func symbolicate(_ addresses: [UInt64]) -> [StackFrame]
+    /// Frames for `addresses` where those at `asyncFrames` are Swift async resume points (kind `async`).
+    func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame]
     func images(for frames: [StackFrame]) -> [ImageInfo]
     var errors: [String] { get }
 }
 
 extension Symbolicator: FrameResolving {}
+
+extension FrameResolving {
+    /// By default, async frames are resolved like return addresses and only marked.
+    func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame] {
+        var frames = symbolicate(addresses)
+        for index in asyncFrames where frames.indices.contains(index) { frames[index].kind = .async }
+        return frames
+    }
+}
 
 /// Builds the report of one stall from its evidence: frames, call tree and point stack, signature, cause,
 /// capture costs, and the dates of the detector's monotonic times.
@@ -60,7 +71,7 @@ struct StallReportBuilder {
         let durationNanos = (endNanos ?? current) &- stall.startNanos
         let symbolStart = clock()
         let chosen = final ? samples : Array(samples.prefix(1))
-        let sampleFrames = chosen.map { symbols.symbolicate($0.addresses) }
+        let sampleFrames = chosen.map { symbols.symbolicate($0.addresses, asyncFrames: $0.asyncFrames) }
         var threads = evidence.threads.map(\.snapshot)
         for (index, raw) in evidence.threads.enumerated() {
             threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))

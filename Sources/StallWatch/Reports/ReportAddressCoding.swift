@@ -42,7 +42,7 @@ extension KeyedEncodingContainer {
 
 extension StackFrame {
     enum CodingKeys: String, CodingKey {
-        case address, image, offset, symbol, symbolOffset, file, line, shortSymbol
+        case address, image, offset, symbol, symbolOffset, file, line, shortSymbol, kind
     }
 
     public init(from decoder: any Decoder) throws {
@@ -56,6 +56,8 @@ extension StackFrame {
             file: try c.decodeIfPresent(String.self, forKey: .file),
             line: try c.decodeIfPresent(Int.self, forKey: .line),
             shortSymbol: try c.decodeIfPresent(String.self, forKey: .shortSymbol))
+        // A kind this version does not know reads as an ordinary frame.
+        kind = try c.decodeIfPresent(String.self, forKey: .kind).flatMap(Kind.init(rawValue:))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -68,6 +70,7 @@ extension StackFrame {
         try c.encodeIfPresent(file, forKey: .file)
         try c.encodeIfPresent(line, forKey: .line)
         try c.encodeIfPresent(shortSymbol, forKey: .shortSymbol)
+        try c.encodeIfPresent(kind?.rawValue, forKey: .kind)
     }
 }
 

@@ -442,6 +442,16 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
     /// The short name of ``symbol`` in the Swift backtracer's style (``StackFrame/readableName``); nil when it is the
     /// same as ``symbol`` (C names) or unknown (reports written before it existed).
     public var shortSymbol: String?
+    /// What the address is when it is not a return address; nil for ordinary frames (the program counter, return
+    /// addresses).
+    public var kind: Kind?
+
+    /// Frames that are not return addresses.
+    public enum Kind: String, Codable, Sendable, Hashable {
+        /// A Swift async function awaiting the one below it: its resume point (the start of the partial function
+        /// where it continues), taken from the async context chain, not from the machine stack.
+        case async
+    }
 
     public init(
         address: UInt64, image: String? = nil, offset: UInt64? = nil, symbol: String? = nil,

@@ -85,29 +85,39 @@ public final class Symbolicator: @unchecked Sendable {
     /// - Parameter addresses: innermost first.
     /// - Returns: one frame per address; a frame in no image has only its address.
     public func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
+        symbolicate(addresses, asyncFrames: [])
+    }
+
+    /// Symbolicates one backtrace in which the addresses at `asyncFrames` are Swift async resume points (the
+    /// first instruction of the partial function where an awaiting caller resumes): they are looked up exactly,
+    /// like the program counter, and their frames have kind `async`.
+    public func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame] {
         var refreshed = false
         var frames: [StackFrame] = []
         frames.reserveCapacity(addresses.count)
+        let resumePoints = Set(asyncFrames)
         for (index, address) in addresses.enumerated() {
-            let key = FrameKey(address: address, exact: index == 0)
-            if let frame = frameCache[key] {
+            let isAsync = resumePoints.contains(index)
+            let exact = index == 0 || isAsync
+            let key = FrameKey(address: address, exact: exact)
+            if var frame = frameCache[key] {
+                if isAsync { frame.kind = .async }
                 frames.append(frame)
                 continue
             }
-            let lookup = index == 0 || address == 0 ? address : address - 1
+            let lookup = exact || address == 0 ? address : address - 1
             guard let resolved = resolve(lookup, refreshed: &refreshed) else {
                 // Not cached: the address may belong to a library loaded later, or to JIT code.
+                var frame = StackFrame(address: address)
                 if mode != .off, let jit = perfMap.lookup(lookup) {
-                    frames.append(
-                        StackFrame(
-                            address: address, symbol: jit.name,
-                            symbolOffset: Int(truncatingIfNeeded: jit.offset &+ (address &- lookup))))
-                } else {
-                    frames.append(StackFrame(address: address))
+                    frame.symbol = jit.name
+                    frame.symbolOffset = Int(truncatingIfNeeded: jit.offset &+ (address &- lookup))
                 }
+                if isAsync { frame.kind = .async }
+                frames.append(frame)
                 continue
             }
-            let frame = StackFrame(
+            var frame = StackFrame(
                 address: address, image: resolved.image.path,
                 offset: address &- resolved.image.base, symbol: resolved.symbol,
                 symbolOffset: resolved.symbol.map { _ in
@@ -116,6 +126,7 @@ public final class Symbolicator: @unchecked Sendable {
                 file: resolved.file, line: resolved.line, shortSymbol: resolved.shortSymbol)
             if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
             frameCache[key] = frame
+            if isAsync { frame.kind = .async }
             frames.append(frame)
         }
         return frames

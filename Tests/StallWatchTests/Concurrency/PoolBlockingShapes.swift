@@ -5,7 +5,8 @@ import Glibc
 import StallWatch
 import Synchronization
 
-/// Blocking shapes run on the pool at `.utility` priority (tests pick their reports by that priority).
+/// Blocking shapes run on the pool at `.utility` priority (tests pick their reports by that priority), each in a
+/// task named after it (``taskName(_:)``).
 enum PoolBlockingShapes {
     /// The thread and task the last shape blocked, for picking its report among others of the process.
     static let blockedThread = Mutex<Int32>(0)
@@ -48,9 +49,15 @@ enum PoolBlockingShapes {
         }
     }
 
+    /// The name of the task that runs `shape`.
+    static func taskName(_ shape: Shape) -> String { "pool-shape-\(shape.rawValue)" }
+
+    /// The function each shape blocks in, as its samples name it.
+    static func blockingFunction(_ shape: Shape) -> String { shape == .cpu ? "spinOnCPU" : "blockInUsleep" }
+
     /// Runs `shape` as a detached `.utility` task; returns once the task is done.
     static func run(_ shape: Shape, milliseconds: Int) async {
-        let task = Task.detached(priority: .utility) {
+        let task = Task.detached(name: taskName(shape), priority: .utility) {
             switch shape {
             case .usleep:
                 blockInUsleep(milliseconds: milliseconds)
