@@ -35,9 +35,14 @@ void sw_pool_wake(void) {
     futex(&generation, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-int sw_pool_park(uint64_t jobs_started) {
-    uint32_t seen = atomic_load(&generation);
+uint32_t sw_pool_wake_generation(void) { return atomic_load(&generation); }
+
+int sw_pool_park(uint64_t jobs_started, uint32_t seen) {
     atomic_store(&waiting, 1);  // seq_cst: before the slots are read again
+    if (atomic_load(&generation) != seen) {  // a stop or a job start since the caller's check
+        atomic_store(&waiting, 0);
+        return 0;
+    }
     sw_pool_totals totals;
     sw_pool_read_totals(&totals);
     if (totals.jobs_started != jobs_started) {
@@ -52,8 +57,7 @@ int sw_pool_park(uint64_t jobs_started) {
     return 1;
 }
 
-int sw_pool_sleep_until(uint64_t deadline_ns) {
-    uint32_t seen = atomic_load(&generation);
+int sw_pool_sleep_until(uint64_t deadline_ns, uint32_t seen) {
     atomic_store(&waiting, 2);
     for (;;) {
         struct timespec now;

@@ -93,11 +93,16 @@ int sw_pool_task_name(int index, char *out, int capacity);
 /// Sums the counters and histograms.
 void sw_pool_read_totals(sw_pool_totals *out);
 
-/// The watchdog's wait. Parks until a job starts when no job started since `jobs_started` was read (returns
-/// 1 if it parked), otherwise returns 0 at once. sw_pool_wake() ends a park.
-int sw_pool_park(uint64_t jobs_started);
-/// Sleeps until `deadline_ns` (CLOCK_MONOTONIC) or sw_pool_wake(). Returns 1 on timeout.
-int sw_pool_sleep_until(uint64_t deadline_ns);
+/// The wake generation: read it before checking the stop flag, then pass it to sw_pool_park, so a stop (or a
+/// job start) between that check and the park ends the park at once instead of being lost.
+uint32_t sw_pool_wake_generation(void);
+/// The watchdog's wait. Parks until a job starts when no job started since `jobs_started` was read and no wake
+/// came since `seen` (sw_pool_wake_generation) was read (returns 1 if it parked), otherwise returns 0 at once.
+/// sw_pool_wake() ends a park.
+int sw_pool_park(uint64_t jobs_started, uint32_t seen);
+/// Sleeps until `deadline_ns` (CLOCK_MONOTONIC) or sw_pool_wake(), returning 0 at once if a wake came since
+/// `seen` (sw_pool_wake_generation) was read. Returns 1 on timeout.
+int sw_pool_sleep_until(uint64_t deadline_ns, uint32_t seen);
 /// Wakes the watchdog's wait.
 void sw_pool_wake(void);
 

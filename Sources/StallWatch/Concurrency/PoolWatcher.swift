@@ -41,7 +41,11 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         addFollowers(atLeast: Int(sw_pool_width()) + 2)
         followers.first?.recorder.warmUp()
         ready()
-        while !isStopping() {
+        while true {
+            // The wake generation is read before the stop flag: a stop after this check then ends the sleep or
+            // park below at once (read inside them, such a stop was lost, and disable() joined forever).
+            let seen = sw_pool_wake_generation()
+            if isStopping() { break }
             // Read before the looks: a job that starts while they run (or later) makes the park below return at
             // once. Read after them, it would count a job no look saw, and the watchdog would park through its stall.
             var totals = sw_pool_totals()
@@ -66,13 +70,13 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             }
             if lookAgain { continue }
             if let deadline {
-                _ = sw_pool_sleep_until(deadline)
+                _ = sw_pool_sleep_until(deadline, seen)
                 continue
             }
             // Every worker idle: one threshold of grace, then park until a job starts (none started since the
             // looks, or the park returns at once and the loop looks again).
-            if sw_pool_sleep_until(sw_monotonic_ns() + threshold) == 1, !isStopping() {
-                _ = sw_pool_park(totals.jobs_started)
+            if sw_pool_sleep_until(sw_monotonic_ns() + threshold, seen) == 1, !isStopping() {
+                _ = sw_pool_park(totals.jobs_started, seen)
             }
         }
         for index in followers.indices {
