@@ -47,12 +47,12 @@ echo "== stallwatch reports show (the first report)"
 "$bin/stallwatch" reports show "$first"
 
 count=$(ls "$reports"/stall-*.json | wc -l)
-if [ "$count" -ne 4 ]; then
-    echo "demo: expected 4 reports, found $count" >&2
+if [ "$count" -ne 5 ]; then
+    echo "demo: expected 5 reports (four stall kinds and the event-loop thread), found $count" >&2
     exit 1
 fi
 echo
-echo "demo: 4 stalls injected, 4 reports written to $reports"
+echo "demo: 5 stalls injected, 5 reports written to $reports"
 
 # The chat-sessions service: the first stdout line of `serve` is {"event":"listening","port":N,...}.
 service_reports=$(mktemp -d "${TMPDIR:-/tmp}/stallwatch-service-reports.XXXXXX")
