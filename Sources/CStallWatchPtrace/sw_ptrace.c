@@ -211,16 +211,23 @@ static void *tracer_main(void *arg) {
     return NULL;
 }
 
-// Whether /proc/PID/task/TID/status still names a tracer (1), names none (0), or cannot be read (-1).
-static int still_traced(pid_t pid, pid_t tid) {
-    char path[96], text[2048];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+// Reads /proc/PID/task/TID/<file> into text (NUL-terminated); its length, or -1 when it cannot be read.
+static ssize_t read_task_file(pid_t pid, pid_t tid, const char *file, char *text, size_t capacity) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/%s", (int)pid, (int)tid, file);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    ssize_t n = read(fd, text, sizeof text - 1);
+    ssize_t n = read(fd, text, capacity - 1);
     close(fd);
     if (n <= 0) return -1;
     text[n] = 0;
+    return n;
+}
+
+// Whether /proc/PID/task/TID/status still names a tracer (1), names none (0), or cannot be read (-1).
+static int still_traced(pid_t pid, pid_t tid) {
+    char text[2048];
+    if (read_task_file(pid, tid, "status", text, sizeof text) < 0) return -1;
     const char *field = strstr(text, "TracerPid:");
     return field ? atoi(field + 10) != 0 : -1;
 }
@@ -235,14 +242,8 @@ static void await_untraced(pid_t pid, pid_t tid) {
 
 // The CPU the thread last ran on (field 39 of /proc/PID/task/TID/stat), or -1.
 static int last_cpu(pid_t pid, pid_t tid) {
-    char path[96], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    text[n] = 0;
+    char text[1024];
+    if (read_task_file(pid, tid, "stat", text, sizeof text) < 0) return -1;
     char *field = strrchr(text, ')');  // the command name may hold spaces
     if (!field) return -1;
     // After ')': field 3 (state) is the first; field 39 is the 37th after it.

@@ -55,30 +55,11 @@ public final class PtraceSampler: Sendable {
             }
         }
         withExtendedLifetime(maps) {}
-        var notes: [String] = []
-        if status != 0 {
-            switch record.failed_step {
-            case SW_PTRACE_STEP_READ_STACK:
-                notes.append("stack not read: \(String(cString: strerror(record.failed_errno))) (registers only)")
-            case SW_PTRACE_STEP_DETACH where record.pause_ns > 0:
-                notes.append(
-                    "PTRACE_DETACH failed (\(String(cString: strerror(record.failed_errno)))); the tracer thread's "
-                        + "exit detached instead")
-            default:
-                return .failure(error(record, threadID: threadID))
-            }
-        }
-        if record.truncated != 0 { notes.append("stack copy truncated to its innermost \(record.stack_size) bytes") }
-        if record.pending_signal != 0 {
-            notes.append("thread stopped for signal \(record.pending_signal), which was re-delivered at detach")
-        }
-        let registers = withUnsafeBytes(of: record.registers) { Array($0.bindMemory(to: UInt64.self)) }
-        return .success(
-            StackCapture(
-                threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
-                stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
-                pauseNanoseconds: record.seen_pause_ns, handlerNanoseconds: 0, stackLow: record.stack_low,
-                stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns))
+        return StackCapture.fromPtraceRecord(
+            record, status: status, threadID: threadID, stack: scratch, pauseNanoseconds: record.seen_pause_ns,
+            detachNote: "PTRACE_DETACH failed (\(String(cString: strerror(record.failed_errno)))); the tracer "
+                + "thread's exit detached instead"
+        ) { error($0, threadID: threadID) }
     }
 
     private func error(_ record: sw_ptrace_record, threadID: Int32) -> StallWatchError {
