@@ -48,12 +48,20 @@ struct StackSwitchWalker {
     let processID: Int32
     let rules: [StackSwitchRule]
     private var images: ImageMap?
-    /// Trampolines per image (empty for images of no runtime with rules), looked up once per image.
-    private var trampolines: [ImageMap.Image: [Trampoline]] = [:]
+    /// Whether `images` was read again during the current call (at most once per unwind).
+    private var refreshed = false
+    /// Trampolines per image load base (empty for images of no runtime with rules), looked up once per image.
+    private var trampolines: [UInt64: [Trampoline]] = [:]
 
     init(processID: Int32, rules: [StackSwitchRule] = StackSwitchRule.all) {
         self.processID = processID
         self.rules = rules
+    }
+
+    /// Forgets the images and their trampolines (a library unloaded; another may be loaded at its address).
+    mutating func flush() {
+        images = nil
+        trampolines.removeAll()
     }
 
     /// The unwind continued past the first stack switch in `addresses` (a return address inside a trampoline), or
@@ -62,6 +70,7 @@ struct StackSwitchWalker {
         addresses: [UInt64], frames: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
     ) -> Result? {
         guard !rules.isEmpty, addresses.count >= 2, frames.count == addresses.count else { return nil }
+        refreshed = false
         for index in 1..<addresses.count {
             guard let trampoline = trampoline(containing: addresses[index] &- 1) else { continue }
             var result = Result(
@@ -181,7 +190,10 @@ struct StackSwitchWalker {
     private mutating func image(containing address: UInt64) -> ImageMap.Image? {
         if images == nil { images = try? ImageMap(processID: processID) }
         if let image = images?.image(containing: address), image.isLoaded { return image }
-        // A library loaded since the map was read: read it again once for this address.
+        // A library loaded since the map was read: read it again, at most once per unwind (an address in no image,
+        // JIT code or garbage, must not cost a read of the maps per frame).
+        guard !refreshed else { return nil }
+        refreshed = true
         images = try? ImageMap(processID: processID)
         return images?.image(containing: address).flatMap { $0.isLoaded ? $0 : nil }
     }
@@ -191,8 +203,8 @@ struct StackSwitchWalker {
     /// The trampoline whose code contains `address`, looking up the rules' symbols in its image on first use.
     private mutating func trampoline(containing address: UInt64) -> Trampoline? {
         guard let image = image(containing: address) else { return nil }
-        if trampolines[image] == nil { trampolines[image] = lookUp(in: image) }
-        return trampolines[image]?.first { $0.range.contains(address) }
+        if trampolines[image.base] == nil { trampolines[image.base] = lookUp(in: image) }
+        return trampolines[image.base]?.first { $0.range.contains(address) }
     }
 
     private func lookUp(in image: ImageMap.Image) -> [Trampoline] {

@@ -121,5 +121,6 @@ public final class StackUnwinder: @unchecked Sendable {
     /// addresses a newly loaded library may reuse.
     public func flushCaches() {
         sw_unwinder_flush(handle)
+        switchWalker.flush()
     }
 }
