@@ -49,7 +49,8 @@ import Testing
         CorpusCase(
             name: "go loop blocked on a C mutex", command: service("mutex"),
             expect: .stall(.lock, frames: CorpusNativeTests.lockFrames, blocking: "lock-holder"),
-            pointStackContains: ["cgo_service_lock_held_mutex"] + goCallers, stackSwitchAt: "runtime.cgocall"),
+            pointStackContains: ["cgo_service_lock_held_mutex"] + goCallers, stackSwitchAt: "runtime.cgocall",
+            sourceFile: ("main.stallInC", "cgo_service/main.go")),
         CorpusCase(
             name: "go loop sleeping in C", command: service("sleep"), expect: .stall(.sleep, frames: ["nanosleep"]),
             pointStackContains: ["cgo_service_sleep"] + goCallers, stackSwitchAt: "runtime.cgocall"),

@@ -39,6 +39,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     var pointStackAtMost: Int?
     /// The symbol (substring) of the point stack's one frame of kind `stackSwitch`, the first past a stack switch.
     var stackSwitchAt: String?
+    /// A point-stack frame (symbol substring) and the end of the source file its file:line must name.
+    var sourceFile: (symbol: String, file: String)?
     /// Variables set for the program.
     var environment: [String: String] = [:]
     /// Where the report directory is made; nil: the temporary directory.
@@ -120,6 +122,12 @@ enum CorpusHarness {
                     "stack-switch frames \(switched.map { $0.symbol ?? "?" }) in \(symbols)")
             } else {
                 #expect(switched.isEmpty, "a stack switch where none was expected: \(symbols)")
+            }
+            if let (symbol, file) = c.sourceFile {
+                let frame = report.pointStack?.frames.first { $0.symbol?.contains(symbol) == true }
+                #expect(
+                    frame?.file?.hasSuffix(file) == true && (frame?.line ?? 0) > 0,
+                    "\(symbol) at \(frame?.file ?? "-"):\(frame?.line ?? 0)")
             }
             if let most = c.pointStackAtMost, let frames = report.pointStack?.frames {
                 #expect(frames.count <= most, "\(frames.count) frames: \(frames.map { $0.symbol ?? $0.image ?? "?" })")
