@@ -52,7 +52,10 @@ static const Dwfl_Callbacks sw_proc_callbacks = {
 // Compilation units by address, for modules without .debug_aranges. libdw 0.188 finds a CU for an address only
 // through .debug_aranges (sourceware bug 22288), which clang and swiftc do not emit: without this index no Swift
 // or clang-built frame would get a file:line. Built once per module from each CU's DW_AT_low_pc/high_pc/ranges
-// and kept in the module's libdwfl userdata slot.
+// and kept in the module's libdwfl userdata slot. Also for modules whose .debug_aranges covers only some CUs: a
+// Go program linked with C objects (cgo) has aranges for its C CUs alone, and libdw then answers an address in Go
+// code with a line of some C CU; such an answer is recognised (the CU does not contain the address) and the index
+// is built for that module then.
 typedef struct {
     Dwarf_Addr low, high;
     Dwarf_Off unit;
@@ -61,6 +64,7 @@ typedef struct {
 typedef struct {
     sw_cu_range *ranges;
     size_t count;
+    int walked;  // every CU is in `ranges` (0: the module's aranges were trusted instead)
 } sw_cu_index;
 
 static void sw_cu_index_free(sw_cu_index *index) {
@@ -74,22 +78,28 @@ static int sw_compare_ranges(const void *a, const void *b) {
     return left->low < right->low ? -1 : left->low > right->low ? 1 : 0;
 }
 
-static sw_cu_index *sw_module_cu_index(Dwfl_Module *module) {
+// The module's CU index; with `despite_aranges`, walked even when the module has .debug_aranges.
+static sw_cu_index *sw_module_cu_index(Dwfl_Module *module, int despite_aranges) {
     void **userdata = NULL;
     dwfl_module_info(module, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
     if (userdata == NULL) return NULL;
-    if (*userdata != NULL) return *userdata;
-    sw_cu_index *index = calloc(1, sizeof *index);
-    if (index == NULL) return NULL;
-    *userdata = index;
+    sw_cu_index *index = *userdata;
+    if (index != NULL && (index->walked || !despite_aranges)) return index;
+    if (index == NULL) {
+        index = calloc(1, sizeof *index);
+        if (index == NULL) return NULL;
+        *userdata = index;
+    }
     // Where .debug_aranges exists (gcc), libdw's own lookup already had its chance: an address it misses has no
     // line information, and walking thousands of CUs (libc's debug file) would cost tens of milliseconds.
     Dwarf_Addr bias = 0;
     Dwarf *dwarf = dwfl_module_getdwarf(module, &bias);
     Dwarf_Aranges *aranges = NULL;
     size_t arange_count = 0;
-    if (dwarf == NULL || (dwarf_getaranges(dwarf, &aranges, &arange_count) == 0 && arange_count > 0)) return index;
-    size_t capacity = 0;
+    if (dwarf == NULL) return index;
+    if (!despite_aranges && dwarf_getaranges(dwarf, &aranges, &arange_count) == 0 && arange_count > 0) return index;
+    index->walked = 1;
+    size_t capacity = index->count;
     Dwarf_Die *unit = NULL;
     while ((unit = dwfl_module_nextcu(module, unit, &bias)) != NULL) {
         Dwarf_Addr base = 0, start = 0, end = 0;
@@ -111,8 +121,8 @@ static sw_cu_index *sw_module_cu_index(Dwfl_Module *module) {
 }
 
 // The line record for `address` found through the CU index; NULL when no CU covers it.
-static Dwarf_Line *sw_indexed_line(Dwfl_Module *module, Dwarf_Addr address) {
-    sw_cu_index *index = sw_module_cu_index(module);
+static Dwarf_Line *sw_indexed_line(Dwfl_Module *module, Dwarf_Addr address, int despite_aranges) {
+    sw_cu_index *index = sw_module_cu_index(module, despite_aranges);
     if (index == NULL || index->count == 0) return NULL;
     Dwarf_Addr bias = 0;
     Dwarf *dwarf = dwfl_module_getdwarf(module, &bias);
@@ -279,10 +289,20 @@ const char *sw_symbols_source(sw_symbols *symbols, uint64_t address, int *line) 
     int number = 0;
     const char *file = NULL;
     Dwfl_Line *record = dwfl_module_getsrc(module, address);
+    int misplaced = 0;
+    if (record != NULL) {
+        // A line of a CU that does not contain the address (incomplete .debug_aranges, see sw_cu_range) is none.
+        Dwarf_Addr bias = 0;
+        Dwarf_Die *unit = dwfl_linecu(record);
+        if (unit != NULL && dwfl_module_getdwarf(module, &bias) != NULL && dwarf_haspc(unit, address - bias) == 0) {
+            record = NULL;
+            misplaced = 1;
+        }
+    }
     if (record != NULL) {
         file = dwfl_lineinfo(record, NULL, &number, NULL, NULL, NULL);
     } else {
-        Dwarf_Line *indexed = sw_indexed_line(module, address);
+        Dwarf_Line *indexed = sw_indexed_line(module, address, misplaced);
         if (indexed != NULL) {
             file = dwarf_linesrc(indexed, NULL, NULL);
             dwarf_lineno(indexed, &number);

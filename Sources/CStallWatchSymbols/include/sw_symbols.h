@@ -70,6 +70,21 @@ sw_symbols *sw_symbols_open_descriptor(int fd, const char *name, int *error);
 /// offset 0 is mapped), as reports record it. Returns 0 on success, -1 when the file has no loadable segment. Not async-signal-safe.
 int sw_symbols_file_address(sw_symbols *symbols, uint64_t offset, uint64_t *address);
 
+/// Where a function lies in its ELF file: `offset` is the file offset of its first byte (the runtime address minus
+/// the image's load base, the address of file offset 0), `size` its length in bytes; size 0 when not found.
+typedef struct sw_function_range {
+    uint64_t offset;
+    uint64_t size;
+} sw_function_range;
+
+/// Looks up the functions `names` (exact symbol names) in the symbol table (`.symtab`, else `.dynsym`) of the ELF
+/// file open as `fd` (read through libelf with a private mapping; `fd` stays the caller's). With a `marker`, only a
+/// file that has a section of that name is searched, so files of other kinds cost one pass over the section
+/// headers. Fills `functions[i]` for `names[i]`. Returns how many names were found, -1 when the file is not ELF, -2
+/// when it has no `marker` section. Not async-signal-safe.
+int sw_symbols_find_functions(int fd, const char *marker, const char *const *names, size_t count,
+                              sw_function_range *functions);
+
 /// libdwfl's message for its most recent error on this thread (never NULL). Not async-signal-safe.
 const char *sw_symbols_last_error(void);
 

@@ -9,6 +9,8 @@ public struct StackSample: Sendable {
     public var addresses: [UInt64] = []
     /// Indices in ``addresses`` of Swift async frames (awaiting callers' resume points), see ``UnwoundStack``.
     public var asyncFrames: [Int] = []
+    /// Indices in ``addresses`` of the first frame past a stack switch, see ``UnwoundStack``.
+    public var stackSwitches: [Int] = []
     /// How long the sampled thread was held (signal handler or ptrace stop), nanoseconds.
     public var pauseNanos: UInt64?
     /// Unwinding the copied stack, nanoseconds.
@@ -85,6 +87,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             var result = StackSample(
                 addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
             result.asyncFrames = stack.asyncFrames
+            result.stackSwitches = stack.stackSwitches
             if let error = stack.error, stack.addresses.count < 2 { result.error = error }
             return result
         case .failure(let error):
@@ -130,6 +133,7 @@ extension StackSample {
         self.init(
             addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
         asyncFrames = stack.asyncFrames
+        stackSwitches = stack.stackSwitches
         if let error = stack.error, stack.addresses.count < 2 { self.error = error }
         if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds

@@ -9,6 +9,10 @@ public struct UnwoundStack: Sendable {
     /// Indices in ``addresses`` of the Swift async frames recovered from the async context chain (resume points,
     /// not return addresses: symbolicate them exactly, not at address − 1); see ``AsyncFrameWalker``.
     public var asyncFrames: [Int] = []
+    /// Indices in ``addresses`` of the first frame past each stack switch: a runtime called foreign code on another
+    /// stack below it (Go's cgo), and it and the frames above were found on the stack it left; see
+    /// ``StackSwitchWalker``.
+    public var stackSwitches: [Int] = []
     /// Why unwinding stopped early, if it did (nil when it reached the outermost frame).
     public var error: String?
     public var unwindNanoseconds: UInt64
@@ -34,6 +38,7 @@ public final class StackUnwinder: @unchecked Sendable {
     public let processID: Int32
     private let handle: OpaquePointer
     private var asyncWalker: AsyncFrameWalker
+    private var switchWalker: StackSwitchWalker
 
     /// Creates an unwinder for `processID` (this process or another one).
     ///
@@ -48,6 +53,7 @@ public final class StackUnwinder: @unchecked Sendable {
         self.processID = processID
         self.handle = handle
         asyncWalker = AsyncFrameWalker(processID: processID)
+        switchWalker = StackSwitchWalker(processID: processID)
     }
 
     deinit { sw_unwinder_destroy(handle) }
@@ -82,21 +88,32 @@ public final class StackUnwinder: @unchecked Sendable {
             }
         }
         frames.removeSubrange(addresses.count...)
-        let walked = asyncWalker.insertAsyncFrames(
-            into: addresses, frames: frames, capture: capture, maxFrames: limit)
-        let unwoundCount = addresses.count
-        addresses = walked.addresses
         let reason = String(cString: result.reason)
-        let error: String?
+        var error: String?
         switch result.stop {
         case SW_UNWIND_COMPLETE: error = nil
         case SW_UNWIND_MAX_FRAMES: error = "stopped at maxFrames (\(limit))"
         case SW_UNWIND_INIT_FAILED: error = "unw_init_remote failed: \(reason)"
-        case SW_UNWIND_STEP_FAILED: error = "unw_step failed after \(unwoundCount) frames: \(reason)"
-        default: error = "\(reason) after \(unwoundCount) frames"
+        case SW_UNWIND_STEP_FAILED: error = "unw_step failed after \(addresses.count) frames: \(reason)"
+        default: error = "\(reason) after \(addresses.count) frames"
         }
+        // Past a runtime's stack switch, the CFI unwind's frames are guesses: the walk of the other stack replaces them.
+        var stackSwitches: [Int] = []
+        if let switched = switchWalker.continueAcrossSwitch(
+            addresses: addresses, frames: frames, capture: capture, maxFrames: limit)
+        {
+            addresses = switched.addresses
+            frames = switched.frames
+            error = switched.error
+            if let first = switched.firstSwitched { stackSwitches = [first] }
+        }
+        let walked = asyncWalker.insertAsyncFrames(
+            into: addresses, frames: frames, capture: capture, maxFrames: limit)
+        addresses = walked.addresses
         var stack = UnwoundStack(addresses: addresses, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
         stack.asyncFrames = walked.asyncFrames
+        // Async frames are only inserted at a Swift job's frame, which a stack switch of another runtime never precedes.
+        stack.stackSwitches = walked.asyncFrames.isEmpty ? stackSwitches : []
         return stack
     }
 
@@ -104,5 +121,6 @@ public final class StackUnwinder: @unchecked Sendable {
     /// addresses a newly loaded library may reuse.
     public func flushCaches() {
         sw_unwinder_flush(handle)
+        switchWalker.flush()
     }
 }

@@ -134,6 +134,7 @@ struct EvidenceCollector {
             let taken = sampler.sample(thread, configuration: configuration)
             sample.addresses = taken.addresses
             sample.asyncFrames = taken.asyncFrames
+            sample.stackSwitches = taken.stackSwitches
             sample.pauseNanos = taken.pauseNanos
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error

@@ -14,6 +14,8 @@ struct StallEvidence: Sendable {
         var addresses: [UInt64]
         /// Indices in ``addresses`` of Swift async frames (resume points, symbolicated exactly).
         var asyncFrames: [Int] = []
+        /// Indices in ``addresses`` of the first frame past a runtime's stack switch (frame kind `stackSwitch`).
+        var stackSwitches: [Int] = []
         var pauseNanos: UInt64?
         var unwindNanos: UInt64?
         var error: String?

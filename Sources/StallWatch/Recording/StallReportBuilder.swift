@@ -71,7 +71,11 @@ struct StallReportBuilder {
         let durationNanos = (endNanos ?? current) &- stall.startNanos
         let symbolStart = clock()
         let chosen = final ? samples : Array(samples.prefix(1))
-        let sampleFrames = chosen.map { symbols.symbolicate($0.addresses, asyncFrames: $0.asyncFrames) }
+        let sampleFrames = chosen.map { sample in
+            var frames = symbols.symbolicate(sample.addresses, asyncFrames: sample.asyncFrames)
+            for index in sample.stackSwitches where frames.indices.contains(index) { frames[index].kind = .stackSwitch }
+            return frames
+        }
         var threads = evidence.threads.map(\.snapshot)
         for (index, raw) in evidence.threads.enumerated() {
             threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))

@@ -442,15 +442,19 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
     /// The short name of ``symbol`` in the Swift backtracer's style (``StackFrame/readableName``); nil when it is the
     /// same as ``symbol`` (C names) or unknown (reports written before it existed).
     public var shortSymbol: String?
-    /// What the address is when it is not a return address; nil for ordinary frames (the program counter, return
-    /// addresses).
+    /// What the address is when it is not a return address found on the stack of the frame below; nil for ordinary
+    /// frames (the program counter, return addresses).
     public var kind: Kind?
 
-    /// Frames that are not return addresses.
+    /// Frames that are not ordinary return addresses.
     public enum Kind: String, Codable, Sendable, Hashable {
         /// A Swift async function awaiting the one below it: its resume point (the start of the partial function
         /// where it continues), taken from the async context chain, not from the machine stack.
         case async
+        /// A return address on another stack than the frame below: a runtime switched stacks to call foreign code
+        /// (Go's cgo: the C code runs on the thread's system stack, its Go callers are on the goroutine stack), and
+        /// this frame and those above were found by a frame-pointer walk of the stack it left.
+        case stackSwitch
     }
 
     public init(

@@ -33,6 +33,14 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     var evidenceContains: String?
     /// A line the report's `capture.errors` must contain (substring).
     var captureErrorsContain: String?
+    /// Symbol substrings each of which some frame of the point stack must contain (deeper than `topFrames`).
+    var pointStackContains: [String] = []
+    /// The most frames the point stack may have, each in a mapped image (nothing guessed past where unwinding ends).
+    var pointStackAtMost: Int?
+    /// The symbol (substring) of the point stack's one frame of kind `stackSwitch`, the first past a stack switch.
+    var stackSwitchAt: String?
+    /// A point-stack frame (symbol substring) and the end of the source file its file:line must name.
+    var sourceFile: (symbol: String, file: String)?
     /// Variables set for the program.
     var environment: [String: String] = [:]
     /// Where the report directory is made; nil: the temporary directory.
@@ -102,6 +110,28 @@ enum CorpusHarness {
                 let id = report.cause?.blockingThreadId
                 let name = report.threads?.first { $0.threadId == id }?.name
                 #expect(name == blocking, "blocking thread \(String(describing: id)) \(String(describing: name))")
+            }
+            let symbols = (report.pointStack?.frames ?? []).compactMap(\.symbol)
+            for name in c.pointStackContains {
+                #expect(symbols.contains { $0.contains(name) }, "\(name) is not in the point stack \(symbols)")
+            }
+            let switched = (report.pointStack?.frames ?? []).filter { $0.kind == .stackSwitch }
+            if let name = c.stackSwitchAt {
+                #expect(
+                    switched.count == 1 && switched[0].symbol?.contains(name) == true,
+                    "stack-switch frames \(switched.map { $0.symbol ?? "?" }) in \(symbols)")
+            } else {
+                #expect(switched.isEmpty, "a stack switch where none was expected: \(symbols)")
+            }
+            if let (symbol, file) = c.sourceFile {
+                let frame = report.pointStack?.frames.first { $0.symbol?.contains(symbol) == true }
+                #expect(
+                    frame?.file?.hasSuffix(file) == true && (frame?.line ?? 0) > 0,
+                    "\(symbol) at \(frame?.file ?? "-"):\(frame?.line ?? 0)")
+            }
+            if let most = c.pointStackAtMost, let frames = report.pointStack?.frames {
+                #expect(frames.count <= most, "\(frames.count) frames: \(frames.map { $0.symbol ?? $0.image ?? "?" })")
+                #expect(frames.allSatisfy { $0.image != nil }, "a frame outside any image: \(frames.map(\.address))")
             }
             if let text = c.evidenceContains {
                 #expect(report.cause?.evidence.contains { $0.contains(text) } == true, "\(describe(report))")

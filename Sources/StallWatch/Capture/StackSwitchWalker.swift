@@ -1,0 +1,232 @@
+// StackSwitchWalker: continues an unwind past a runtime's stack switch for a foreign call (Go's cgo).
+import CStallWatchCore
+import CStallWatchSymbols
+import CStallWatchUnwind
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Continues an unwind that reached a stack-switch trampoline (``StackSwitchRule``) on the stack the runtime left,
+/// with a frame-pointer walk.
+///
+/// The foreign code's frames unwind with DWARF CFI up to the trampoline; the walker then reads the saved context
+/// from the trampoline's frame (in the stack copy), the other stack's bounds from the runtime's own structures, and
+/// walks the frame-pointer chain from the frame pointer the CFI unwind restored for the trampoline's frame. Every
+/// step is checked: the other stack lies outside the thread's own stack, frame pointers are aligned, rise strictly
+/// and stay inside the other stack, and every return address lies in a loaded image; the walk stops at the first
+/// that fails, and frames past the trampoline that the CFI unwind guessed are dropped.
+///
+/// The other stack is not in the copy (a capture copies the stack the thread runs on): it is read from the process
+/// with `process_vm_readv` after the capture, while the target runs again. That is sound for a goroutine blocked in a
+/// C call: only the goroutine itself grows (moves) its stack, and the garbage collector does not shrink the stack of
+/// a goroutine in a system call or C call (`isShrinkStackSafe` refuses while `syscallsp` is set), so the stack stays
+/// where the saved context says until the C call returns. If it returns meanwhile, the checks stop the walk.
+struct StackSwitchWalker {
+    /// Bytes of the other stack read, from its SP at the switch.
+    static let maxStackBytes: UInt64 = 64 << 10
+    /// A goroutine stack is at most 1 GB (`runtime/debug.SetMaxStack`'s default on 64-bit).
+    static let maxStackSize: UInt64 = 1 << 30
+
+    /// A trampoline found in one image.
+    struct Trampoline {
+        var rule: StackSwitchRule
+        /// Addresses in the process.
+        var range: Range<UInt64>
+    }
+
+    /// The unwind continued past a switch.
+    struct Result {
+        var addresses: [UInt64]
+        var frames: [sw_unwind_frame]
+        /// The index of the first address on the other stack.
+        var firstSwitched: Int?
+        /// Why the unwind ended; nil when the walk reached the other stack's outermost frame.
+        var error: String?
+    }
+
+    let processID: Int32
+    let rules: [StackSwitchRule]
+    private var images: ImageMap?
+    /// Whether `images` was read again during the current call (at most once per unwind).
+    private var refreshed = false
+    /// Trampolines per image load base (empty for images of no runtime with rules), looked up once per image.
+    private var trampolines: [UInt64: [Trampoline]] = [:]
+
+    init(processID: Int32, rules: [StackSwitchRule] = StackSwitchRule.all) {
+        self.processID = processID
+        self.rules = rules
+    }
+
+    /// Forgets the images and their trampolines (a library unloaded; another may be loaded at its address).
+    mutating func flush() {
+        images = nil
+        trampolines.removeAll()
+    }
+
+    /// The unwind continued past the first stack switch in `addresses` (a return address inside a trampoline), or
+    /// nil when there is none.
+    mutating func continueAcrossSwitch(
+        addresses: [UInt64], frames: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
+    ) -> Result? {
+        guard !rules.isEmpty, addresses.count >= 2, frames.count == addresses.count else { return nil }
+        refreshed = false
+        for index in 1..<addresses.count {
+            guard let trampoline = trampoline(containing: addresses[index] &- 1) else { continue }
+            var result = Result(
+                addresses: Array(addresses[...index]), frames: Array(frames[...index]), firstSwitched: nil,
+                error: nil)
+            let name = trampoline.rule.stackName
+            guard callInstructionPrecedes(addresses[index], trampoline.rule.callInstruction) else {
+                result.error = "a return address inside a stack-switch trampoline is not its foreign call"
+                return result
+            }
+            switch trampoline.rule.layout {
+            case .goSystemStackCall(let goroutineOffset, let depthOffset, let stackLowOffset, let stackHighOffset):
+                let sp = frames[index].stack_pointer
+                guard let goroutine = AsyncFrameWalker.stackWord(at: sp &+ goroutineOffset, in: capture),
+                    let depth = AsyncFrameWalker.stackWord(at: sp &+ depthOffset, in: capture)
+                else {
+                    result.error = "stack switch: the trampoline's frame is outside the stack copy"
+                    return result
+                }
+                guard goroutine != 0 else {
+                    result.error = "stack switch: no \(name) saved (a foreign call from the system stack)"
+                    return result
+                }
+                guard goroutine % 8 == 0, let low = liveWord(at: goroutine &+ stackLowOffset),
+                    let high = liveWord(at: goroutine &+ stackHighOffset), low < high, high - low <= Self.maxStackSize,
+                    depth >= 8, depth <= high - low, depth % 8 == 0
+                else {
+                    result.error = "stack switch: the saved \(name) is not plausible"
+                    return result
+                }
+                let switchSP = high - depth
+                // The thread's own stack (the system stack the C code runs on) is not the stack the runtime left.
+                if capture.stackHigh > capture.stackLow, switchSP >= capture.stackLow, switchSP < capture.stackHigh {
+                    result.error = "stack switch: the saved \(name) is the thread's own stack"
+                    return result
+                }
+                walkFramePointers(
+                    from: frames[index].frame_pointer, stackPointer: switchSP, stackHigh: high, name: name,
+                    maxFrames: maxFrames, into: &result)
+            }
+            return result
+        }
+        return nil
+    }
+
+    /// Appends the return address at `stackPointer` and the frame-pointer chain from `framePointer`.
+    private mutating func walkFramePointers(
+        from framePointer: UInt64, stackPointer: UInt64, stackHigh: UInt64, name: String, maxFrames: Int,
+        into result: inout Result
+    ) {
+        let length = min(stackHigh - stackPointer, Self.maxStackBytes)
+        var stack = [UInt8](repeating: 0, count: Int(length))
+        let read = stack.withUnsafeMutableBytes {
+            sw_read_memory(processID, stackPointer, $0.baseAddress, UInt(length))
+        }
+        guard read == Int(length) else {
+            result.error = "stack switch: the \(name) cannot be read (\(read < 0 ? "errno \(-read)" : "short read"))"
+            return
+        }
+        let end = stackPointer + length
+        func word(_ address: UInt64) -> UInt64? {
+            guard address >= stackPointer, address % 8 == 0, address &+ 8 <= end, address &+ 8 > address else {
+                return nil
+            }
+            let offset = Int(address - stackPointer)
+            return stack.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
+        }
+        // The switch SP holds the return address into the trampoline's caller.
+        guard let first = word(stackPointer), isInImage(first) else {
+            result.error = "stack switch: no return address at the \(name)'s saved stack pointer"
+            return
+        }
+        result.firstSwitched = result.addresses.count
+        var framePointer = framePointer
+        result.addresses.append(first)
+        result.frames.append(sw_unwind_frame(stack_pointer: stackPointer &+ 8, frame_pointer: framePointer))
+        var below = stackPointer
+        while result.addresses.count < maxFrames {
+            guard framePointer > below, let caller = word(framePointer), let returnAddress = word(framePointer &+ 8)
+            else {
+                result.error =
+                    framePointer &+ 16 > end && framePointer < stackHigh
+                    ? "stack switch: the \(name) is deeper than the \(Self.maxStackBytes) bytes read"
+                    : "stack switch: a frame pointer outside the \(name)"
+                return
+            }
+            if returnAddress == 0 { return }
+            guard isInImage(returnAddress) else {
+                result.error = "stack switch: a return address outside any image on the \(name)"
+                return
+            }
+            result.addresses.append(returnAddress)
+            result.frames.append(sw_unwind_frame(stack_pointer: framePointer &+ 16, frame_pointer: caller))
+            // The outermost frame saved no frame pointer (a goroutine starts with BP 0).
+            if caller == 0 { return }
+            below = framePointer
+            framePointer = caller
+        }
+        result.error = "stopped at maxFrames (\(maxFrames))"
+    }
+
+    /// Whether `bytes` lie just before `returnAddress` in the process's code.
+    private func callInstructionPrecedes(_ returnAddress: UInt64, _ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty else { return true }
+        var code = [UInt8](repeating: 0, count: bytes.count)
+        let start = returnAddress &- UInt64(bytes.count)
+        let read = code.withUnsafeMutableBytes { sw_read_memory(processID, start, $0.baseAddress, UInt($0.count)) }
+        return read == bytes.count && code == bytes
+    }
+
+    private func liveWord(at address: UInt64) -> UInt64? {
+        var value: UInt64 = 0
+        let read = withUnsafeMutableBytes(of: &value) { sw_read_memory(processID, address, $0.baseAddress, 8) }
+        return read == 8 ? value : nil
+    }
+
+    private mutating func image(containing address: UInt64) -> ImageMap.Image? {
+        if images == nil { images = try? ImageMap(processID: processID) }
+        if let image = images?.image(containing: address), image.isLoaded { return image }
+        // A library loaded since the map was read: read it again, at most once per unwind (an address in no image,
+        // JIT code or garbage, must not cost a read of the maps per frame).
+        guard !refreshed else { return nil }
+        refreshed = true
+        images = try? ImageMap(processID: processID)
+        return images?.image(containing: address).flatMap { $0.isLoaded ? $0 : nil }
+    }
+
+    private mutating func isInImage(_ address: UInt64) -> Bool { image(containing: address) != nil }
+
+    /// The trampoline whose code contains `address`, looking up the rules' symbols in its image on first use.
+    private mutating func trampoline(containing address: UInt64) -> Trampoline? {
+        guard let image = image(containing: address) else { return nil }
+        if trampolines[image.base] == nil { trampolines[image.base] = lookUp(in: image) }
+        return trampolines[image.base]?.first { $0.range.contains(address) }
+    }
+
+    private func lookUp(in image: ImageMap.Image) -> [Trampoline] {
+        guard let identity = ImageIdentity(image: image, processID: processID) else { return [] }
+        var found: [Trampoline] = []
+        for rule in rules {
+            let fd = identity.duplicateDescriptor()
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var ranges = [sw_function_range](repeating: sw_function_range(), count: rule.symbols.count)
+            let names = rule.symbols.map { strdup($0) }
+            defer { names.forEach { free($0) } }
+            let count = names.map { UnsafePointer($0) }.withUnsafeBufferPointer { pointers in
+                sw_symbols_find_functions(fd, rule.imageMarker, pointers.baseAddress, pointers.count, &ranges)
+            }
+            guard count > 0 else { continue }
+            for range in ranges where range.size > 0 {
+                found.append(
+                    Trampoline(
+                        rule: rule, range: (image.base &+ range.offset)..<(image.base &+ range.offset &+ range.size)))
+            }
+        }
+        return found
+    }
+}

@@ -1,0 +1,3 @@
+module stallwatch.example/cgo_service
+
+go 1.19
