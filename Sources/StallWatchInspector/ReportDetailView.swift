@@ -60,6 +60,12 @@ public struct ReportDetailView: Sendable {
         header.append(["process", "\(process.pid) \(process.executable) on \(process.host)"])
         if let buildId = process.buildId { header.append(["build-id", buildId]) }
         header.append(["signature", report.signature])
+        if report.linesPending {
+            // Written before its images' line tables had loaded: the watcher rewrites the file with them shortly.
+            let later =
+                report.status == .ongoing ? "the final report will have them" : "the file is rewritten with them"
+            header.append(["lines", "pending: some frames have no file:line yet (\(later))"])
+        }
         if let path { header.append(["file", path]) }
         out += ReportTextFormat.table(header).map { "  " + $0 }
 

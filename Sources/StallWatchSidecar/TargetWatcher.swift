@@ -206,6 +206,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             let reason = stopReason.withLock { $0 }
             recorder.abandon(
                 now: sw_monotonic_ns(), reason: reason ?? "the sidecar stopped while the loop was still stuck")
+            recorder.waitForLineFills()
             return .stopped
         }
     }

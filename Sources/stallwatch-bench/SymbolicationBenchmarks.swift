@@ -64,6 +64,14 @@ enum SymbolicationBenchmarks {
             ("final report's symbolication, warm", warm.finalSymbols, ""),
             ("stall end → final report on disk, cold cache", cold.final, "bar ≤ 20 ms"),
             ("stall end → final report on disk, warm", warm.final, "bar ≤ 20 ms"),
+            (
+                "stall end → file:line complete on disk, cold cache", cold.linesComplete,
+                "\(cold.writtenPending) of \(cold.final.count) first written with lines pending, then rewritten"
+            ),
+            (
+                "stall end → file:line complete on disk, warm", warm.linesComplete,
+                "\(warm.writtenPending) of \(warm.final.count) first written with lines pending"
+            ),
             ("write floor: 30 KB file, fsync, rename, fsync dir", floor, "the disk's share of both deadlines"),
         ] {
             let sorted = values.sorted()
@@ -112,12 +120,18 @@ enum SymbolicationBenchmarks {
         /// Each report's own symbolication (`capture.symbolicationMicros`), ms.
         var provisionalSymbols: [Double] = []
         var finalSymbols: [Double] = []
+        /// Stall end → the report file has `"lines":"complete"` (the first write, or the rewrite that fills them).
+        var linesComplete: [Double] = []
+        /// Final reports first written with lines pending.
+        var writtenPending = 0
 
         static func += (left: inout Deadlines, right: Deadlines) {
             left.provisional += right.provisional
             left.final += right.final
             left.provisionalSymbols += right.provisionalSymbols
             left.finalSymbols += right.finalSymbols
+            left.linesComplete += right.linesComplete
+            left.writtenPending += right.writtenPending
         }
     }
 
@@ -135,6 +149,8 @@ enum SymbolicationBenchmarks {
         let deadlines = Mutex(Deadlines())
         let stallEnd = Atomic<UInt64>(0)
         let ended = DispatchSemaphore(value: 0)
+        let lastFile = Mutex("")
+        let directory = config.reportDirectory
         let watchdog = Watchdog(loop: loop, configuration: config) { event in
             switch event {
             case .began(let report):
@@ -148,7 +164,9 @@ enum SymbolicationBenchmarks {
                 deadlines.withLock {
                     $0.final.append(ms)
                     $0.finalSymbols.append((report.capture.symbolicationMicros ?? .nan) / 1000)
+                    if report.linesPending { $0.writtenPending += 1 }
                 }
+                lastFile.withLock { $0 = directory + "/" + ReportWriter.fileName(forReportID: report.id) }
                 ended.signal()
             default: break
             }
@@ -162,6 +180,18 @@ enum SymbolicationBenchmarks {
                 stallEnd.store(sw_monotonic_ns(), ordering: .releasing)
             }
             ended.wait()
+            // The file has its lines once it says so: the first write when the tables were loaded, else the rewrite.
+            let path = lastFile.withLock { $0 }
+            let deadline = sw_monotonic_ns() + 10_000_000_000
+            while sw_monotonic_ns() < deadline {
+                let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+                if text.contains("\"lines\":\"complete\"") {
+                    let ms = Double(sw_monotonic_ns() &- stallEnd.load(ordering: .acquiring)) / 1e6
+                    deadlines.withLock { $0.linesComplete.append(ms) }
+                    break
+                }
+                usleep(1_000)
+            }
             usleep(20_000)
         }
         loop.stop()

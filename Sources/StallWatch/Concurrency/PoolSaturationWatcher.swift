@@ -62,6 +62,7 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
     func stop() {
         follower.recorder.abandon(
             now: sw_monotonic_ns(), reason: "the pool watchdog stopped while the pool was saturated")
+        follower.recorder.waitForLineFills()
     }
 
     /// The `pool` section: every stuck worker with its job, its task's name and its stack at detection.

@@ -83,6 +83,7 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             followers[index].recorder.abandon(
                 now: sw_monotonic_ns(), reason: "the pool watchdog stopped while the job was still running")
             followers[index].source.stallEnded()
+            followers[index].recorder.waitForLineFills()
         }
         saturation.stop()
     }

@@ -142,6 +142,7 @@ public final class Watchdog: @unchecked Sendable {
         ) { [self] in stallInProgress.store($0, ordering: .releasing) }
         _ = follower.run { !stopRequested.load(ordering: .acquiring) }
         recorder.abandon(now: sw_monotonic_ns())
+        recorder.waitForLineFills()
         stallInProgress.store(false, ordering: .releasing)
     }
 }

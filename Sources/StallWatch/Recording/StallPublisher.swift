@@ -15,8 +15,19 @@ struct StallPublisher {
     private var deduplicator: StallDeduplicator
     /// The last report written per signature, with the time (CLOCK_MONOTONIC) of its last occurrence.
     private var recent: [String: (report: StallReport, lastSeenNanos: UInt64)] = [:]
+    /// Fills in the lines of final reports written without some; the source of the filled copies in `recent`.
+    private let lineFiller: LineFiller?
+    /// The final report the last ``publishFinal(_:now:)`` wrote with its lines pending, for the recorder to have
+    /// filled in; nil when it wrote none.
+    private(set) var writtenWithLinesPending: StallReport?
 
-    init(configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void) {
+    /// - Parameter lineFiller: Where final reports written with lines pending are filled in; a fold into such a
+    ///   report waits for its fill, so the lines are never lost.
+    init(
+        configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void,
+        lineFiller: LineFiller? = nil
+    ) {
+        self.lineFiller = lineFiller
         writer = ReportWriter(directory: configuration.reportDirectoryPath, maxReports: configuration.maxReports)
         writer.removeLeftovers()
         deduplicator = StallDeduplicator(
@@ -30,7 +41,7 @@ struct StallPublisher {
     }
 
     /// Writes a provisional report (at detection, or on escalation to a hang).
-    func publishProvisional(_ report: StallReport) {
+    mutating func publishProvisional(_ report: StallReport) {
         persist(report)
     }
 
@@ -38,6 +49,8 @@ struct StallPublisher {
     /// the occurrence count when it was folded).
     mutating func publishFinal(_ report: StallReport, now: UInt64) -> StallReport {
         var report = report
+        writtenWithLinesPending = nil
+        absorbFilledReports()
         let window = deduplicator.windowNanos
         recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
         switch deduplicator.decide(
@@ -49,7 +62,7 @@ struct StallPublisher {
             if suppressed > 0 {
                 report.notes.append("\(suppressed) earlier stall(s) were not written: over maxReportsPerHour")
             }
-            persist(report)
+            persist(report, final: true)
             if report.signature != "unknown" { recent[report.signature] = (report, now) }
         case .fold(let existingID, let occurrences):
             removeFile(of: report.id)
@@ -64,10 +77,15 @@ struct StallPublisher {
     /// Bumps `occurrences`/`lastSeen` of the recent report and rewrites it (atomically); if its file is gone
     /// (pruned, deleted), this stall's report is written instead.
     private mutating func fold(_ report: StallReport, into id: String, occurrences: Int, now: UInt64) {
+        if let lineFiller, lineFiller.isOutstanding(id) {
+            // Its lines are being filled in: fold into the filled copy, and write after the fill does.
+            lineFiller.waitForFills()
+            absorbFilledReports()
+        }
         guard var existing = recent[report.signature]?.report, existing.id == id,
             access(path(of: id), F_OK) == 0
         else {
-            persist(report)
+            persist(report, final: true)
             return
         }
         existing.occurrences = occurrences
@@ -79,9 +97,18 @@ struct StallPublisher {
         recent[report.signature] = (existing, now)
     }
 
-    private func persist(_ report: StallReport) {
+    /// Takes the reports whose lines have been filled in into `recent`, where they are still the latest.
+    private mutating func absorbFilledReports() {
+        guard let lineFiller else { return }
+        for filled in lineFiller.takeCompleted() where recent[filled.signature]?.report.id == filled.id {
+            recent[filled.signature]?.report = filled
+        }
+    }
+
+    private mutating func persist(_ report: StallReport, final: Bool = false) {
         do {
             try writer.write(report)
+            if final, report.linesPending { writtenWithLinesPending = report }
         } catch {
             emit(.reportFailed(error))
         }

@@ -12,7 +12,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     let configuration: StallWatchConfiguration
     /// What is watched and how it is sampled (this process by signal, or another one by ptrace).
     let target: Target
-    /// The configured mode, for final reports.
+    /// The configured mode, for final reports; in `full` mode it does not wait for line tables to load (the
+    /// ``LineFiller`` fills in what it could not give).
     let symbolicator: Symbolicator
     /// Names only (no DWARF line tables, whose first load can take tens of ms), for the provisional report
     /// that must be on disk within a few ms of detection.
@@ -30,8 +31,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Names for the rewrites, used only on `rewrites` (a Symbolicator is not thread-safe).
     private let rewriteSymbolicator: Symbolicator
     private let rewritePending = SharedFlag()
-    /// Full names and lines of a stall's first sample, looked up ahead of the final report; used only on `rewrites`.
-    private let linePrefetcher: Symbolicator
+    /// Loads line tables while a stall goes on, and fills in the lines a final report was written without.
+    private let lineFiller: LineFiller
 
     /// A recorder for a loop of this process, sampled by signal.
     convenience init(
@@ -57,6 +58,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         self.target = target
         self.emit = emit
         symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
+        symbolicator.waitsForLines = false
         if let shared, shared.mode == .fast, configuration.symbolication != .off {
             quickSymbolicator = shared
         } else {
@@ -65,13 +67,13 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
                 ? Symbolicator(processID: target.processID, mode: .fast) : symbolicator
         }
         rewriteSymbolicator = Symbolicator(processID: target.processID, mode: .fast)
-        linePrefetcher = Symbolicator(processID: target.processID, mode: .full)
+        lineFiller = LineFiller(processID: target.processID)
         collector = EvidenceCollector(configuration: configuration, target: target)
         builder = StallReportBuilder(
             configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
             process: target.process, phaseKnown: target.phaseKnown,
             captureMethod: target.sampler?.captureMethod ?? "none", clock: { sw_monotonic_ns() })
-        publisher = StallPublisher(configuration: configuration, emit: emit)
+        publisher = StallPublisher(configuration: configuration, emit: emit, lineFiller: lineFiller)
     }
 
     package var isFollowing: Bool { collector.evidence != nil }
@@ -121,14 +123,17 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         }
     }
 
-    /// Loads the line tables of the first sample's and the other threads' frames into the shared symbol cache on
-    /// `rewrites` while the stall goes on, so the final report does not pay for them after the stall ends (the
-    /// first DWARF load of a Swift module takes tens of ms). The final report waits for it
-    /// (``finish(status:endNanos:now:)``), never for longer than doing the same work itself would take.
+    /// Loads the line tables of the first sample's and the other threads' frames into the shared symbol cache in
+    /// the background while the stall goes on, so the final report has the lines at once when the tables are
+    /// ready by the stall's end (the first DWARF load of an image takes tens to hundreds of ms). The final report
+    /// never waits for it: what is not loaded by then is filled in afterwards (``LineFiller``).
     private func prefetchLines(_ stacks: [[UInt64]]) {
-        let prefetcher = linePrefetcher
-        rewrites.async { for stack in stacks { _ = prefetcher.symbolicate(stack) } }
+        lineFiller.prefetch(stacks)
     }
+
+    /// Waits until the lines of every final report written so far are filled in (and their files rewritten).
+    /// Called when the watching stops, so a service that exits after stopping leaves complete reports.
+    package func waitForLineFills() { lineFiller.waitForFills() }
 
     /// The wait the stuck thread was in just before its latest capture, as the sample's probe read it.
     package var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
@@ -211,11 +216,17 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// The final report, published; returns the report of this stall either way, for listeners.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
         collector.closeContext(now: now)
-        rewrites.sync {}  // a rewrite still writing must not land after the final report
+        rewrites.sync {}  // a rewrite still writing must not land after the final report (it never waits for lines)
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
             evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
-        return publisher.publishFinal(report, now: now)
+        let published = publisher.publishFinal(report, now: now)
+        if let pending = publisher.writtenWithLinesPending {
+            lineFiller.fill(
+                pending, evidence: evidence, maxThreadFrames: configuration.maxThreadFrames, writer: publisher.writer,
+                emit: emit)
+        }
+        return published
     }
 
     // MARK: Identity and units

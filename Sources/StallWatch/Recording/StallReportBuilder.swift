@@ -9,11 +9,20 @@ protocol FrameResolving: AnyObject {
     func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame]
     func images(for frames: [StackFrame]) -> [ImageInfo]
     var errors: [String] { get }
+    /// Whether frames get file:line (symbolication `full`).
+    var looksUpLines: Bool { get }
+    /// Frames given so far without file:line because their image's line tables were not loaded yet.
+    var pendingLineLookups: Int { get }
 }
 
-extension Symbolicator: FrameResolving {}
+extension Symbolicator: FrameResolving {
+    var looksUpLines: Bool { mode == .full }
+}
 
 extension FrameResolving {
+    var looksUpLines: Bool { true }
+    var pendingLineLookups: Int { 0 }
+
     /// By default, async frames are resolved like return addresses and only marked.
     func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame] {
         var frames = symbolicate(addresses)
@@ -70,6 +79,7 @@ struct StallReportBuilder {
         let current = now ?? clock()
         let durationNanos = (endNanos ?? current) &- stall.startNanos
         let symbolStart = clock()
+        let pendingBefore = symbols.pendingLineLookups
         let chosen = final ? samples : Array(samples.prefix(1))
         let sampleFrames = chosen.map { sample in
             var frames = symbols.symbolicate(sample.addresses, asyncFrames: sample.asyncFrames)
@@ -84,6 +94,7 @@ struct StallReportBuilder {
             }
         }
         let symbolicationNanos = clock() &- symbolStart
+        let linesPending = !symbols.looksUpLines || symbols.pendingLineLookups != pendingBefore
         let reportSamples = zip(chosen, sampleFrames).map { raw, frames in
             StallReport.Sample(
                 offsetMs: Self.millis(raw.offsetNanos), frames: frames, pauseMicros: raw.pauseNanos.map(Self.micros),
@@ -129,6 +140,11 @@ struct StallReportBuilder {
         report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
         if final { report.context = evidence.context }
         report.task = evidence.task
+        // A names-only provisional report of a `full` configuration has its lines pending, as has a final report
+        // written before some images' line tables had loaded; `fast` and `off` reports never get lines.
+        if configuration.symbolication == .full {
+            report.symbolication = .init(lines: linesPending ? .pending : .complete)
+        }
         if let pool = evidence.pool {
             report.pool = pool
             report.cause = .init(

@@ -40,6 +40,7 @@ enum ReportDocumentV2 {
         var totalDurationMs: Double?
         var task: StallReport.TaskDescription?
         var pool: StallReport.PoolDescription?
+        var symbolication: StallReport.SymbolicationState?
         /// Every sample's `offsetMs`, in order (so listings keep the sample count and times).
         var sampleOffsetsMs: [Double]
         /// The one frame ``ApplicationFrame`` names the stall after, inline.
@@ -78,6 +79,8 @@ enum ReportDocumentV2 {
         var lastSeen: Date?
         var maxDurationMs: Double?
         var totalDurationMs: Double?
+        /// Whether the source lines are all in (a report whose lines are pending is rewritten soon).
+        var symbolication: StallReport.SymbolicationState?
         var sampleOffsetsMs: [Double]
         var topFrame: StackFrame?
     }
@@ -162,7 +165,8 @@ extension ReportDocumentV2 {
             notes: report.notes, annotations: report.annotations, cause: report.cause, context: report.context,
             occurrences: report.occurrences, firstSeen: report.firstSeen, lastSeen: report.lastSeen,
             maxDurationMs: report.maxDurationMs, totalDurationMs: report.totalDurationMs, task: report.task,
-            pool: report.pool, sampleOffsetsMs: report.samples.map(\.offsetMs), topFrame: topFrame(of: report))
+            pool: report.pool, symbolication: report.symbolication, sampleOffsetsMs: report.samples.map(\.offsetMs),
+            topFrame: topFrame(of: report))
     }
 
     /// The frame that, alone, names the stall as the whole stack does (see ``ApplicationFrame``).

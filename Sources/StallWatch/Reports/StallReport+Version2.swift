@@ -66,6 +66,7 @@ extension StallReport {
         lastSeen = head.lastSeen
         maxDurationMs = head.maxDurationMs
         totalDurationMs = head.totalDurationMs
+        symbolication = head.symbolication
         if let top = head.topFrame {
             if samples.isEmpty { samples.append(Sample(offsetMs: 0, frames: [])) }
             samples[0].frames = [top]
@@ -97,6 +98,7 @@ extension StallReport {
         totalDurationMs = head.totalDurationMs
         task = head.task
         pool = head.pool
+        symbolication = head.symbolication
         let body = try ReportDocumentV2.Body(from: decoder)
         func frames(_ indices: [Int], at path: String) throws -> [StackFrame] {
             try indices.map { index in

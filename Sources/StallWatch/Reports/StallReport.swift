@@ -75,6 +75,9 @@ public struct StallReport: Codable, Sendable, Equatable {
     public var task: TaskDescription?
     /// The pool's workers, for a stall whose cause is `saturated`.
     public var pool: PoolDescription?
+    /// Whether every frame's file:line has been looked up (`lines` `pending` until a final report's rewrite
+    /// fills them in); nil when the report does not look up lines (symbolication `fast` or `off`).
+    public var symbolication: SymbolicationState?
 
     public init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -110,7 +113,7 @@ extension StallReport {
     enum CodingKeys: String, CodingKey {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
-        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool
+        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool, symbolication
     }
 
     public init(from decoder: any Decoder) throws {
@@ -145,6 +148,7 @@ extension StallReport {
         totalDurationMs = try c.decodeIfPresent(Double.self, forKey: .totalDurationMs)
         task = try c.decodeIfPresent(TaskDescription.self, forKey: .task)
         pool = try c.decodeIfPresent(PoolDescription.self, forKey: .pool)
+        symbolication = try c.decodeIfPresent(SymbolicationState.self, forKey: .symbolication)
         if listing {
             var list = try c.nestedUnkeyedContainer(forKey: .samples)
             var kept: [Sample] = []

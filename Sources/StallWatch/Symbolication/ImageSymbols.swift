@@ -26,6 +26,14 @@ public final class ImageSymbols: Sendable {
         public var line: Int?
     }
 
+    /// What a lookup that must not wait for DWARF to load found.
+    public enum LineAnswer: Sendable, Equatable {
+        /// The image's line tables are loaded: the location, or nil when there is none.
+        case known(SourceLine?)
+        /// The line tables are not loaded yet (or another thread is loading them): not looked up.
+        case notLoaded
+    }
+
     /// What the entry is cached under (``SymbolCache/Key``).
     public let key: SymbolCache.Key
     /// The file's GNU build-id, when it has one.
@@ -42,14 +50,21 @@ public final class ImageSymbols: Sendable {
         /// The session's address of file offset 0.
         var origin: UInt64 = 0
         var entries: [UInt64: Value?] = [:]
+        /// Whether a lookup has run in the session (its DWARF is open, so the next ones are cheap); a table
+        /// without a session has nothing to load.
+        var loaded = false
 
         init(descriptor: Int32, name: String) {
-            guard descriptor >= 0 else { return }
+            guard descriptor >= 0 else {
+                loaded = true
+                return
+            }
             session = sw_symbols_open_descriptor(descriptor, name, nil)
             if let session, sw_symbols_file_address(session, 0, &origin) != 0 {
                 sw_symbols_destroy(session)
                 self.session = nil
             }
+            loaded = session == nil
         }
     }
 
@@ -93,21 +108,44 @@ public final class ImageSymbols: Sendable {
     }
 
     /// The source file and line of `offset` from DWARF, or nil when the image has no line information there.
+    /// The image's first lookup loads its DWARF (libc's separate debug file: ~150 ms, nearly all of it libdw
+    /// decompressing every debug section of the file).
     public func sourceLine(atOffset offset: UInt64) -> SourceLine? {
-        lines.withLock { table in
+        lines.withLock { table in lookUp(offset, in: &table) }
+    }
+
+    /// The source file and line of `offset` if that costs no DWARF load and no wait: ``LineAnswer/notLoaded``
+    /// when the image's line tables have not been loaded yet or another thread holds them (loading them, most
+    /// likely). What a final report uses so that it is on disk at once; the lines follow in a rewrite.
+    public func sourceLineIfLoaded(atOffset offset: UInt64) -> LineAnswer {
+        let answer = lines.withLockIfAvailable { table -> LineAnswer in
             if let known = table.entries[offset] {
                 counters.hits.add(1, ordering: .relaxed)
-                return known
+                return .known(known)
             }
-            counters.misses.add(1, ordering: .relaxed)
-            var location: SourceLine?
-            var line: Int32 = 0
-            if let session = table.session, let file = sw_symbols_source(session, table.origin &+ offset, &line) {
-                location = SourceLine(file: String(cString: file), line: line > 0 ? Int(line) : nil)
-            }
-            if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
-            table.entries[offset] = location
-            return location
+            guard table.loaded else { return .notLoaded }
+            return .known(lookUp(offset, in: &table))
         }
+        return answer ?? .notLoaded
+    }
+
+    /// Whether the line tables are loaded (a lookup has run), without waiting for a thread loading them.
+    public var linesLoaded: Bool { lines.withLockIfAvailable { $0.loaded } ?? false }
+
+    private func lookUp(_ offset: UInt64, in table: inout Table<SourceLine>) -> SourceLine? {
+        if let known = table.entries[offset] {
+            counters.hits.add(1, ordering: .relaxed)
+            return known
+        }
+        counters.misses.add(1, ordering: .relaxed)
+        var location: SourceLine?
+        var line: Int32 = 0
+        if let session = table.session, let file = sw_symbols_source(session, table.origin &+ offset, &line) {
+            location = SourceLine(file: String(cString: file), line: line > 0 ? Int(line) : nil)
+        }
+        table.loaded = true
+        if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
+        table.entries[offset] = location
+        return location
     }
 }

@@ -35,6 +35,14 @@ public final class Symbolicator: @unchecked Sendable {
     /// Problems met so far (libdwfl could not start, maps unreadable), one line each, for the report's
     /// `capture.errors`. Each distinct problem is recorded once.
     public private(set) var errors: [String] = []
+    /// In `full` mode, whether a frame's file:line may wait for its image's line tables to load (the first
+    /// lookup in an image loads its DWARF: tens of ms for a Swift module, ~150 ms for libc's separate debug
+    /// file). When false, frames of images whose tables are not loaded yet get no file:line and count in
+    /// ``pendingLineLookups``: what a final report does to be on disk at once, the lines following in a rewrite.
+    public var waitsForLines = true
+    /// Frames given without file:line because their image's line tables were not loaded (``waitsForLines``
+    /// false), counted since this symbolicator was made. Such frames are not cached: a later call looks again.
+    public private(set) var pendingLineLookups = 0
 
     private struct Resolved {
         var image: ImageMap.Image
@@ -43,6 +51,8 @@ public final class Symbolicator: @unchecked Sendable {
         var symbolOffset: UInt64
         var file: String?
         var line: Int?
+        /// file:line not looked up: the image's line tables were not loaded (not cached, counted).
+        var linesPending = false
     }
 
     private var imageMap: ImageMap?
@@ -124,8 +134,12 @@ public final class Symbolicator: @unchecked Sendable {
                     Int(truncatingIfNeeded: resolved.symbolOffset &+ (address &- lookup))
                 },
                 file: resolved.file, line: resolved.line, shortSymbol: resolved.shortSymbol)
-            if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
-            frameCache[key] = frame
+            if resolved.linesPending {
+                pendingLineLookups += 1
+            } else {
+                if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
+                frameCache[key] = frame
+            }
             if isAsync { frame.kind = .async }
             frames.append(frame)
         }
@@ -188,8 +202,17 @@ public final class Symbolicator: @unchecked Sendable {
                     symbol.name, symbol.shortName, symbol.offset
                 )
             }
-            if mode == .full, let source = shared.sourceLine(atOffset: offset) {
-                (resolved.file, resolved.line) = (source.file, source.line)
+            if mode == .full {
+                var source: ImageSymbols.SourceLine?
+                if waitsForLines {
+                    source = shared.sourceLine(atOffset: offset)
+                } else {
+                    switch shared.sourceLineIfLoaded(atOffset: offset) {
+                    case .known(let known): source = known
+                    case .notLoaded: resolved.linesPending = true
+                    }
+                }
+                if let source { (resolved.file, resolved.line) = (source.file, source.line) }
             }
         } else if mode != .off, let session = currentSession() {
             var offset: UInt64 = 0
@@ -205,8 +228,10 @@ public final class Symbolicator: @unchecked Sendable {
                 }
             }
         }
-        if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
-        cache[address] = resolved
+        if !resolved.linesPending {
+            if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
+            cache[address] = resolved
+        }
         return resolved
     }
 

@@ -88,6 +88,7 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
         for tid in followers.keys {
             followers[tid]!.recorder.abandon(
                 now: sw_monotonic_ns(), reason: "the thread watchdog stopped while the thread was still stuck")
+            followers[tid]!.recorder.waitForLineFills()
         }
         followers.removeAll()
         watched.withLock { $0.removeAll() }
