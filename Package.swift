@@ -93,7 +93,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "StallWatchSidecarTests",
-            dependencies: ["StallWatchSidecar", "StallWatch", "CStallWatchCore", "CStallWatchPtrace"],
+            dependencies: [
+                "StallWatchSidecar", "StallWatch", "CStallWatchCore", "CStallWatchPtrace", "CStallWatchFixtures",
+            ],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchInspectorTests",

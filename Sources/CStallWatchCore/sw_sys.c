@@ -32,6 +32,16 @@ uint64_t sw_monotonic_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE);
 uint64_t sw_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t sw_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
 
+int sw_pidfd_open(pid_t pid) {
+#ifdef SYS_pidfd_open
+    long r = syscall(SYS_pidfd_open, pid, 0);
+    return r < 0 ? -errno : (int)r;
+#else
+    (void)pid;
+    return -ENOSYS;
+#endif
+}
+
 long sw_read_memory(pid_t pid, uint64_t address, void *buffer, unsigned long len) {
     struct iovec local = {.iov_base = buffer, .iov_len = len};
     struct iovec remote = {.iov_base = (void *)(uintptr_t)address, .iov_len = len};

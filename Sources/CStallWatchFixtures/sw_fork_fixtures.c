@@ -7,9 +7,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -172,5 +174,49 @@ int sw_test_fork_and_capture(sw_test_fork_result *result, uint8_t *stack, size_t
         result->failed_errno = got == 0 ? ETIMEDOUT : ECHILD;
     }
     return result->failed_step ? -result->failed_errno : 0;
+}
+typedef struct tracing {
+    pid_t pid;
+    unsigned timeout_ms;
+    _Atomic int seized;  // 0 until the seize was tried, then 1 or -errno
+} tracing;
+
+// 'Z' once the process is a zombie (or gone), else its state letter.
+static char process_state(pid_t pid) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 'Z';
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return 'Z';
+    text[n] = 0;
+    char *end = strrchr(text, ')');  // the command name may hold spaces
+    return end && end[1] == ' ' ? end[2] : '?';
+}
+
+static void *trace_until_exit(void *argument) {
+    tracing *t = argument;
+    pid_t pid = t->pid;
+    unsigned timeout_ms = t->timeout_ms;
+    int seized = ptrace(PTRACE_SEIZE, pid, NULL, (void *)0) == 0 ? 1 : -errno;
+    atomic_store(&t->seized, seized);  // `t` belongs to the caller from here on
+    if (seized < 0) return NULL;
+    for (unsigned waited = 0; waited < timeout_ms && process_state(pid) != 'Z'; waited++) pause_ms(1);
+    return NULL;  // this thread's exit detaches the tracee
+}
+
+int sw_test_trace_until_exit(pid_t pid, unsigned timeout_ms) {
+    tracing t = {.pid = pid, .timeout_ms = timeout_ms};
+    pthread_t thread;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&thread, &attributes, trace_until_exit, &t);
+    pthread_attr_destroy(&attributes);
+    if (err != 0) return -err;
+    int seized;
+    while ((seized = atomic_load(&t.seized)) == 0) pause_ms(1);
+    return seized < 0 ? seized : 0;
 }
 #endif

@@ -1,4 +1,5 @@
 // ChildProcess: the command `stallwatch run` starts, waits for and passes signals to.
+import CStallWatchCore
 import StallWatch
 
 #if canImport(Glibc)
@@ -48,21 +49,39 @@ public final class ChildProcess: Sendable {
 
     /// Waits for the child to exit (call on the thread that spawned it).
     ///
-    /// `__WNOTHREAD` keeps this wait to our own children: the ptrace helper thread's tracing stops of the same
-    /// child are never consumed here, and stop reports are skipped anyway.
+    /// `__WNOTHREAD` keeps this wait to our own children, so it never reaps what another thread of this process
+    /// waits for. A blocking wait of that kind can miss the exit for good, though: while a capture thread of
+    /// ours traces the child's main thread, the kernel tells the exit to that tracer, and wakes a `__WNOTHREAD`
+    /// waiter only when it is the child's current parent; when the tracer then exits (detaching the zombie) it
+    /// tells nobody, since its thread group is the real parent's. So the exit is awaited on a pidfd, which the
+    /// kernel marks readable once the process is gone whoever traces it, and reaped with `WNOHANG`. Stop reports
+    /// are skipped.
     ///
     /// - Returns: Its exit status, or 128 + the signal that killed it (as shells report it).
     public func wait() -> Int32 {
+        let exited = sw_pidfd_open(pid)
+        defer { if exited >= 0 { close(exited) } }
         var status: Int32 = 0
+        var readable = false
         while true {
-            let result = waitpid(pid, &status, __WNOTHREAD)
+            let result = waitpid(pid, &status, WNOHANG | __WNOTHREAD)
             if result == -1 {
                 if errno == EINTR { continue }
                 return 127
             }
-            let signal = status & 0x7f
-            if signal == 0 { return (status >> 8) & 0xff }  // exited
-            if signal != 0x7f { return 128 + signal }  // killed by a signal
+            if result == pid {
+                let signal = status & 0x7f
+                if signal == 0 { return (status >> 8) & 0xff }  // exited
+                if signal != 0x7f { return 128 + signal }  // killed by a signal
+                continue  // a stop report: look again at once
+            }
+            if exited < 0 || readable {
+                // No pidfd (a kernel before 5.3, a seccomp filter), or gone but not yet reapable (a tracer of
+                // another process holds the zombie): look again soon.
+                usleep(exited < 0 ? 50_000 : 10_000)
+            }
+            // The second's bound only guards against a wake-up this reasoning missed.
+            readable = exited >= 0 && sw_wait_readable(exited, -1, 1_000_000_000) > 0
         }
     }
 

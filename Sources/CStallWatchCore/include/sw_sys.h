@@ -59,6 +59,11 @@ enum { SW_WAIT_FD0 = 1, SW_WAIT_FD1 = 2 };
 /// or -errno. Async-signal-safe.
 int sw_wait_readable(int fd0, int fd1, int64_t timeout_ns);
 
+/// pidfd_open(2) (close-on-exec): a descriptor that polls readable once process
+/// `pid` has exited, whoever its parent or tracer is. Returns the fd or -errno (ENOSYS before Linux 5.3).
+/// Not async-signal-safe (not needed).
+int sw_pidfd_open(pid_t pid);
+
 #ifdef __cplusplus
 }
 #endif

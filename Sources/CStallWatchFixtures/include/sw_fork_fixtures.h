@@ -50,6 +50,11 @@ int sw_test_fork_and_capture(sw_test_fork_result *result, uint8_t *stack, size_t
 /// The function the child's parked thread blocks in (its frame is what the capture must show).
 int sw_test_fork_parked(int fd);
 
+/// Starts a thread of this process that seizes `pid` (PTRACE_SEIZE, no stop), as a capture thread does, and
+/// keeps tracing it until /proc shows it a zombie (at most `timeout_ms`), then exits, which detaches it: the
+/// order in which a child killed mid-capture dies. Returns 0 once seized, or -errno. Not async-signal-safe.
+int sw_test_trace_until_exit(pid_t pid, unsigned timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif
