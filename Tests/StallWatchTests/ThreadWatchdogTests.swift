@@ -64,6 +64,47 @@ import Testing
         return true
     }
 
+    /// The watching thread's voluntary context switches: one per wait between looks.
+    static func voluntarySwitches(ofThreadNamed name: String) -> UInt64? {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        for tid in tasks {
+            guard
+                (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.hasPrefix(name) == true,
+                let status = try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches") })
+            else { continue }
+            return line.split(separator: "\t").last.flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
+        }
+        return nil
+    }
+
+    /// While every watched thread sits in its idle wait, the watching thread looks twice per threshold, not five
+    /// times: over 2 s at a 200 ms threshold, about 20 waits (a poll every threshold / 5 would be 50). Fewer on a
+    /// loaded machine (late wake-ups), never more.
+    @Test(.timeLimit(.minutes(1)))
+    func whileEveryWatchedThreadIdlesTheWatcherLooksTwicePerThreshold() async throws {
+        let directory = Fixtures.temporaryDirectory("thread-watchdog-idle")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var config = StallWatchConfiguration()
+        config.thresholdMs = 200
+        config.reportDirectory = directory
+        let loops = [EpollLoopThread(name: "idle-elt-0"), EpollLoopThread(name: "idle-elt-1")]
+        defer { for loop in loops { loop.submit { false } } }
+        let watchdog = try ThreadWatchdog(
+            threadsNamed: "idle-elt-*", configuration: config, rescanInterval: .seconds(60))
+        try watchdog.start()
+        defer { watchdog.stop() }
+        #expect(watchdog.watchedThreads.map(\.name) == ["idle-elt-0", "idle-elt-1"])
+        // The idle waits are learned at the first looks; count from then on.
+        try await Task.sleep(for: .milliseconds(300))
+        let before = try #require(Self.voluntarySwitches(ofThreadNamed: "stallwatch-thre"))
+        try await Task.sleep(for: .seconds(2))
+        let after = try #require(Self.voluntarySwitches(ofThreadNamed: "stallwatch-thre"))
+        #expect(after - before <= 32, "\(after - before) waits in 2 s")
+        #expect(after > before)
+        #expect(try Fixtures.reports(in: directory).isEmpty)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func threadsThatAppearArePickedUpExitedOnesDroppedAndAStuckOneReportedByName() throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog")
