@@ -25,9 +25,11 @@ echo "== tests"
 # Reports produced by the tests must validate against Config/stall-report.schema.json.
 export STALLWATCH_REQUIRE_JSONSCHEMA=1
 swift test --skip-build
-# Tests that load the whole test process (a thousand threads to create and snapshot) or that need its
-# Concurrency pool to themselves (every other suite's test is a pool job) run in test processes of their own,
-# after the suite, so they neither disturb nor are disturbed by the suites running in parallel.
+# Tests that load the whole test process (a thousand threads to create and snapshot) run in test processes of
+# their own, after the suite, so they neither disturb nor are disturbed by the suites running in parallel. The
+# pool's per-shape test runs in the suite too (where a job the busy pool watchdog never looked at is reported late,
+# without samples) and again alone, where nothing keeps the watchdog busy: there every report must be sampled,
+# with the blocking function, the async frames and the cause.
 STALLWATCH_STRESS=1 swift test --skip-build --filter 'ThousandThreadSnapshotTests'
 STALLWATCH_STRESS=1 swift test --skip-build --filter 'blockedWorkerIsOneReportNamingTheTaskWithTheJobsDuration'
 

@@ -1,5 +1,5 @@
 // The global enqueue hook, the job trampoline and the per-worker slots that time every Concurrency job.
-#include "sw_pool.h"
+#include "sw_pool_slots.h"
 
 #if defined(__linux__)
 
@@ -43,32 +43,14 @@ enum { SW_JOB_ENQUEUED_AT = 1 };
 // Job flags bit 30 (`Task_HasInitialTaskName` in the runtime's MetadataValues.h): the task was given a name.
 #define SW_JOB_HAS_TASK_NAME (1u << 30)
 
-typedef struct {
-    _Atomic int32_t thread_id;
-    _Atomic uint32_t busy;
-    _Atomic uint64_t sequence;  // odd while the worker updates the words below
-    _Atomic uint64_t started;
-    _Atomic uint64_t start_ns;
-    _Atomic uint64_t task_id;
-    _Atomic uint32_t priority;
-    _Atomic uint32_t named;
-    _Atomic uint64_t job;
-    _Atomic uint64_t queued_ns;
-    _Atomic uint32_t follow;
-    _Atomic uint64_t stall_end_ns;
-    _Atomic uint64_t enqueued;  // jobs this worker enqueued (its own counter: no shared line per job)
-    _Atomic uint64_t duration[SW_POOL_HISTOGRAM_BUCKETS];
-    _Atomic uint64_t duration_sum;
-    _Atomic uint64_t delay[SW_POOL_HISTOGRAM_BUCKETS];
-    _Atomic uint64_t delay_sum;
-} __attribute__((aligned(64))) sw_slot;
 
-static sw_slot slots[SW_POOL_MAX_SLOTS];
-static _Atomic int slot_count;
+sw_slot sw_pool_slots[SW_POOL_MAX_SLOTS];
+_Atomic int sw_pool_slots_used;
 static _Atomic int enabled;
 static _Atomic(sw_enqueue_hook) previous_hook;
 static _Atomic(sw_enqueue_original) runtime_enqueue;
-static _Atomic uint64_t foreign_enqueued, untimed;
+_Atomic uint64_t sw_pool_foreign_enqueued, sw_pool_untimed;
+static _Atomic uint64_t late_threshold_ns;
 static __thread int my_slot = -1;
 static __thread int my_slot_ready;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
@@ -77,6 +59,9 @@ static sw_dispatch_queue queues[5];
 static int width;
 
 extern void sw_pool_wake_if_parked(void);
+extern void sw_pool_late_push(int index, const sw_pool_late_job *record);
+
+#define SW_COARSE_SLACK_NS 10000000ull
 
 static inline uint64_t clock_ns(clockid_t clock) {
     struct timespec ts;
@@ -99,7 +84,7 @@ static inline void bump(_Atomic uint64_t *word, uint64_t by) {
 
 static void release_slot(void *value) {
     int index = (int)(intptr_t)value - 1;
-    if (index >= 0) atomic_store_explicit(&slots[index].thread_id, 0, memory_order_release);
+    if (index >= 0) atomic_store_explicit(&sw_pool_slots[index].thread_id, 0, memory_order_release);
 }
 
 static void setup(void) {
@@ -119,38 +104,66 @@ static void setup(void) {
 static int claim_slot(void) {
     my_slot_ready = 1;
     int32_t tid = (int32_t)syscall(SYS_gettid);
-    int count = atomic_load_explicit(&slot_count, memory_order_acquire);
+    int count = atomic_load_explicit(&sw_pool_slots_used, memory_order_acquire);
     for (int i = 0; i < count; i++) {
         int32_t expected = 0;
-        if (atomic_compare_exchange_strong(&slots[i].thread_id, &expected, tid)) {
+        if (atomic_compare_exchange_strong(&sw_pool_slots[i].thread_id, &expected, tid)) {
             pthread_setspecific(slot_key, (void *)(intptr_t)(i + 1));
             return my_slot = i;
         }
     }
     for (;;) {
-        int index = atomic_load(&slot_count);
+        int index = atomic_load(&sw_pool_slots_used);
         if (index >= SW_POOL_MAX_SLOTS) return -1;
         int32_t expected = 0;
-        if (atomic_compare_exchange_strong(&slots[index].thread_id, &expected, tid)) {
+        if (atomic_compare_exchange_strong(&sw_pool_slots[index].thread_id, &expected, tid)) {
             int want = index;
-            atomic_compare_exchange_strong(&slot_count, &want, index + 1);
+            atomic_compare_exchange_strong(&sw_pool_slots_used, &want, index + 1);
             pthread_setspecific(slot_key, (void *)(intptr_t)(index + 1));
             return my_slot = index;
         }
         int want = index;
-        atomic_compare_exchange_strong(&slot_count, &want, index + 1);
+        atomic_compare_exchange_strong(&sw_pool_slots_used, &want, index + 1);
     }
+}
+
+// A job that ran past the threshold: if the watchdog opened no stall for it (it was busy with other workers, or
+// the job ended between two of its looks), the worker records it for a late report and wakes the watchdog. The
+// claim's compare-and-swap decides, once per job, whether the watchdog follows it or the worker records it.
+static void finish_slow_job(sw_slot *slot, int index, uint64_t number, uint64_t claim, uint64_t start,
+                            uint64_t threshold) {
+    uint64_t end = clock_ns(CLOCK_MONOTONIC);
+    for (;;) {
+        if (claim == SW_CLAIM_FOLLOWED(number)) {
+            atomic_store_explicit(&slot->stall_end_ns, end, memory_order_relaxed);
+            return;
+        }
+        if (end < start || end - start < threshold) return;
+        if (atomic_compare_exchange_weak(&slot->claim, &claim, SW_CLAIM_LATE(number))) break;
+    }
+    if (!atomic_load_explicit(&enabled, memory_order_relaxed)) return;
+    sw_pool_late_job record = {
+        .job_number = number,
+        .thread_id = atomic_load_explicit(&slot->thread_id, memory_order_relaxed),
+        .priority = atomic_load_explicit(&slot->priority, memory_order_relaxed),
+        .start_ns = start,
+        .end_ns = end,
+        .task_id = atomic_load_explicit(&slot->task_id, memory_order_relaxed),
+        .named = atomic_load_explicit(&slot->named, memory_order_relaxed),
+        .queued_ns = atomic_load_explicit(&slot->queued_ns, memory_order_relaxed),
+    };
+    sw_pool_late_push(index, &record);
 }
 
 static void run_job(void *context) {
     sw_job *job = context;
     int index = my_slot_ready ? my_slot : claim_slot();
     if (index < 0) {
-        atomic_fetch_add_explicit(&untimed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&sw_pool_untimed, 1, memory_order_relaxed);
         swift_job_run(job, NULL, 0);
         return;
     }
-    sw_slot *slot = &slots[index];
+    sw_slot *slot = &sw_pool_slots[index];
     uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
     uint64_t enqueued_at = (uint64_t)(uintptr_t)job->scheduler_private[SW_JOB_ENQUEUED_AT];
     uint64_t queued = now > enqueued_at ? now - enqueued_at : 0;
@@ -177,8 +190,13 @@ static void run_job(void *context) {
     swift_job_run(job, NULL, 0);
 
     uint64_t end = clock_ns(CLOCK_MONOTONIC_COARSE);
-    if (atomic_load_explicit(&slot->follow, memory_order_acquire)) {
+    uint64_t number = sequence / 2 + 1;
+    uint64_t claim = atomic_load_explicit(&slot->claim, memory_order_acquire);
+    uint64_t threshold = atomic_load_explicit(&late_threshold_ns, memory_order_relaxed);
+    if (claim == SW_CLAIM_FOLLOWED(number)) {
         atomic_store_explicit(&slot->stall_end_ns, clock_ns(CLOCK_MONOTONIC), memory_order_relaxed);
+    } else if (threshold && end - now + SW_COARSE_SLACK_NS >= threshold) {
+        finish_slow_job(slot, index, number, claim, now, threshold);
     }
     atomic_store_explicit(&slot->busy, 0, memory_order_release);
     uint64_t duration = end > now ? end - now : 0;
@@ -201,9 +219,9 @@ static SWIFTCC void route(sw_job *job) {
         return;
     }
     if (my_slot >= 0) {
-        bump(&slots[my_slot].enqueued, 1);
+        bump(&sw_pool_slots[my_slot].enqueued, 1);
     } else {
-        atomic_fetch_add_explicit(&foreign_enqueued, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&sw_pool_foreign_enqueued, 1, memory_order_relaxed);
     }
     job->scheduler_private[SW_JOB_ENQUEUED_AT] = (void *)(uintptr_t)clock_ns(CLOCK_MONOTONIC_COARSE);
     // Unspecified priority runs as default, as in the runtime's executor.
@@ -251,59 +269,14 @@ int sw_pool_disable(void) {
 
 int sw_pool_is_enabled(void) { return atomic_load(&enabled); }
 int sw_pool_hook_is_ours(void) { return __atomic_load_n(&swift_task_enqueueGlobal_hook, __ATOMIC_ACQUIRE) == hook; }
-int sw_pool_slot_count(void) { return atomic_load_explicit(&slot_count, memory_order_acquire); }
 
 int sw_pool_width(void) {
     pthread_once(&setup_once, setup);
     return width;
 }
 
-int sw_pool_slot(int index, sw_pool_slot_view *out) {
-    if (index < 0 || index >= sw_pool_slot_count()) return -1;
-    sw_slot *slot = &slots[index];
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        uint64_t before = atomic_load_explicit(&slot->sequence, memory_order_acquire);
-        if (before & 1) continue;
-        out->thread_id = atomic_load_explicit(&slot->thread_id, memory_order_relaxed);
-        out->busy = atomic_load_explicit(&slot->busy, memory_order_relaxed);
-        out->start_ns = atomic_load_explicit(&slot->start_ns, memory_order_relaxed);
-        out->task_id = atomic_load_explicit(&slot->task_id, memory_order_relaxed);
-        out->priority = atomic_load_explicit(&slot->priority, memory_order_relaxed);
-        out->named = atomic_load_explicit(&slot->named, memory_order_relaxed);
-        out->job = atomic_load_explicit(&slot->job, memory_order_relaxed);
-        out->queued_ns = atomic_load_explicit(&slot->queued_ns, memory_order_relaxed);
-        out->stall_end_ns = atomic_load_explicit(&slot->stall_end_ns, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&slot->sequence, memory_order_relaxed) == before) {
-            out->sequence = before / 2;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-void sw_pool_follow(int index, int on) {
-    if (index < 0 || index >= SW_POOL_MAX_SLOTS) return;
-    if (on) atomic_store_explicit(&slots[index].stall_end_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&slots[index].follow, on ? 1 : 0, memory_order_release);
-}
-
-void sw_pool_read_totals(sw_pool_totals *out) {
-    *out = (sw_pool_totals){0};
-    out->jobs_enqueued = atomic_load(&foreign_enqueued);
-    out->jobs_untimed = atomic_load(&untimed);
-    int count = sw_pool_slot_count();
-    for (int i = 0; i < count; i++) {
-        sw_slot *slot = &slots[i];
-        out->jobs_enqueued += atomic_load_explicit(&slot->enqueued, memory_order_relaxed);
-        out->jobs_started += atomic_load_explicit(&slot->started, memory_order_relaxed);
-        out->duration_sum_ns += atomic_load_explicit(&slot->duration_sum, memory_order_relaxed);
-        out->delay_sum_ns += atomic_load_explicit(&slot->delay_sum, memory_order_relaxed);
-        for (int b = 0; b < SW_POOL_HISTOGRAM_BUCKETS; b++) {
-            out->duration_buckets[b] += atomic_load_explicit(&slot->duration[b], memory_order_relaxed);
-            out->delay_buckets[b] += atomic_load_explicit(&slot->delay[b], memory_order_relaxed);
-        }
-    }
+void sw_pool_set_threshold(uint64_t threshold_ns) {
+    atomic_store_explicit(&late_threshold_ns, threshold_ns, memory_order_relaxed);
 }
 
 #endif

@@ -63,6 +63,9 @@ final class EventNames: Sendable {
         configuration.reportDirectory = directory
         configuration.maxThreads = 0
         configuration.symbolication = .off
+        // One sample per stall: with the default 50 ms interval, a begin slowed by a loaded machine (the
+        // provisional report's fsyncs) left a second sample due at once, and one more capture in the log.
+        configuration.sampleIntervalMs = 60_000
         let recorder = StallRecorder(
             configuration: configuration, loopName: "scripted",
             target: .init(

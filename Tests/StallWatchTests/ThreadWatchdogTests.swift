@@ -64,6 +64,58 @@ import Testing
         return true
     }
 
+    /// The ids of this process's threads named `name` (a `comm`, at most 15 bytes).
+    static func threads(named name: String) -> Set<String> {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return Set(
+            tasks.filter {
+                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.hasPrefix(name) == true
+            })
+    }
+
+    /// The voluntary context switches of thread `tid` of this process: one per wait between its looks.
+    static func voluntarySwitches(ofThread tid: String) -> UInt64? {
+        guard let status = try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches") })
+        else { return nil }
+        return line.split(separator: "\t").last.flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
+    }
+
+    /// While every watched thread sits in its idle wait, the watching thread looks twice per threshold, not five
+    /// times: at a 200 ms threshold about 10 waits a second (a poll every threshold / 5 would be 25). Counted over
+    /// the time the test really waited (the shared test process's pool may run the test late); a loaded machine
+    /// wakes the watcher later, never more often.
+    @Test(.timeLimit(.minutes(1)))
+    func whileEveryWatchedThreadIdlesTheWatcherLooksTwicePerThreshold() async throws {
+        let directory = Fixtures.temporaryDirectory("thread-watchdog-idle")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var config = StallWatchConfiguration()
+        config.thresholdMs = 200
+        config.reportDirectory = directory
+        let loops = [EpollLoopThread(name: "idle-elt-0"), EpollLoopThread(name: "idle-elt-1")]
+        defer { for loop in loops { loop.submit { false } } }
+        let watchdog = try ThreadWatchdog(
+            threadsNamed: "idle-elt-*", configuration: config, rescanInterval: .seconds(60))
+        // Other suites may run thread watchdogs of their own: ours is the watching thread that starts now.
+        let others = Self.threads(named: "stallwatch-thre")
+        try watchdog.start()
+        defer { watchdog.stop() }
+        let watcher = try #require(Self.threads(named: "stallwatch-thre").subtracting(others).first)
+        #expect(watchdog.watchedThreads.map(\.name) == ["idle-elt-0", "idle-elt-1"])
+        // The idle waits are learned at the first looks; count from then on.
+        try await Task.sleep(for: .milliseconds(300))
+        let start = ContinuousClock.now
+        let before = try #require(Self.voluntarySwitches(ofThread: watcher))
+        try await Task.sleep(for: .seconds(2))
+        let after = try #require(Self.voluntarySwitches(ofThread: watcher))
+        let elapsed = ContinuousClock.now - start
+        let elapsedMs = Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
+        // One wait per 100 ms, with a third more for the look's own time and a few for the start of the count.
+        #expect(Double(after - before) <= elapsedMs / 100 * 1.3 + 4, "\(after - before) waits in \(elapsedMs) ms")
+        #expect(after > before)
+        #expect(try Fixtures.reports(in: directory).isEmpty)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func threadsThatAppearArePickedUpExitedOnesDroppedAndAStuckOneReportedByName() throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog")

@@ -11,7 +11,8 @@ extern "C" {
 // Nothing here runs in a signal handler and nothing here is async-signal-safe: the hook and the job trampoline
 // run on the threads that enqueue and run jobs; the rest on the watchdog's thread. The per-job path allocates
 // nothing and takes no lock (atomic stores to the worker's own slot; one futex wake on the pool's idle → busy
-// edge, only while the watchdog is parked).
+// edge, only while the watchdog is parked; for a job that ran past the threshold unseen, a record in the worker's own
+// ring and one futex wake).
 //
 // Layout this relies on (Swift 6.3.1 runtime, `_swift_concurrency_debug_internal_layout_version` 1..2 — checked
 // by sw_pool_runtime_layout_version() before enabling): a job starts with a heap header (metadata, refcount),
@@ -38,6 +39,24 @@ typedef struct {
     uint64_t job;            ///< the job's address, for sw_pool_task_name (never dereferenced directly).
     uint64_t queued_ns;      ///< how long the job waited between enqueue and start.
 } sw_pool_slot_view;
+
+/// Slow jobs one worker can record before the watchdog takes them (more are counted as dropped).
+#define SW_POOL_LATE_RECORDS 16
+
+/// A job that ran past the threshold while the watchdog opened no stall for it, as its worker recorded it when the
+/// job returned.
+typedef struct {
+    uint64_t job_number;     ///< the job's number on its worker (sw_pool_slot_view.sequence while it ran).
+    int32_t thread_id;       ///< the worker.
+    uint32_t priority;       ///< the job's priority (Swift's JobPriority raw value).
+    uint64_t start_ns;       ///< CLOCK_MONOTONIC_COARSE when the job started.
+    uint64_t end_ns;         ///< CLOCK_MONOTONIC when it returned.
+    uint64_t task_id;        ///< the job's task id (0 for a job that is no task).
+    uint32_t named;          ///< 1 when the job is a task created with a name.
+    int32_t slot;            ///< the worker's slot.
+    uint64_t queued_ns;      ///< how long the job waited between enqueue and start.
+    uint64_t dropped_before; ///< slow jobs of this worker dropped just before this one (its ring was full).
+} sw_pool_late_job;
 
 /// Counters and histograms summed over every slot that ever existed.
 typedef struct {
@@ -74,8 +93,21 @@ int sw_pool_slot_count(void);
 /// Copies slot `index` (coherent: retried while the worker changes it). Returns 0, or -1 for a bad index.
 int sw_pool_slot(int index, sw_pool_slot_view *out);
 
-/// Asks the worker of slot `index` to record the precise end of its current job (stall_end_ns), or stops it.
-void sw_pool_follow(int index, int on);
+/// Claims job number `job` of slot `index` (sw_pool_slot_view.sequence) for a stall the watchdog opens: its worker
+/// then records the job's precise end (stall_end_ns) instead of a late record. Returns 1, or 0 when the job already
+/// returned and its worker recorded it as a late job (sw_pool_take_late), so that no stall is opened for it.
+int sw_pool_follow(int index, uint64_t job);
+
+/// The threshold past which a job the watchdog did not claim is recorded as a late job (0: none is). Set before
+/// sw_pool_enable.
+void sw_pool_set_threshold(uint64_t threshold_ns);
+
+/// Takes the oldest late job of some worker into `out`: returns 1, or 0 when there is none. Watchdog thread only.
+int sw_pool_take_late(sw_pool_late_job *out);
+/// Late jobs recorded and not yet taken.
+int sw_pool_late_pending(void);
+/// Late jobs dropped because their worker's ring was full, since the process started.
+uint64_t sw_pool_late_dropped(void);
 
 /// The pool's width: how many workers run jobs of one priority at once.
 int sw_pool_width(void);

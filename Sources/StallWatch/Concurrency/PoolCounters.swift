@@ -1,10 +1,12 @@
 // PoolCounters: the pool watchdog's stall counts, for the metrics.
 import Synchronization
 
-/// Process-wide counts of what the pool watchdog reported (a worker's slow job, a saturation).
+/// Process-wide counts of what the pool watchdog reported (a worker's slow job, sampled or not, a saturation).
 enum PoolCounters {
     static let slowJobs = Atomic<UInt64>(0)
     static let saturations = Atomic<UInt64>(0)
+    /// Slow jobs reported late, without samples: they returned before the watchdog looked at their worker.
+    static let unsampledJobs = Atomic<UInt64>(0)
 
     /// Wraps `emit` so that every stall that begins is counted as a slow job, or as a saturation.
     static func counting(

@@ -11,7 +11,9 @@ import CStallWatchCore
 /// Each worker slot has its own ``StallFollower`` (and recorder) over a ``PoolWorkerProgressSource``; after a
 /// look at all of them the thread sleeps until the earliest deadline any of them gave (a job's start plus the
 /// threshold, or a sample). When every worker is idle it sleeps one threshold, and parks for good if no job
-/// started meanwhile: an idle pool costs no wake-ups, and a busy one about one per threshold.
+/// started meanwhile: an idle pool costs no wake-ups, and a busy one about one per threshold. A job that crossed
+/// the threshold and returned while this thread was busy elsewhere is reported late from its worker's own record
+/// (``PoolLateJobs``); that record wakes the thread.
 final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's thread only, after hand-off.
     private let configuration: StallWatchConfiguration
     private let emit: @Sendable (StallEvent) -> Void
@@ -40,6 +42,8 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         // Recorders for the workers to come are set up now, not when their first job is already stuck.
         addFollowers(atLeast: Int(sw_pool_width()) + 2)
         followers.first?.recorder.warmUp()
+        PoolLateJobs.discardLeftovers()
+        let late = PoolLateJobs(configuration: configuration)
         ready()
         while true {
             // The wake generation is read before the stop flag: a stop after this check then ends the sleep or
@@ -51,6 +55,11 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             var totals = sw_pool_totals()
             sw_pool_read_totals(&totals)
             addFollowers()
+            // Jobs that returned unseen since the last look, before that look's view of each slot is replaced: the
+            // job a look saw start has its task's name.
+            late.reportPending(
+                recorders: { $0 < followers.count ? followers[$0].recorder : nil },
+                known: { $0 < tasks.count ? tasks[$0] : nil })
             // The saturation first: its end is seen by this look, not after the workers' final reports.
             var deadline = saturation.look(now: sw_monotonic_ns(), symbolicator: Self.quickSymbolicator)
             var lookAgain = false
@@ -82,7 +91,6 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         for index in followers.indices {
             followers[index].recorder.abandon(
                 now: sw_monotonic_ns(), reason: "the pool watchdog stopped while the job was still running")
-            followers[index].source.stallEnded()
             followers[index].recorder.waitForLineFills()
         }
         saturation.stop()

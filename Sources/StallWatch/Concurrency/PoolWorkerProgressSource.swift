@@ -59,6 +59,7 @@ struct PoolWorkerProgressSource: ProgressSource {
 
     func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool { true }
 
-    func stallBegan() { sw_pool_follow(slot, 1) }
-    func stallEnded() { sw_pool_follow(slot, 0) }
+    /// The job (the stall's sequence is twice its number) is the watchdog's to follow, unless its worker has
+    /// already recorded it as a late job: then the worker's record is reported instead (``PoolLateJobs``).
+    func claimStall(_ stall: StallDetector.Stall) -> Bool { sw_pool_follow(slot, stall.sequence / 2) != 0 }
 }

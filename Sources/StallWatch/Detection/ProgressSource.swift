@@ -58,6 +58,9 @@ package protocol ProgressSource {
     /// - Returns: True when the wait ran to its deadline, false when something woke it.
     mutating func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool
 
+    /// The detector saw `stall` begin: true to follow it, false when the source's thread already recorded it
+    /// itself (a pool worker whose job returned just now and reports it late): no stall is opened then.
+    mutating func claimStall(_ stall: StallDetector.Stall) -> Bool
     /// A stall began (before its first sample) or ended (before its final report).
     mutating func stallBegan()
     mutating func stallEnded()
@@ -75,6 +78,7 @@ extension ProgressSource {
     package var annotations: [String: String] { [:] }
     package var looksAgainAtOnce: Bool { false }
     package var phaseStartSchedule: ThreadSchedule? { nil }
+    package mutating func claimStall(_ stall: StallDetector.Stall) -> Bool { true }
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}
     package mutating func noteCapture() {}

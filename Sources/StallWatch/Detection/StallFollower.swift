@@ -99,6 +99,12 @@ package struct StallFollower<Source: ProgressSource> {
         for event in events {
             switch event {
             case .began(let stall):
+                // Recorded by the source's own thread meanwhile: the detector ends it at the next look, with no
+                // report here (the recorder has no evidence of it).
+                guard source.claimStall(stall) else {
+                    lookAgain = true
+                    continue
+                }
                 source.stallBegan()
                 following(true)
                 let current = source

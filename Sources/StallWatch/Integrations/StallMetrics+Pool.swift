@@ -9,6 +9,7 @@ extension StallMetrics {
     /// | `stallwatch_pool_job_duration_seconds` | histogram |
     /// | `stallwatch_pool_job_delay_seconds` | histogram (enqueue to start) |
     /// | `stallwatch_pool_slow_jobs_total` | counter (jobs reported as a stall of their worker) |
+    /// | `stallwatch_pool_unsampled_jobs_total` | counter (of those, reported late without samples) |
     /// | `stallwatch_pool_saturations_total` | counter (every worker stuck while jobs waited) |
     func appendPool(to out: inout PrometheusText) {
         let statistics = ConcurrencyWatchdog.statistics
@@ -25,6 +26,10 @@ extension StallMetrics {
         out.family(
             "stallwatch_pool_slow_jobs_total", "counter", "Pool jobs that ran past the threshold without suspending.")
         out.sample("stallwatch_pool_slow_jobs_total", [:], PoolCounters.slowJobs.load(ordering: .relaxed))
+        out.family(
+            "stallwatch_pool_unsampled_jobs_total", "counter",
+            "Slow pool jobs reported late without samples: they returned before the pool watchdog looked at them.")
+        out.sample("stallwatch_pool_unsampled_jobs_total", [:], PoolCounters.unsampledJobs.load(ordering: .relaxed))
         out.family(
             "stallwatch_pool_saturations_total", "counter",
             "Times every pool worker was stuck in a job while other jobs waited.")

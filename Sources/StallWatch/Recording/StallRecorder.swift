@@ -198,6 +198,30 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     package func addNote(_ note: String) { collector.addNote(note) }
 
+    /// A stall nobody followed: its thread timed it itself (a pool job that crossed the threshold and returned
+    /// before the watchdog looked at its worker). One final report, with the exact duration and no samples; the
+    /// stall being followed, if any, is left as it is. Returns the report as published.
+    @discardableResult
+    func recordUnsampled(
+        _ stall: StallDetector.Stall, threadID: Int32, endNanos: UInt64, task: StallReport.TaskDescription?,
+        cause: StallReport.Cause, notes: [String]
+    ) -> StallReport {
+        let wall = sw_realtime_ns()
+        let now = sw_monotonic_ns()
+        var evidence = StallEvidence(
+            stall: stall, threadID: threadID, reportID: Self.makeID(wallNanos: wall), wallAtBegin: wall,
+            monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
+        evidence.notes += notes
+        evidence.setupErrors = target.setupErrors
+        evidence.task = task
+        var report = builder.build(
+            evidence, status: .ended, endNanos: endNanos, final: true, now: now, symbols: quickSymbolicator)
+        report.cause = cause
+        let published = publisher.publishFinal(report, now: now)
+        emit(.ended(published))
+        return published
+    }
+
     /// The watcher woke `delayNanos` later than it asked during the stall: evidence of a starved machine.
     package func noteLateWakeup(_ delayNanos: UInt64) { collector.noteLateWakeup(delayNanos) }
 

@@ -12,8 +12,8 @@ import Synchronization
 /// Each matched thread has its own ``StallFollower`` (and recorder, named after the thread) over a
 /// ``ProcProgressProbe``: the sidecar's zero-instrumentation rules, applied to threads of this process (its own
 /// idle wait learned, nested waits busy, the counter moves of a capture discounted). After a look at all of them
-/// the thread sleeps until the earliest deadline any of them gave, at most one poll interval (until the next
-/// rescan while no thread matches). The thread list is
+/// the thread sleeps until the earliest deadline any of them gave, at most one poll interval — the longer idle
+/// poll interval while every thread sits in its idle wait — (until the next rescan while no thread matches). The thread list is
 /// read again every ``rescanNanos``: threads that appear are followed from then on, threads that exited are
 /// dropped (a stall still being followed is finished as `unrecovered`).
 final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread watchdog's thread only, after hand-off.
@@ -29,6 +29,8 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
     private let isStopping: @Sendable () -> Bool
     private let wakeup: DispatchSemaphore
     private let pollNanos: UInt64
+    /// The poll interval while every followed thread is in its idle wait.
+    private let idlePollNanos: UInt64
     private let rescanNanos: UInt64
     /// One sampler (one unwinder and its caches) for every thread.
     private let target: StallRecorder.Target
@@ -39,13 +41,14 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
     let watched = Mutex<[Watched]>([])
 
     init(
-        pattern: String, configuration: StallWatchConfiguration, pollNanos: UInt64, rescanNanos: UInt64,
-        wakeup: DispatchSemaphore, emit: @escaping @Sendable (StallEvent) -> Void,
+        pattern: String, configuration: StallWatchConfiguration, pollNanos: UInt64, idlePollNanos: UInt64? = nil,
+        rescanNanos: UInt64, wakeup: DispatchSemaphore, emit: @escaping @Sendable (StallEvent) -> Void,
         isStopping: @escaping @Sendable () -> Bool
     ) {
         self.pattern = pattern
         self.configuration = configuration
         self.pollNanos = pollNanos
+        self.idlePollNanos = max(pollNanos, idlePollNanos ?? pollNanos)
         self.rescanNanos = rescanNanos
         self.wakeup = wakeup
         self.emit = emit
@@ -68,16 +71,26 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
                 nextRescan = now &+ rescanNanos
             }
             // With nothing to follow, the next look is the next rescan.
-            var deadline = followers.isEmpty ? nextRescan : now &+ pollNanos
+            var deadline = nextRescan
+            // True while every followed thread sits in its idle wait (the detector parks on it).
+            var allIdle = true
             for tid in Array(followers.keys) {
                 switch followers[tid]!.look(timedOut: false) {
                 case .sourceEnded: drop(tid)
-                case .lookAgain: deadline = now
+                case .lookAgain:
+                    deadline = now
+                    allIdle = false
                 case .wait(let wait, let nextSampleAt):
-                    if case .until(let t) = wait { deadline = min(deadline, t) }
+                    if case .until(let t) = wait {
+                        deadline = min(deadline, t)
+                        allIdle = false
+                    }
                     if let next = nextSampleAt { deadline = min(deadline, next) }
                 }
             }
+            // One poll interval while a thread is busy (its stall is seen as it crosses the threshold); the longer
+            // idle interval while all of them are idle (a thread that leaves its wait is seen that much later).
+            if !followers.isEmpty { deadline = min(deadline, now &+ (allIdle ? idlePollNanos : pollNanos)) }
             if first {
                 first = false
                 ready()

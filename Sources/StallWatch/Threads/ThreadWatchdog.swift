@@ -24,9 +24,11 @@ import Synchronization
 /// within ``rescanInterval``; threads that exit are dropped.
 ///
 /// Start it while the loops run normally (a service's start-up, not in a stall): a thread whose first look finds
-/// it in a futex wait learns that wait as its idle one. The watching thread (`stallwatch-threads`) polls every
-/// `thresholdMs / 5` (at least 10 ms) while any thread is followed (/proc cannot signal), and wakes once per
-/// ``rescanInterval`` while none matches.
+/// it in a futex wait learns that wait as its idle one. The watching thread (`stallwatch-threads`) polls /proc
+/// (it cannot signal) every `thresholdMs / 5` (at least 10 ms) while any followed thread is busy, every
+/// `thresholdMs / 2` while all of them sit in their idle waits — a stall that begins just after such a look is then
+/// detected up to `thresholdMs / 2` late, its duration short by as much — and once per ``rescanInterval`` while
+/// none matches.
 public final class ThreadWatchdog: @unchecked Sendable {
     // @unchecked Sendable: `watcher` changes only in `lock`, before its thread starts and after it is joined.
     /// The shell glob thread names are matched against (`comm`, at most 15 bytes).
@@ -97,10 +99,12 @@ public final class ThreadWatchdog: @unchecked Sendable {
             stopRequested.value.store(false, ordering: .relaxed)
             while wakeup.wait(timeout: .now()) == .success {}
             let poll = UInt64(max(10, configuration.thresholdMs / 5)) * 1_000_000
+            let idlePoll = UInt64(max(10, configuration.thresholdMs / 2)) * 1_000_000
             let (seconds, attoseconds) = rescanInterval.components
             let rescan = UInt64(max(1_000_000, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
             let watcher = NamedThreadWatcher(
-                pattern: pattern, configuration: configuration, pollNanos: poll, rescanNanos: rescan, wakeup: wakeup,
+                pattern: pattern, configuration: configuration, pollNanos: poll, idlePollNanos: idlePoll,
+                rescanNanos: rescan, wakeup: wakeup,
                 emit: onEvent
             ) { [stopRequested] in stopRequested.value.load(ordering: .acquiring) }
             let ready = DispatchSemaphore(value: 0)

@@ -46,15 +46,17 @@ import Testing
         }
     }
 
-    /// Each shape once. (Reports used to go missing now and then: a job that started while the watchdog was
-    /// looking at the workers, before it read the pool's job count, was counted as seen, and the watchdog parked
-    /// through its whole stall.) Run in a test process of its own (`scripts/test.sh` does, after the suite, with
-    /// `STALLWATCH_STRESS=1`): beside the other suites, whose tests are pool jobs that block for seconds, the one
-    /// watchdog thread is busy sampling those, and a 300 ms job can start and end between two of its looks.
-    @Test(
-        .timeLimit(.minutes(1)),
-        .enabled(if: ProcessInfo.processInfo.environment["STALLWATCH_STRESS"] == "1", "run alone: STALLWATCH_STRESS=1"),
-        arguments: PoolBlockingShapes.Shape.allCases)
+    /// Each shape once: one report, the task named, the job's exact duration. (Reports used to go missing now and
+    /// then: a job that started while the watchdog was looking at the workers, before it read the pool's job count,
+    /// was counted as seen, and the watchdog parked through its whole stall; and beside the other suites, whose
+    /// tests are pool jobs that block for seconds, the one watchdog thread could be busy sampling those for the
+    /// whole 300 ms job, which then went unreported. Such a job is now reported late, from its worker's own record.)
+    ///
+    /// In the shared test process a report may therefore be that late one, without samples: the samples' checks
+    /// (the blocking function, the async frames, the cause) apply to a sampled report, and alone (`scripts/test.sh`
+    /// runs the test again in a process of its own, after the suite, with `STALLWATCH_STRESS=1`) the report must be
+    /// sampled: nothing else keeps the watchdog busy there.
+    @Test(.timeLimit(.minutes(1)), arguments: PoolBlockingShapes.Shape.allCases)
     func blockedWorkerIsOneReportNamingTheTaskWithTheJobsDuration(shape: PoolBlockingShapes.Shape) async throws {
         let directory = Fixtures.temporaryDirectory("pool-\(shape.rawValue)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -83,12 +85,10 @@ import Testing
             "\(shape): \(reports.map(\.id)) of \(all) for \(tid), task \(taskID), \(begun)…\(finished)")
         let report = reports[0]
         #expect(report.detection.source == "concurrency-pool")
-        // Alone this is ≤ 10 ms (the acceptance bar); with the whole suite blocking the pool, the watchdog may
-        // be busy writing another stall's report when ours crosses the threshold.
-        #expect(report.detection.latencyMs <= 500, "\(shape): detected \(report.detection.latencyMs) ms late")
+        #expect(report.status == .ended)
+        #expect(report.loop.threadId != 0)
         let task = try #require(report.task)
         #expect(task.id != 0 && task.id == taskID)
-        #expect(task.name == PoolBlockingShapes.taskName(shape))
         // The job's priority: the task's own (`low`) when it starts, the resumer's when it is resumed.
         #expect(["low", "medium"].contains(task.priorityName))
         let blocked = PoolBlockingShapes.blockedMs.withLock { $0 }
@@ -96,14 +96,23 @@ import Testing
         // call; a loaded machine may preempt the job before or after it).
         #expect(report.durationMs >= blocked - Double(Self.sampleIntervalMs), "\(report.durationMs) vs \(blocked)")
         #expect(report.durationMs <= blocked + 100, "\(report.durationMs) vs \(blocked)")
-        #expect(report.status == .ended)
-        #expect(report.loop.threadId != 0)
+        let alone = ProcessInfo.processInfo.environment["STALLWATCH_STRESS"] == "1"
+        guard !report.samples.isEmpty else {
+            // Reported late: the job returned before the busy watchdog looked at it.
+            #expect(!alone, "\(shape): not sampled in a process of its own: \(String(describing: report.cause))")
+            #expect(report.cause?.evidence.first?.hasPrefix("not sampled") == true)
+            #expect(task.name == PoolBlockingShapes.taskName(shape) || task.name == nil)
+            return
+        }
+        #expect(task.name == PoolBlockingShapes.taskName(shape))
+        // Alone this is ≤ 10 ms (the acceptance bar); with the whole suite blocking the pool, the watchdog may
+        // be busy writing another stall's report when ours crosses the threshold.
+        #expect(report.detection.latencyMs <= 500, "\(shape): detected \(report.detection.latencyMs) ms late")
         // A sleeping worker is `sleep`, unless a loaded machine shows it in D state.
         // A spinning worker that other processes keep off the CPU for most of the stall is `starved`.
         let expected: Set<StallReport.Cause.Kind> = shape == .cpu ? [.cpu, .starved] : [.sleep, .io]
         #expect(
             report.cause.map { expected.contains($0.kind) } == true, "\(shape): \(String(describing: report.cause))")
-        #expect(!report.samples.isEmpty)
         // Sampled without interrupting the worker: the blocking function, and the async frames awaiting above it.
         #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
         let function = PoolBlockingShapes.blockingFunction(shape)
@@ -235,6 +244,12 @@ extension ConcurrencyWatchdogTests {
             }
         }
         var halfway = Set<String>()
+        // Swift Testing takes a backtrace of every error thrown in the process (its `swift_willThrow` hook) with
+        // libunwind's local library, which opens its memory-validation pipe pair the first time it runs: once per
+        // process, at the first error thrown anywhere (a `try?` that fails, a cancelled sleep), not StallWatch's.
+        // One error thrown now opens it before the counts; StallWatch's own (the capture helper's wake-up pipe,
+        // the remote unwinder library's validation pipe) are opened by the first cycles below.
+        try? Self.throwOnce()
         do {
             // The first cycles set up what lives as long as the process: the routing queues, the capture helper
             // and its wake-up pipe, libdispatch's workers.
@@ -264,9 +279,7 @@ extension ConcurrencyWatchdogTests {
             }
             if ConcurrencyWatchdog.hookInstalled { left += "the global enqueue hook\n" }
             let after = openDescriptors()
-            // A pipe pair has been seen to appear once, at a varying cycle (not created by the pool watchdog's
-            // code, which opens none); one descriptor per cycle would be 500 here.
-            if after.count > descriptors.count + 2 || !descriptors.subtracting(after).isEmpty {
+            if after != descriptors {
                 left += "descriptors opened: \(after.subtracting(descriptors).sorted()), "
                 left += "closed: \(descriptors.subtracting(after).sorted())\n"
             }
@@ -275,6 +288,9 @@ extension ConcurrencyWatchdogTests {
             return "enable failed: \(error)\n"
         }
     }
+
+    @inline(never)
+    static func throwOnce() throws { throw CancellationError() }
 
     @Test func anUnknownRuntimeLayoutIsNotOneStallWatchKnows() {
         #expect(ConcurrencyWatchdog.knownLayoutVersions.contains(Int(sw_pool_runtime_layout_version())))
