@@ -7,7 +7,7 @@ import Synchronization
 /// sd_notify for `stallwatch daemon` (``SystemdNotifier``); nothing happens without `NOTIFY_SOCKET`.
 ///
 /// `READY=1` once the first scan of the heartbeat directory is done (the daemon is watching); `STATUS=` with
-/// the number of processes watched and stalled now; `WATCHDOG=1` only while the daemon itself is healthy: its
+/// the number of processes watched and the loop threads stalled now (``DaemonStatus``); `WATCHDOG=1` only while the daemon itself is healthy: its
 /// scan loop completed a scan within three scan intervals (at least 3 s), and every watcher's loop turned within
 /// that time too (or three of its poll intervals, if longer). A stuck watcher means a process nobody watches, and
 /// a restart fixes that; a stall of a watched process is reported, not a reason for systemd to restart the
@@ -18,8 +18,7 @@ final class DaemonNotifications: Sendable {
     private let directory: String
     private let healthyWithinNanos: UInt64
     private let lastScanNanos = Atomic<UInt64>(0)
-    private let counts = Mutex<(watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?)>(
-        (0, [], 0, nil))
+    private let counts = Mutex<(status: DaemonStatus, announced: String?)>((DaemonStatus(), nil))
 
     init(environment: [String: String], directory: String, scanInterval: Duration, daemon: LateReference<SidecarDaemon>)
         throws
@@ -34,9 +33,9 @@ final class DaemonNotifications: Sendable {
 
     private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-    /// The watchers that have not turned within the health window (pid, nanoseconds since they last did).
-    private func stuckWatchers() -> [(pid: Int32, sinceNanos: UInt64)] {
-        daemon.object?.stuckWatchers(allowanceNanos: healthyWithinNanos) ?? []
+    /// The pids of the watchers that have not turned within the health window.
+    private func stuckWatchers() -> [Int32] {
+        Array(Set(daemon.object?.stuckWatchers(allowanceNanos: healthyWithinNanos).map(\.pid) ?? [])).sorted()
     }
 
     /// Scans keep coming and every watcher keeps turning.
@@ -48,12 +47,12 @@ final class DaemonNotifications: Sendable {
     func scanned(watched: Int) {
         guard notifier.isEnabled else { return }
         let first = lastScanNanos.exchange(Self.now(), ordering: .acquiringAndReleasing) == 0
-        counts.withLock { $0.watched = watched }
+        counts.withLock { $0.status.watched = watched }
         if first {
             try? notifier.startWatchdogPings { [self] in isHealthy }
             let stuck = stuckWatchers()
             let line = counts.withLock { counts in
-                let line = statusLine(locked: counts, stuck: stuck)
+                let line = counts.status.line(directory: directory, stuck: stuck)
                 counts.announced = line
                 return line
             }
@@ -63,18 +62,10 @@ final class DaemonNotifications: Sendable {
         }
     }
 
-    /// A watched process's stall began or ended: STATUS follows.
+    /// A stall of a watched loop thread began or ended: STATUS follows.
     func observe(_ event: SidecarDaemon.Event) {
         guard notifier.isEnabled, case .target(let pid, .stall(let stall)) = event else { return }
-        counts.withLock { counts in
-            switch stall {
-            case .began: counts.stalled.insert(pid)
-            case .ended:
-                counts.stalled.remove(pid)
-                counts.stalls += 1
-            default: break
-            }
-        }
+        counts.withLock { $0.status.observe(pid: pid, stall) }
         announceIfChanged()
     }
 
@@ -88,28 +79,11 @@ final class DaemonNotifications: Sendable {
     private func announceIfChanged() {
         let stuck = stuckWatchers()
         let line: String? = counts.withLock { counts in
-            let line = statusLine(locked: counts, stuck: stuck)
+            let line = counts.status.line(directory: directory, stuck: stuck)
             guard line != counts.announced else { return nil }
             counts.announced = line
             return line
         }
         if let line { try? notifier.status(line) }
-    }
-
-    private func statusLine(
-        locked counts: (watched: Int, stalled: Set<Int32>, stalls: Int, announced: String?),
-        stuck: [(pid: Int32, sinceNanos: UInt64)]
-    ) -> String {
-        var line = "watching \(counts.watched) process\(counts.watched == 1 ? "" : "es") in \(directory)"
-        if !counts.stalled.isEmpty {
-            line += "; stalled now: pid " + counts.stalled.sorted().map(String.init).joined(separator: ", ")
-        }
-        line += "; \(counts.stalls) stall\(counts.stalls == 1 ? "" : "s") reported"
-        if !stuck.isEmpty {
-            // No durations in the line: it changes when the set of stuck watchers does, not at every scan.
-            let pids = stuck.map { String($0.pid) }.joined(separator: ", ")
-            line += "; unhealthy: the watcher of pid \(pids) stopped turning, watchdog pings paused"
-        }
-        return line
     }
 }

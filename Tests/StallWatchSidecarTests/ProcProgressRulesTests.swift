@@ -46,4 +46,25 @@ import Testing
         #expect(!Self.progress(Self.userSpace, Self.fsync, [10, 3, 7], [11, 3, 7]))
         #expect(Self.progress(Self.userSpace, Self.fsync, [10, 3, 7], [11, 3, 9]))
     }
+
+    static func futex(op: UInt64, value: UInt64, timeout: UInt64) -> ThreadWait {
+        ThreadWait(
+            number: 202, arguments: [0x5555_1000, op, value, timeout, 0, 0], stackPointer: 0x7ffe_1000,
+            programCounter: 0x7f20)
+    }
+
+    @Test func sleepingAgainInAWaitOnlyAnotherThreadEndsIsProgressButNotInATimedOrMutexWait() {
+        // sem_wait or a condition variable with no timeout: woken by another thread, back in the same call.
+        let park = Self.futex(op: 0x189, value: 0, timeout: 0)
+        #expect(park.isWakeOnlyFutexWait)
+        #expect(Self.progress(park, park, [10, 3, 7], [11, 3, 7]))
+        #expect(!Self.progress(park, park, [10, 3, 7], [10, 3, 7]))
+        #expect(!Self.progress(park, park, [10, 3, 7], [12, 3, 7], allowance: [2, 1, 1]), "a capture's switches")
+        // A timed wait re-checks on its own; a mutex waiter that lost the lock again is still acquiring it.
+        let timed = Self.futex(op: 0x189, value: 0, timeout: 0x7ffe_2000)
+        let mutex = Self.futex(op: 0x80, value: 2, timeout: 0)
+        #expect(!timed.isWakeOnlyFutexWait && !mutex.isWakeOnlyFutexWait)
+        #expect(!Self.progress(timed, timed, [10, 3, 7], [15, 3, 7]))
+        #expect(!Self.progress(mutex, mutex, [10, 3, 7], [15, 3, 7]))
+    }
 }

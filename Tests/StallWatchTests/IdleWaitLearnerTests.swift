@@ -97,13 +97,63 @@ import Testing
     @Test func aFutexWaitTheThreadKeepsComingBackToIsLearnedWhenItHasNoEventWait() {
         var learner = IdleWaitLearner()
         let park = Self.line(202, [0x5555_1000, 0x89, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)
-        _ = learner.isIdle(ThreadWait(number: nil))
+        // Seen first in a sleep: the first futex wait is not taken on sight.
+        _ = learner.isIdle(Self.line(230, [1, 0, 0x7ffe_2000], sp: 0x7ffe_0e00, pc: 0x7f00_0000_4000))
         var idle = false
-        for _ in 0..<learner.futexEpisodes {
+        for episode in 0..<learner.futexEpisodes {
             idle = learner.isIdle(park)
+            #expect(idle == (episode == learner.futexEpisodes - 1))
             _ = learner.isIdle(ThreadWait(number: nil))
         }
         #expect(idle)
+        #expect(learner.learned.count == 1)
+    }
+
+    static let reusedPark = line(202, [0x5555_1000, 0x189, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)
+    static let nanosleep = line(35, [0x7ffe_2000, 0], sp: 0x7ffe_0e00, pc: 0x7f00_0000_4000)
+
+    @Test func theFirstFutexWaitSeenJustAfterTheThreadWasWorkingIsItsIdleWait() {
+        var learner = IdleWaitLearner()
+        // Watching began as the thread finished a piece of work (running, then writing a line).
+        var seen = learner.isIdle(ThreadWait(number: nil))
+        #expect(!seen)
+        seen = learner.isIdle(Self.line(1, [1, 0x5555_3000, 6], sp: 0x7ffe_0d00, pc: 0x7f00_0000_5000))
+        #expect(!seen)
+        seen = learner.isIdle(Self.reusedPark)
+        #expect(seen)
+        seen = learner.isIdle(Self.reusedPark)
+        #expect(seen)
+        // A lock taken in a callback later is busy.
+        seen = learner.isIdle(Self.line(202, [0x5555_2000, 0x80, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100))
+        #expect(!seen)
+    }
+
+    @Test func aFutexWaitSeenAfterAnotherWaitOrAfterTheFirstLooksIsNotTakenOnSight() {
+        var afterSleep = IdleWaitLearner()
+        var seen = afterSleep.isIdle(Self.nanosleep)
+        seen = afterSleep.isIdle(Self.reusedPark)
+        #expect(!seen)
+        var late = IdleWaitLearner()
+        for _ in 0..<late.startLooks { _ = late.isIdle(ThreadWait(number: nil)) }
+        seen = late.isIdle(Self.reusedPark)
+        #expect(!seen)
+    }
+
+    @Test func aFutexWaitOnAReusedWordIsLearnedFromTheThreadsReturnsToIt() {
+        // A runtime that frees and reallocates the lock it parks on shows the very same call every time: only its
+        // sleeping again (the probe's cameBack) tells the episodes apart.
+        var learner = IdleWaitLearner()
+        var seen = learner.isIdle(Self.nanosleep)
+        for _ in 0..<4 {  // seen again and again, never left: one episode
+            seen = learner.isIdle(Self.reusedPark)
+            #expect(!seen)
+        }
+        for _ in 1..<(learner.futexEpisodes - 1) {
+            seen = learner.isIdle(Self.reusedPark, cameBack: true)
+            #expect(!seen)
+        }
+        seen = learner.isIdle(Self.reusedPark, cameBack: true)
+        #expect(seen)
         #expect(learner.learned.count == 1)
     }
 

@@ -15,7 +15,10 @@ import Dispatch
 /// - progress is leaving a system call (or the idle wait), or, for a thread in user space, making system calls
 ///   (its voluntary switches or the `io` counters `syscr`/`syscw` moved). Counters that move while the thread
 ///   stays inside one call (writeback sleeps inside a long `fsync`, a timed re-check inside a monitor wait) are
-///   not progress, except a completed read or write followed by an identical one (`syscr`/`syscw`).
+///   not progress, except a completed read or write followed by an identical one (`syscr`/`syscw`), and a
+///   voluntary switch in a futex wait only another thread can end (``ThreadWait/isWakeOnlyFutexWait``: no
+///   timeout, not a mutex): the thread was woken and slept again, in a wait it came back to (a runtime that
+///   reuses the word of the lock it parks on shows the very same call each time).
 /// - every counter move a ptrace capture causes is discounted: 2 voluntary switches, and 1 `syscr` or `syscw`
 ///   for a thread blocked in `read()`/`write()` on a pipe or file (the kernel counts the restarted call).
 ///
@@ -68,7 +71,7 @@ public struct ProcProgressProbe: Sendable {
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
         }
         let wait = ThreadWait.read(pid: processID, tid: threadID)
-        if wait == nil ? inIdleWaitByWchan(dir) : idleWaits.isIdle(wait) {
+        if wait == nil ? inIdleWaitByWchan(dir) : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status)) {
             if !idle {
                 sequence += 1
                 idle = true
@@ -96,6 +99,16 @@ public struct ProcProgressProbe: Sendable {
         let capturedOutOfCall = allowance[0] > 0 && !(wait?.inSyscall ?? false) && (lastWait?.inSyscall ?? false)
         if !capturedOutOfCall { lastWait = wait }
         return LoopSnapshot(sequence: sequence, activity: .afterWaiting, phaseStartNanos: phaseStart)
+    }
+
+    /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
+    /// (more voluntary switches than captures explain): it was woken and came back to the wait.
+    private func cameBack(to wait: ThreadWait?, status: String) -> Bool {
+        guard let wait, wait.isWakeOnlyFutexWait, let lastWait, lastWait.isSameCall(as: wait),
+            let before = counters?.first,
+            let now = UInt64(ProcFile.statusField(status, "voluntary_ctxt_switches") ?? "")
+        else { return false }
+        return now > before && now - before > captureAllowance[0]
     }
 
     /// Call after each ptrace capture of the thread: its stop and its going back to sleep after the detach are
@@ -137,8 +150,11 @@ public struct ProcProgressProbe: Sendable {
             return new[index] < old[index] || new[index] - old[index] > allowance[index]
         }
         if let before, before.inSyscall {
-            // Still inside the same call: only a completed read/write and an identical new one is progress.
-            if let after, before.isSameCall(as: after) { return moved(1) || moved(2) }
+            // Still inside the same call: only a completed read/write and an identical new one is progress, or a
+            // wait only another thread can end that the thread slept in again (it was woken and came back).
+            if let after, before.isSameCall(as: after) {
+                return moved(1) || moved(2) || (after.isWakeOnlyFutexWait && moved(0))
+            }
             // Seen outside the call just after a capture: the restart of the interrupted call, not progress.
             if allowance[0] > 0, !(after?.inSyscall ?? false) { return false }
             // Left the call (into user space or another call).

@@ -11,10 +11,14 @@
 /// Learning, from successive looks:
 /// - while nothing is learned, the first event wait seen (epoll/poll/select/io_uring/signal wait on
 ///   descriptors) is the idle wait;
-/// - a futex wait the thread is in at its very first look is the idle wait (a loop that parks on a condition
-///   variable, a runtime whose main thread only waits): watching starts on a running service, not in a stall;
+/// - the first futex wait the thread is seen in is the idle wait (a loop that parks on a condition variable, a
+///   runtime whose main thread only waits) when it comes within the first ``startLooks`` looks and no other
+///   wait (futex, event wait, sleep) came before it: watching starts on a running service, not in a stall, and
+///   the thread may be finishing a piece of work at the first look;
 /// - a futex wait the thread comes back to `futexEpisodes` times, with progress in between, is the idle wait
-///   when no event wait was learned (a thread that idles in an event wait does not also idle on a futex).
+///   when no event wait was learned (a thread that idles in an event wait does not also idle on a futex). It
+///   came back when a look in between saw it elsewhere or on another word, or when it slept again in a wait only
+///   another thread can end (`cameBack`): a runtime may park on a reused word, the very same call each time.
 ///
 /// A wait that matches a learned one is idle; every other wait is busy, with the cause its call implies. Blind
 /// spot: a thread that idles on a futex hides a lock wait at the very same place and operation. The
@@ -26,7 +30,12 @@ public struct IdleWaitLearner: Sendable {
     /// How many separate times a futex wait must recur before it is learned.
     public var futexEpisodes = 5
     public let capacity = 4
+    /// The looks within which the first futex wait seen is taken as the idle wait (a threshold's worth at the
+    /// sidecar's default poll interval of a fifth of it).
+    public var startLooks = 5
     private var looks = 0
+    /// A futex wait, event wait or sleep was seen at some look.
+    private var sawWait = false
     private var previous: ThreadWait?
     private var futexCounts: [ThreadWait: Int] = [:]
 
@@ -34,17 +43,22 @@ public struct IdleWaitLearner: Sendable {
 
     /// Judges one look (nil: the file could not be read) and learns from it. True when the thread sits in its
     /// own idle wait.
-    public mutating func isIdle(_ wait: ThreadWait?) -> Bool {
+    ///
+    /// - Parameter cameBack: The thread is known to have left the previous look's wait and come back to it (it
+    ///   slept again in a wait only another thread ends).
+    public mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false) -> Bool {
         looks += 1
+        let waitedBefore = sawWait
         defer { previous = wait }
         guard let wait, wait.inSyscall else { return false }
+        if let kind = wait.kind, kind == .lock || kind == .idleWait || kind == .sleep { sawWait = true }
         if learned.contains(where: { Self.matches(wait, learned: $0) }) { return true }
         let kind = wait.kind
         if kind == .idleWait, !learned.contains(where: { $0.kind == .idleWait }) {
             learn(wait)
             return true
         }
-        if kind == .lock, looks == 1 {
+        if kind == .lock, !waitedBefore, looks <= startLooks {
             learn(wait)
             return true
         }
@@ -52,10 +66,11 @@ public struct IdleWaitLearner: Sendable {
             let key = Self.key(wait)
             // A new episode: the previous look was not in a wait at this place, or waited on another word (a
             // condition that parks on a fresh word each time was woken and parked again between the looks).
-            let newEpisode = previous.map {
-                !Self.matches($0, learned: key) || $0.arguments.first != wait.arguments.first
-            }
-            if newEpisode ?? true { futexCounts[key, default: 0] += 1 }
+            let newEpisode =
+                cameBack
+                || (previous.map { !Self.matches($0, learned: key) || $0.arguments.first != wait.arguments.first }
+                    ?? true)
+            if newEpisode { futexCounts[key, default: 0] += 1 }
             if futexCounts[key, default: 0] >= futexEpisodes {
                 futexCounts[key] = nil
                 learn(key)

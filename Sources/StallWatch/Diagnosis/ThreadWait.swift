@@ -64,6 +64,16 @@ public struct ThreadWait: Sendable, Hashable {
         }
     }
 
+    /// A futex wait with no timeout that is not glibc's contended-mutex wait (a condition variable, a semaphore,
+    /// a runtime's parking word): such a call ends only when another thread wakes it (or a signal arrives), so a
+    /// thread seen in it again after sleeping again was woken and came back, whereas a timed wait can wake itself
+    /// to re-check, and a mutex waiter that lost the lock to another thread sleeps again in the same acquisition.
+    public var isWakeOnlyFutexWait: Bool {
+        guard number == 202, arguments.count == 6 else { return false }
+        let op = arguments[1] & 0x7f
+        return (op == 0 || op == 9) && arguments[3] == 0 && arguments[2] != 2  // FUTEX_WAIT(_BITSET), no timeout
+    }
+
     /// The class of the call, judged by its content as well as its number: a `select` or `poll` that waits on no
     /// descriptor is a sleep.
     public var kind: SyscallTable.Kind? {

@@ -8,6 +8,11 @@ import Synchronization
 /// signature seen before), the ``StallReportBuilder`` turns the evidence into a report, and the
 /// ``StallPublisher`` writes the provisional report at detection and the final one at the end (or folds it into
 /// a recent report with the same signature).
+///
+/// Provisional reports are built on the watching thread and written on a serial queue (``writes``): a write's
+/// fsyncs can take hundreds of ms on a busy disk and must not delay the stall's samples or the watcher's next
+/// look. The final report waits for every write queued before it, so it always lands last and is never
+/// overwritten by a provisional one.
 package final class StallRecorder: @unchecked Sendable {  // Used by one watching thread only, after hand-off.
     let configuration: StallWatchConfiguration
     /// What is watched and how it is sampled (this process by signal, or another one by ptrace).
@@ -27,8 +32,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     private static let counter = Counter()
     /// When the provisional report was last written (CLOCK_MONOTONIC).
     private var lastProvisionalAt: UInt64 = 0
-    private let rewrites = DispatchQueue(label: "stallwatch.provisional-rewrite")
-    /// Names for the rewrites, used only on `rewrites` (a Symbolicator is not thread-safe).
+    /// Writes of the first and the provisional reports, in order; the final report waits for them.
+    let writes = DispatchQueue(label: "stallwatch.report-writes")
+    /// Names for the rewrites, used only on `writes` (a Symbolicator is not thread-safe).
     private let rewriteSymbolicator: Symbolicator
     private let rewritePending = SharedFlag()
     /// Loads line tables while a stall goes on, and fills in the lines a final report was written without.
@@ -155,7 +161,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// How often the provisional report of a stall in progress is rewritten with the samples so far.
     static let provisionalRewriteNanos: UInt64 = 500_000_000
 
-    /// Builds the report with every sample so far here, and writes it on `rewrites`: the write's fsyncs can take
+    /// Builds the report with every sample so far here, and writes it on `writes`: the write's fsyncs can take
     /// hundreds of ms on a busy disk and must not delay the next samples. One rewrite at a time; a final report
     /// waits for a pending one (``finish(status:endNanos:now:)``), so it always lands last.
     private func rewriteProvisional(now: UInt64) {
@@ -164,7 +170,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         let job = RewriteJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
         let writer = publisher.writer, emit = emit, pending = rewritePending
         pending.set(true)
-        rewrites.async {
+        writes.async {
             // Built here too, not on the watching thread: symbolicating and building take long enough under
             // load to leave gaps in the stall's sampling.
             let report = job.build()
@@ -227,20 +233,27 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     // MARK: Reports
 
-    /// Builds and writes the provisional report (at detection, or on escalation to a hang: the first sample only,
-    /// to be quick; while the stall lasts: every sample so far).
-    private func provisional(allSamples: Bool = false) -> StallReport? {
+    /// Builds the provisional report (at detection, or on escalation to a hang: the first sample only, to be
+    /// quick) and queues its write on `writes`.
+    private func provisional() -> StallReport? {
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
-            evidence, status: .ongoing, endNanos: nil, final: allSamples, now: nil, symbols: quickSymbolicator)
-        publisher.publishProvisional(report)
+            evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
+        let writer = publisher.writer, emit = emit
+        writes.async {
+            do throws(StallWatchError) {
+                try writer.write(report)
+            } catch {
+                emit(.reportFailed(error))
+            }
+        }
         return report
     }
 
     /// The final report, published; returns the report of this stall either way, for listeners.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
         collector.closeContext(now: now)
-        rewrites.sync {}  // a rewrite still writing must not land after the final report (it never waits for lines)
+        writes.sync {}  // a provisional report still queued or writing must not land after the final one
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
             evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
