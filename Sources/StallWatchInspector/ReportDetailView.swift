@@ -201,7 +201,8 @@ public struct ReportDetailView: Sendable {
         frame.symbol.map(ApplicationFrame.isMachinery) ?? false
     }
 
-    /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address.
+    /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address. The first
+    /// frame past a runtime's stack switch (kind `stackSwitch`, Go's cgo) ends in `[stack switch]`.
     public static func describe(_ frame: StackFrame) -> String {
         var text = frame.address.hexAddress
         if let symbol = frame.readableName {
@@ -215,6 +216,7 @@ public struct ReportDetailView: Sendable {
         if let file = frame.file {
             text += " " + file + (frame.line.map { ":\($0)" } ?? "")
         }
+        if frame.kind == .stackSwitch { text += " [stack switch]" }
         return text
     }
 }

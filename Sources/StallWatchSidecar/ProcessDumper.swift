@@ -70,7 +70,10 @@ public struct ProcessDumper: Sendable {
                 snapshot.waitAddress = address
                 snapshot.waitingForThreadId = graph.waitsFor[tid]
             }
-            snapshot.frames = symbolicator.symbolicate(sample.addresses)
+            snapshot.frames = symbolicator.symbolicate(sample.addresses, asyncFrames: sample.asyncFrames)
+            for switched in sample.stackSwitches where snapshot.frames.indices.contains(switched) {
+                snapshot.frames[switched].kind = .stackSwitch
+            }
             allFrames += snapshot.frames
             if let error = sample.error ?? (snapshot.frames.isEmpty ? "stack not captured" : nil) {
                 snapshot.error = error

@@ -36,6 +36,20 @@ import Testing
         #expect(bare.address == 0x7f3a_1229_e3c8 && bare.offset == nil)
     }
 
+    @Test func frameKindsRoundTripAndAnUnknownKindReadsAsAnOrdinaryFrame() throws {
+        let encoder = StallReport.makeEncoder()
+        let decoder = StallReport.makeDecoder()
+        for kind in [StackFrame.Kind.async, .stackSwitch] {
+            var frame = StackFrame(address: 0x404fe5, image: "/srv/app", offset: 0x4fe5, symbol: "runtime.cgocall")
+            frame.kind = kind
+            let json = try #require(try JSONSerialization.jsonObject(with: encoder.encode(frame)) as? [String: Any])
+            #expect(json["kind"] as? String == kind.rawValue)
+            #expect(try decoder.decode(StackFrame.self, from: encoder.encode(frame)) == frame)
+        }
+        let later = try decoder.decode(StackFrame.self, from: Data(#"{"address": "0x10", "kind": "fibre"}"#.utf8))
+        #expect(later.kind == nil)
+    }
+
     @Test func anAddressThatIsNotHexIsADecodingError() {
         #expect(throws: DecodingError.self) {
             try StallReport.makeDecoder().decode(StackFrame.self, from: Data(#"{"address": "main+4"}"#.utf8))

@@ -192,6 +192,7 @@ struct EvidenceCollector {
             let withStack = index < configuration.maxThreads
             if !withStack, waitsFor == nil, !holders.contains(tid) { continue }
             var addresses: [UInt64] = []
+            var stackSwitches: [Int] = []
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
             if probe.syscallKind == .lock, let address = probe.syscallArg0 {
@@ -200,15 +201,17 @@ struct EvidenceCollector {
             }
             if tid == loopTID, let first = evidence?.samples.first {
                 addresses = first.addresses
+                stackSwitches = first.stackSwitches
                 snapshot.error = first.error
             } else if withStack, over {
                 snapshot.error = "the stall ended before this thread's stack was taken"
             } else if withStack, let sampler = target.sampler {
                 let taken = sampler.sampleThread(id: tid, configuration: configuration)
                 addresses = taken.addresses
+                stackSwitches = taken.stackSwitches
                 snapshot.error = taken.error
             }
-            result.append(StallEvidence.Thread(snapshot: snapshot, addresses: addresses))
+            result.append(StallEvidence.Thread(snapshot: snapshot, addresses: addresses, stackSwitches: stackSwitches))
         }
         return result
     }

@@ -34,6 +34,8 @@ struct StallEvidence: Sendable {
     struct Thread: Sendable {
         var snapshot: StallReport.ThreadSnapshot
         var addresses: [UInt64] = []
+        /// Indices in ``addresses`` of the first frame past a runtime's stack switch (frame kind `stackSwitch`).
+        var stackSwitches: [Int] = []
     }
 
     var stall: StallDetector.Stall

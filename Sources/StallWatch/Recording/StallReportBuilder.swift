@@ -89,6 +89,9 @@ struct StallReportBuilder {
         var threads = evidence.threads.map(\.snapshot)
         for (index, raw) in evidence.threads.enumerated() {
             threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))
+            for switched in raw.stackSwitches where threads[index].frames.indices.contains(switched) {
+                threads[index].frames[switched].kind = .stackSwitch
+            }
             if threads[index].frames.isEmpty && threads[index].error == nil {
                 threads[index].error = "stack not captured"
             }

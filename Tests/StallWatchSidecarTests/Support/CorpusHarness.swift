@@ -120,6 +120,10 @@ enum CorpusHarness {
                 #expect(
                     switched.count == 1 && switched[0].symbol?.contains(name) == true,
                     "stack-switch frames \(switched.map { $0.symbol ?? "?" }) in \(symbols)")
+                // The loop thread's snapshot has the same stack, marked the same way.
+                let loopThread = report.threads?.first { $0.threadId == report.loop.threadId }
+                let marked = loopThread?.frames.filter { $0.kind == .stackSwitch }.compactMap(\.symbol) ?? []
+                #expect(marked.count == 1 && marked[0].contains(name), "loop thread snapshot: \(marked)")
             } else {
                 #expect(switched.isEmpty, "a stack switch where none was expected: \(symbols)")
             }
