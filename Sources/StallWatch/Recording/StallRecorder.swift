@@ -12,21 +12,26 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     let configuration: StallWatchConfiguration
     /// What is watched and how it is sampled (this process by signal, or another one by ptrace).
     let target: Target
-    /// The configured mode, for final reports.
+    /// The configured mode, for final reports; used only on `rewrites`.
     let symbolicator: Symbolicator
     /// Names only (no DWARF line tables, whose first load can take tens of ms), for the provisional report
     /// that must be on disk within a few ms of detection.
     let quickSymbolicator: Symbolicator
-    let emit: @Sendable (StallEvent) -> Void
+    /// The listener's handler, called one event at a time (final reports are emitted from `rewrites`).
+    private let serialEmit: @Sendable (StallEvent) -> Void
     private var collector: EvidenceCollector
     private let builder: StallReportBuilder
-    private var publisher: StallPublisher
+    /// Used on the watching thread (annealing, provisional reports) and on `rewrites` (final reports).
+    private let publisher: Mutex<StallPublisher>
     /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
     package var nextSampleAt: UInt64? { collector.nextSampleAt }
     private static let counter = Counter()
     /// When the provisional report was last written (CLOCK_MONOTONIC).
     private var lastProvisionalAt: UInt64 = 0
-    private let rewrites = DispatchQueue(label: "stallwatch.provisional-rewrite")
+    /// Where provisional rewrites and final reports are built and written, one job at a time, in order: off the
+    /// watching thread, which must keep looking at the loop meanwhile (a final report's first DWARF load took
+    /// 700–900 ms on a loaded machine, long enough to miss the next stall whole).
+    private let rewrites = DispatchQueue(label: "stallwatch.reports")
     /// Names for the rewrites, used only on `rewrites` (a Symbolicator is not thread-safe).
     private let rewriteSymbolicator: Symbolicator
     private let rewritePending = SharedFlag()
@@ -46,7 +51,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ///   - configuration: Thresholds, sampling, symbolication and report settings.
     ///   - loopName: The loop's name in reports.
     ///   - target: The process, how it is sampled and how its stalls were detected.
-    ///   - emit: Called for every stall event on the calling thread.
+    ///   - emit: Called for every stall event, one at a time: on the calling thread, except `ended`, which comes
+    ///     from the recorder's report queue once the final report is written.
     ///   - quickSymbolicator: A names-only symbolicator of `target` used by this recorder's thread alone, already
     ///     set up (shared by the recorders of one watchdog thread); nil makes one.
     package init(
@@ -55,7 +61,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ) {
         self.configuration = configuration
         self.target = target
-        self.emit = emit
+        let emitLock = Mutex(())
+        let serialEmit: @Sendable (StallEvent) -> Void = { event in emitLock.withLock { _ in emit(event) } }
+        self.serialEmit = serialEmit
         symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
         if let shared, shared.mode == .fast, configuration.symbolication != .off {
             quickSymbolicator = shared
@@ -71,8 +79,11 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
             process: target.process, phaseKnown: target.phaseKnown,
             captureMethod: target.sampler?.captureMethod ?? "none", clock: { sw_monotonic_ns() })
-        publisher = StallPublisher(configuration: configuration, emit: emit)
+        publisher = Mutex(StallPublisher(configuration: configuration, emit: serialEmit))
     }
+
+    /// Passes `event` to the listener, never two at once.
+    func emit(_ event: StallEvent) { serialEmit(event) }
 
     package var isFollowing: Bool { collector.evidence != nil }
     /// Samples of the stuck thread taken so far in the stall being followed (0 when none is).
@@ -107,7 +118,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         // Annealing: a stall that looks like one reported recently is sampled less often.
         let first = evidence.samples.first?.addresses ?? []
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
-        collector.slowDown(by: publisher.samplingScale(signature: firstSignature, now: now), now: now)
+        let scale = publisher.withLock { $0.samplingScale(signature: firstSignature, now: now) }
+        collector.slowDown(by: scale, now: now)
         if let report = provisional() { emit(.began(report)) }
         lastProvisionalAt = now
         emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
@@ -115,7 +127,10 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             emit(.sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(Self.micros)))
         }
         // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
-        if target.processID != getpid() { symbolicator.prepare(addresses: first) }
+        if target.processID != getpid() {
+            let symbolicator = symbolicator
+            rewrites.async { symbolicator.prepare(addresses: first) }
+        }
         if configuration.symbolication == .full {
             prefetchLines([first] + evidence.threads.map { Array($0.addresses.prefix(configuration.maxThreadFrames)) })
         }
@@ -157,7 +172,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         lastProvisionalAt = now
         guard let evidence = collector.evidence, !rewritePending.isSet else { return }
         let job = RewriteJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
-        let writer = publisher.writer, emit = emit, pending = rewritePending
+        let writer = publisher.withLock { $0.writer }, pending = rewritePending
         pending.set(true)
         rewrites.async {
             // Built here too, not on the watching thread: symbolicating and building take long enough under
@@ -166,7 +181,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             do throws(StallWatchError) {
                 try writer.write(report)
             } catch {
-                emit(.reportFailed(error))
+                self.emit(.reportFailed(error))
             }
             pending.set(false)
         }
@@ -177,19 +192,24 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         if let report = provisional() { emit(.escalated(report)) }
     }
 
+    /// The stall ended: its final report is built, written and emitted on `rewrites`, so the watching thread
+    /// goes back to the loop at once and sees a stall that starts meanwhile.
     package func end(endNanos: UInt64) {
-        guard collector.evidence != nil else { return }
-        if let report = finish(status: .ended, endNanos: endNanos, now: endNanos) { emit(.ended(report)) }
-        collector.reset()
+        guard let job = finish(status: .ended, endNanos: endNanos, now: endNanos) else { return }
+        rewrites.async(execute: job)
     }
 
-    /// The watching is stopping while the loop is still stuck (`reason` replaces the default note).
+    /// The watching is stopping while the loop is still stuck (`reason` replaces the default note). Returns once
+    /// every report of this recorder is written, this one included.
     package func abandon(now: UInt64, reason: String? = nil) {
-        guard collector.evidence != nil else { return }
+        guard collector.evidence != nil else { return flush() }
         collector.addNote(reason ?? "the watchdog stopped while the loop was still stuck")
-        if let report = finish(status: .unrecovered, endNanos: nil, now: now) { emit(.ended(report)) }
-        collector.reset()
+        guard let job = finish(status: .unrecovered, endNanos: nil, now: now) else { return flush() }
+        rewrites.sync(execute: job)
     }
+
+    /// Waits until the final reports of ended stalls are written (and their `ended` events emitted).
+    package func flush() { rewrites.sync {} }
 
     package func addNote(_ note: String) { collector.addNote(note) }
 
@@ -204,18 +224,21 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
             evidence, status: .ongoing, endNanos: nil, final: allSamples, now: nil, symbols: quickSymbolicator)
-        publisher.publishProvisional(report)
+        publisher.withLock { $0.publishProvisional(report) }
         return report
     }
 
-    /// The final report, published; returns the report of this stall either way, for listeners.
-    private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
+    /// Closes the stall's evidence and returns the job that builds, publishes and emits its final report, to run
+    /// on `rewrites` (after any rewrite of its provisional report, so the final one lands last).
+    private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> (@Sendable () -> Void)? {
         collector.closeContext(now: now)
-        rewrites.sync {}  // a rewrite still writing must not land after the final report
         guard let evidence = collector.evidence else { return nil }
-        let report = builder.build(
-            evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
-        return publisher.publishFinal(report, now: now)
+        collector.reset()
+        let job = FinalJob(builder: builder, evidence: evidence, symbols: symbolicator)
+        return { [self] in
+            let report = job.build(status: status, endNanos: endNanos, now: now)
+            emit(.ended(publisher.withLock { $0.publishFinal(report, now: now) }))
+        }
     }
 
     // MARK: Identity and units
@@ -265,5 +288,17 @@ private struct RewriteJob: @unchecked Sendable {
 
     func build() -> StallReport {
         builder.build(evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: symbols)
+    }
+}
+
+/// The final report of one stall, built on the report queue.
+private struct FinalJob: @unchecked Sendable {
+    // @unchecked Sendable: as RewriteJob; the full symbolicator is used on the report queue alone.
+    let builder: StallReportBuilder
+    let evidence: StallEvidence
+    let symbols: Symbolicator
+
+    func build(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport {
+        builder.build(evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbols)
     }
 }
