@@ -171,7 +171,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     private func rewriteProvisional(now: UInt64) {
         lastProvisionalAt = now
         guard let evidence = collector.evidence, !rewritePending.isSet else { return }
-        let job = RewriteJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
+        let job = ReportJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
         let writer = publisher.withLock { $0.writer }, pending = rewritePending
         pending.set(true)
         rewrites.async {
@@ -234,7 +234,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         collector.closeContext(now: now)
         guard let evidence = collector.evidence else { return nil }
         collector.reset()
-        let job = FinalJob(builder: builder, evidence: evidence, symbols: symbolicator)
+        let job = ReportJob(builder: builder, evidence: evidence, symbols: symbolicator)
         return { [self] in
             let report = job.build(status: status, endNanos: endNanos, now: now)
             emit(.ended(publisher.withLock { $0.publishFinal(report, now: now) }))
@@ -278,27 +278,15 @@ final class Counter: @unchecked Sendable {
     }
 }
 
-/// One rewrite of a provisional report, built on the rewrite queue.
-private struct RewriteJob: @unchecked Sendable {
-    // @unchecked Sendable: the builder's clock only reads CLOCK_MONOTONIC, the evidence is a value, and the
-    // symbolicator is used on the rewrite queue alone, one job at a time.
+/// One report built on the report queue: a rewrite of a provisional report (`ongoing`), or a final one.
+private struct ReportJob: @unchecked Sendable {
+    // @unchecked Sendable: the builder's clock only reads CLOCK_MONOTONIC, the evidence is a value, and each
+    // symbolicator given here is used on the report queue alone, one job at a time.
     let builder: StallReportBuilder
     let evidence: StallEvidence
     let symbols: Symbolicator
 
-    func build() -> StallReport {
-        builder.build(evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: symbols)
-    }
-}
-
-/// The final report of one stall, built on the report queue.
-private struct FinalJob: @unchecked Sendable {
-    // @unchecked Sendable: as RewriteJob; the full symbolicator is used on the report queue alone.
-    let builder: StallReportBuilder
-    let evidence: StallEvidence
-    let symbols: Symbolicator
-
-    func build(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport {
+    func build(status: StallReport.Status = .ongoing, endNanos: UInt64? = nil, now: UInt64? = nil) -> StallReport {
         builder.build(evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbols)
     }
 }
