@@ -155,21 +155,30 @@ static int capture(channel *c) {
         r->pending_signal = pending;
         uint64_t high = c->stack_high;
         size_t length = c->capacity;
+        // From the red zone up (SW_PTRACE_RED_ZONE_BYTES), unless that leaves the known stack.
+        uint64_t base = regs.rsp - SW_PTRACE_RED_ZONE_BYTES;
         if (c->stack_low < c->stack_high && regs.rsp >= c->stack_low && regs.rsp < c->stack_high) {
-            if (high - regs.rsp < length) length = (size_t)(high - regs.rsp);
+            if (regs.rsp - c->stack_low < SW_PTRACE_RED_ZONE_BYTES) base = regs.rsp;
+            if (high - base < length) length = (size_t)(high - base);
             else r->truncated = 1;
             r->stack_low = c->stack_low;
             r->stack_high = c->stack_high;
         }
         struct iovec local = {c->stack, length};
-        struct iovec remote = {(void *)(uintptr_t)regs.rsp, length};
+        struct iovec remote = {(void *)(uintptr_t)base, length};
         // process_vm_readv rather than memcpy: it stops at an unmapped page instead of faulting.
         long got = RAW(SYS_process_vm_readv, c->parent, &local, 1, &remote, 1);  // flags 0
+        if (got <= 0 && base != regs.rsp) {  // the red zone's page unmapped (bounds unknown): from SP
+            base = regs.rsp;
+            remote.iov_base = (void *)(uintptr_t)base;
+            got = RAW(SYS_process_vm_readv, c->parent, &local, 1, &remote, 1);
+        }
+        r->stack_pointer = base;
         if (got < 0) fail(r, SW_PTRACE_STEP_READ_STACK, got);
         else r->stack_size = (size_t)got;
         if (r->stack_high == 0 && got > 0) {
-            r->stack_low = regs.rsp;
-            r->stack_high = regs.rsp + (uint64_t)got;
+            r->stack_low = base;
+            r->stack_high = base + (uint64_t)got;
         }
     }
     rc = RAW(SYS_ptrace, PTRACE_DETACH, c->tid, 0, pending, 0);

@@ -143,6 +143,8 @@ static void read_stack(job *j) {
     if (mapping) {
         r->stack_low = mapping->low;
         r->stack_high = mapping->high;
+        // From the red zone up (SW_PTRACE_RED_ZONE_BYTES), unless that leaves the mapping.
+        if (r->stack_pointer - mapping->low >= SW_PTRACE_RED_ZONE_BYTES) r->stack_pointer -= SW_PTRACE_RED_ZONE_BYTES;
         size_t length = (size_t)(mapping->high - r->stack_pointer);
         if (length > j->stack_capacity) {
             length = j->stack_capacity;

@@ -81,6 +81,9 @@ static void capture_handler(int sig, siginfo_t *info, void *context) {
         r->stack_size = 0;
         r->flags = 0;
         if (sp >= s->stack_low && sp < s->stack_high) {
+            // The red zone too (see SW_CAPTURE_RED_ZONE_BYTES): this handler's frame lies below it.
+            if (sp - s->stack_low >= SW_CAPTURE_RED_ZONE_BYTES) sp -= SW_CAPTURE_RED_ZONE_BYTES;
+            r->stack_pointer = sp;
             size_t n = (size_t)(s->stack_high - sp);
             if (n > capacity) {
                 n = capacity;

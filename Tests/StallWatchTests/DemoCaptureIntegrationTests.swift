@@ -21,19 +21,24 @@ import Testing
             [
                 "stall", "--loop", "dispatch-main", "--kind", kind, "--repeat", "20", "--duration-ms", "300",
                 "--threshold-ms", "100", "--delay-ms", "500", "--probe-interval-ms", "50", "--report-dir", directory,
-            ], timeout: .seconds(90))
+            ],
+            // On a loaded machine the watchdog thread can wake 100 ms late; the late-wake-up guard then withholds
+            // judgement for up to 100 ms more, and a 300 ms stall may end meanwhile, unreported (by design: that
+            // guard is tested in StallDetectorTests). This test is about capture under dispatchMain.
+            environment: ["STALLWATCH_LATE_WAKEUP_TOLERANCE_MS": "1000"], timeout: .seconds(90))
         #expect(result.status == 0, "demo failed: \(result.stderr)")
         let ended = Self.endedLines(result)
         let events = result.stdout.split(separator: "\n").filter { !$0.contains(#""event":"sampled""#) }
-        // Each of the 20 stalls is reported. Known open: now and then (about one run in five on a loaded
-        // machine) the probe's answer after one stall comes too late to split it from the next, and two stalls
-        // arrive as one report that lasts both (seen only for the first two); the reports still name the function.
-        let merged = ended.filter { line in
-            guard let range = line.range(of: #""durationMs":"#) else { return false }
-            let number = line[range.upperBound...].prefix { $0.isNumber || $0 == "." }
-            return (Double(number) ?? 0) > 900
-        }.count
-        #expect(ended.count + merged >= 20 && merged <= 1, "\(events.joined(separator: "\n"))")
+        // Each of the 20 stalls is reported on its own and lasts about its 300 ms. (The watchdog thread builds no
+        // final report itself: when it did, the first one — cold DWARF line tables, 700–900 ms on a loaded
+        // machine — kept it from looking at the loop while the second stall came and went, or began that stall
+        // from a look taken before the report and followed it into the third: one report lasting two stalls.)
+        let durations = ended.compactMap { line -> Double? in
+            guard let range = line.range(of: #""durationMs":"#) else { return nil }
+            return Double(line[range.upperBound...].prefix { $0.isNumber || $0 == "." })
+        }
+        #expect(ended.count == 20, "\(events.joined(separator: "\n"))")
+        #expect(durations.allSatisfy { $0 < 600 }, "\(durations)")
         // The probe reads the draining pool thread from the main queue's drain lock, and the first sample is
         // taken at detection, before anything else: every stall names the function.
         for line in ended {
@@ -57,11 +62,11 @@ import Testing
         #expect(report.samples.count >= 5)
         // Every sample has a stack; a few may stop early on a loaded machine (caught where unwinding is short).
         #expect(report.samples.allSatisfy { $0.error == nil && !$0.frames.isEmpty }, "\(report.samples.map(\.error))")
-        // Known open: a sample taken while the CPU loop is inside a standard-library specialisation (in a debug
-        // build, libswiftSwiftOnoneSupport's range iteration) can stop two frames in, after `stallOnCPU`; that
-        // was 4 of 10 once. Each such sample still names the stalled function.
+        // Three quarters deep. A sample at the `ret` of libswiftSwiftOnoneSupport's `IndexingIterator.next()`
+        // (the CPU loop's range iteration in a debug build) used to stop two frames in: that function's CFI still
+        // reads the caller's RBP at CFA-16, the word just popped, below SP — the capture now copies the red zone.
         let deep = report.samples.filter { $0.frames.count > 3 }.count
-        #expect(deep * 2 >= report.samples.count, "frames per sample: \(report.samples.map(\.frames.count))")
+        #expect(deep * 4 >= report.samples.count * 3, "frames per sample: \(report.samples.map(\.frames.count))")
         let symbols = report.samples.flatMap(\.frames).compactMap(\.symbol)
         #expect(symbols.contains { $0.contains("Stalls.") })
     }

@@ -52,7 +52,7 @@ import Testing
         // The watching thread went on at once: the stall began, its report is not on disk yet.
         #expect(events.all == ["began"])
         #expect(Self.reportPaths(in: directory).isEmpty)
-        // The end waits for the write queued before it, on its own thread (the watching thread would).
+        // The end queues the final report behind the write queued before it (off the watching thread too).
         let ended = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             recorder.end(endNanos: sw_monotonic_ns())
@@ -60,6 +60,7 @@ import Testing
         }
         recorder.writes.resume()
         #expect(ended.wait(timeout: .now() + 20) == .success)
+        recorder.flush()
         // One file, the final report: the provisional one did not land over it.
         let paths = Self.reportPaths(in: directory)
         try #require(paths.count == 1, "\(paths)")

@@ -12,6 +12,9 @@ extern "C" {
 
 /// Register count, in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP).
 #define SW_PTRACE_REGISTER_COUNT 17
+/// The x86-64 red zone below the stack pointer, copied with the stack: a leaf function keeps data there, and at an
+/// epilogue's `ret` some CFI still locates the caller's RBP at CFA-16, the word just popped (see sw_capture.h).
+#define SW_PTRACE_RED_ZONE_BYTES 128
 
 /// Which ptrace call (or step) failed, in `sw_ptrace_record.failed_step`.
 typedef enum sw_ptrace_step {
@@ -28,6 +31,8 @@ typedef enum sw_ptrace_step {
 /// What one ptrace capture produced (the stack bytes go to a caller buffer).
 typedef struct sw_ptrace_record {
     uint64_t registers[SW_PTRACE_REGISTER_COUNT];
+    /// Where the stack copy starts: SP less the red zone, or SP itself when that would leave the stack
+    /// (registers[7] holds SP).
     uint64_t stack_pointer;
     /// The mapping that holds SP (from /proc/PID/maps), or 0/0 if none was found.
     uint64_t stack_low, stack_high;

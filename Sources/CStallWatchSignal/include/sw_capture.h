@@ -19,6 +19,11 @@ extern "C" {
 #define SW_CAPTURE_SLOT_COUNT 32
 /// Stack bytes copied per capture unless `sw_capture_install` is told otherwise.
 #define SW_CAPTURE_DEFAULT_STACK_BYTES 65536
+/// The x86-64 red zone: the 128 bytes below the stack pointer that a function may use without moving it, and that
+/// signal delivery leaves alone. The copy starts there, not at the stack pointer: a leaf function keeps data there,
+/// and at an epilogue's `ret` some CFI (seen in libswiftSwiftOnoneSupport) still says the caller's RBP is saved at
+/// CFA-16 — the word just popped, now below the stack pointer. Without it the unwind stops one frame further up.
+#define SW_CAPTURE_RED_ZONE_BYTES 128
 
 /// Flags in `sw_capture_record.flags`.
 enum {
@@ -48,6 +53,8 @@ typedef struct sw_capture_record {
     pid_t thread_id;
     int flags;
     uint64_t registers[SW_CAPTURE_REGISTER_COUNT];
+    /// Where the copy starts: the stack pointer less the red zone (SW_CAPTURE_RED_ZONE_BYTES), or the stack
+    /// pointer itself when that would leave the stack (registers[7] holds the stack pointer).
     uint64_t stack_pointer;
     /// Bytes of stack copied, starting at `stack_pointer`.
     size_t stack_size;

@@ -13,7 +13,10 @@ public struct StackCapture: Sendable {
     /// General registers in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP), 17 values:
     /// RAX, RDX, RCX, RBX, RSI, RDI, RBP, RSP, R8 … R15, RIP.
     public var registers: [UInt64]
-    /// The stack pointer at capture; `stack[0]` is the byte at this address.
+    /// Where the copy starts (`stack[0]` is the byte at this address): the stack pointer less the x86-64 red zone
+    /// (128 bytes) for the signal and ptrace captures, the stack pointer itself for the others; the stack pointer
+    /// is `registers[7]`. The red zone matters: at an epilogue's `ret`, some CFI (libswiftSwiftOnoneSupport's)
+    /// still reads the caller's RBP at CFA-16, the word just popped, below the stack pointer.
     public var stackPointer: UInt64
     public var stack: [UInt8]
     /// Signal sent (or ptrace interrupt requested) → registers and stack copied (for ptrace: → detached),

@@ -83,7 +83,7 @@ package struct StallFollower<Source: ProgressSource> {
         switch source.read(now: now) {
         case .ended(let reason, let notes):
             for note in notes { recorder.addNote(note) }
-            if let reason { recorder.abandon(now: now, reason: reason) }
+            if let reason { recorder.abandon(now: now, reason: reason) } else { recorder.flush() }
             following(false)
             return .sourceEnded
         case .progress(let reading, let stallEndNanos, let notes):

@@ -33,7 +33,8 @@ public final class Watchdog: @unchecked Sendable {
     /// - Parameters:
     ///   - loop: The loop to watch.
     ///   - configuration: Thresholds, sampling and report settings.
-    ///   - onEvent: Called on the watchdog thread for every stall event (logging, metrics). Keep it short.
+    ///   - onEvent: Called for every stall event (logging, metrics), one at a time: on the watchdog thread, except
+    ///     `ended`, which comes from the watchdog's report queue once the final report is written. Keep it short.
     public init(
         loop: any WatchedLoop, configuration: StallWatchConfiguration = StallWatchConfiguration(),
         onEvent: @escaping @Sendable (StallEvent) -> Void = { _ in }

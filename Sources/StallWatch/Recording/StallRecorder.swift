@@ -9,31 +9,37 @@ import Synchronization
 /// ``StallPublisher`` writes the provisional report at detection and the final one at the end (or folds it into
 /// a recent report with the same signature).
 ///
-/// Provisional reports are built on the watching thread and written on a serial queue (``writes``): a write's
-/// fsyncs can take hundreds of ms on a busy disk and must not delay the stall's samples or the watcher's next
-/// look. The final report waits for every write queued before it, so it always lands last and is never
-/// overwritten by a provisional one.
+/// The first provisional report is built on the watching thread and written on a serial queue (``writes``);
+/// provisional rewrites and the final report are built there too: a write's fsyncs can take hundreds of ms on a
+/// busy disk, and a final report's first DWARF load as long, and neither may delay the stall's samples or the
+/// watcher's next look. The final report runs after every write queued before it, so it always lands last and
+/// is never overwritten by a provisional one.
 package final class StallRecorder: @unchecked Sendable {  // Used by one watching thread only, after hand-off.
     let configuration: StallWatchConfiguration
     /// What is watched and how it is sampled (this process by signal, or another one by ptrace).
     let target: Target
-    /// The configured mode, for final reports; in `full` mode it does not wait for line tables to load (the
-    /// ``LineFiller`` fills in what it could not give).
+    /// The configured mode, for final reports (used only on `writes`); in `full` mode it does not wait for line
+    /// tables to load (the ``LineFiller`` fills in what it could not give).
     let symbolicator: Symbolicator
     /// Names only (no DWARF line tables, whose first load can take tens of ms), for the provisional report
     /// that must be on disk within a few ms of detection.
     let quickSymbolicator: Symbolicator
-    let emit: @Sendable (StallEvent) -> Void
+    /// The listener's handler, called one event at a time (final reports are emitted from `writes`).
+    private let serialEmit: @Sendable (StallEvent) -> Void
     private var collector: EvidenceCollector
     private let builder: StallReportBuilder
-    private var publisher: StallPublisher
+    /// Used on the watching thread (annealing, provisional reports) and on `writes` (final reports).
+    private let publisher: Mutex<StallPublisher>
     /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
     package var nextSampleAt: UInt64? { collector.nextSampleAt }
     private static let counter = Counter()
     /// When the provisional report was last written (CLOCK_MONOTONIC).
     private var lastProvisionalAt: UInt64 = 0
-    /// Writes of the first and the provisional reports, in order; the final report waits for them.
-    let writes = DispatchQueue(label: "stallwatch.report-writes")
+    /// Where the first and provisional reports are written and final reports built and written, one job at a time,
+    /// in order: off the watching thread, which must keep looking at the loop meanwhile (a write's fsyncs can take
+    /// hundreds of ms on a busy disk; a final report's first DWARF load took 700–900 ms on a loaded machine, long
+    /// enough to miss the next stall whole).
+    let writes = DispatchQueue(label: "stallwatch.reports")
     /// Names for the rewrites, used only on `writes` (a Symbolicator is not thread-safe).
     private let rewriteSymbolicator: Symbolicator
     private let rewritePending = SharedFlag()
@@ -53,7 +59,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ///   - configuration: Thresholds, sampling, symbolication and report settings.
     ///   - loopName: The loop's name in reports.
     ///   - target: The process, how it is sampled and how its stalls were detected.
-    ///   - emit: Called for every stall event on the calling thread.
+    ///   - emit: Called for every stall event, one at a time: on the calling thread, except `ended`, which comes
+    ///     from the recorder's report queue once the final report is written.
     ///   - quickSymbolicator: A names-only symbolicator of `target` used by this recorder's thread alone, already
     ///     set up (shared by the recorders of one watchdog thread); nil makes one.
     package init(
@@ -62,7 +69,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ) {
         self.configuration = configuration
         self.target = target
-        self.emit = emit
+        let emitLock = Mutex(())
+        let serialEmit: @Sendable (StallEvent) -> Void = { event in emitLock.withLock { _ in emit(event) } }
+        self.serialEmit = serialEmit
         symbolicator = Symbolicator(processID: target.processID, mode: configuration.symbolication)
         symbolicator.waitsForLines = false
         if let shared, shared.mode == .fast, configuration.symbolication != .off {
@@ -79,8 +88,11 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
             process: target.process, phaseKnown: target.phaseKnown,
             captureMethod: target.sampler?.captureMethod ?? "none", clock: { sw_monotonic_ns() })
-        publisher = StallPublisher(configuration: configuration, emit: emit, lineFiller: lineFiller)
+        publisher = Mutex(StallPublisher(configuration: configuration, emit: serialEmit, lineFiller: lineFiller))
     }
+
+    /// Passes `event` to the listener, never two at once.
+    func emit(_ event: StallEvent) { serialEmit(event) }
 
     package var isFollowing: Bool { collector.evidence != nil }
     /// Samples of the stuck thread taken so far in the stall being followed (0 when none is).
@@ -115,7 +127,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         // Annealing: a stall that looks like one reported recently is sampled less often.
         let first = evidence.samples.first?.addresses ?? []
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
-        collector.slowDown(by: publisher.samplingScale(signature: firstSignature, now: now), now: now)
+        let scale = publisher.withLock { $0.samplingScale(signature: firstSignature, now: now) }
+        collector.slowDown(by: scale, now: now)
         if let report = provisional() { emit(.began(report)) }
         lastProvisionalAt = now
         emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
@@ -123,7 +136,10 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             emit(.sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(Self.micros)))
         }
         // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
-        if target.processID != getpid() { symbolicator.prepare(addresses: first) }
+        if target.processID != getpid() {
+            let symbolicator = symbolicator
+            writes.async { symbolicator.prepare(addresses: first) }
+        }
         if configuration.symbolication == .full {
             prefetchLines([first] + evidence.threads.map { Array($0.addresses.prefix(configuration.maxThreadFrames)) })
         }
@@ -167,8 +183,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     private func rewriteProvisional(now: UInt64) {
         lastProvisionalAt = now
         guard let evidence = collector.evidence, !rewritePending.isSet else { return }
-        let job = RewriteJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
-        let writer = publisher.writer, emit = emit, pending = rewritePending
+        let job = ReportJob(builder: builder, evidence: evidence, symbols: rewriteSymbolicator)
+        let writer = publisher.withLock { $0.writer }, pending = rewritePending
         pending.set(true)
         writes.async {
             // Built here too, not on the watching thread: symbolicating and building take long enough under
@@ -177,7 +193,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             do throws(StallWatchError) {
                 try writer.write(report)
             } catch {
-                emit(.reportFailed(error))
+                self.emit(.reportFailed(error))
             }
             pending.set(false)
         }
@@ -188,19 +204,24 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         if let report = provisional() { emit(.escalated(report)) }
     }
 
+    /// The stall ended: its final report is built, written and emitted on `writes`, so the watching thread
+    /// goes back to the loop at once and sees a stall that starts meanwhile.
     package func end(endNanos: UInt64) {
-        guard collector.evidence != nil else { return }
-        if let report = finish(status: .ended, endNanos: endNanos, now: endNanos) { emit(.ended(report)) }
-        collector.reset()
+        guard let job = finish(status: .ended, endNanos: endNanos, now: endNanos) else { return }
+        writes.async(execute: job)
     }
 
-    /// The watching is stopping while the loop is still stuck (`reason` replaces the default note).
+    /// The watching is stopping while the loop is still stuck (`reason` replaces the default note). Returns once
+    /// every report of this recorder is written, this one included.
     package func abandon(now: UInt64, reason: String? = nil) {
-        guard collector.evidence != nil else { return }
+        guard collector.evidence != nil else { return flush() }
         collector.addNote(reason ?? "the watchdog stopped while the loop was still stuck")
-        if let report = finish(status: .unrecovered, endNanos: nil, now: now) { emit(.ended(report)) }
-        collector.reset()
+        guard let job = finish(status: .unrecovered, endNanos: nil, now: now) else { return flush() }
+        writes.sync(execute: job)
     }
+
+    /// Waits until the final reports of ended stalls are written (and their `ended` events emitted).
+    package func flush() { writes.sync {} }
 
     package func addNote(_ note: String) { collector.addNote(note) }
 
@@ -223,7 +244,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         var report = builder.build(
             evidence, status: .ended, endNanos: endNanos, final: true, now: now, symbols: quickSymbolicator)
         report.cause = cause
-        let published = publisher.publishFinal(report, now: now)
+        let published = publisher.withLock { $0.publishFinal(report, now: now) }
         emit(.ended(published))
         return published
     }
@@ -239,31 +260,29 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         guard let evidence = collector.evidence else { return nil }
         let report = builder.build(
             evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
-        let writer = publisher.writer, emit = emit
-        writes.async {
-            do throws(StallWatchError) {
-                try writer.write(report)
-            } catch {
-                emit(.reportFailed(error))
-            }
-        }
+        writes.async { [self] in publisher.withLock { $0.publishProvisional(report) } }
         return report
     }
 
-    /// The final report, published; returns the report of this stall either way, for listeners.
-    private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> StallReport? {
+    /// Closes the stall's evidence and returns the job that builds, publishes and emits its final report, to run
+    /// on `writes` (after any rewrite of its provisional report, so the final one lands last).
+    private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64) -> (@Sendable () -> Void)? {
         collector.closeContext(now: now)
-        writes.sync {}  // a provisional report still queued or writing must not land after the final one
         guard let evidence = collector.evidence else { return nil }
-        let report = builder.build(
-            evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbolicator)
-        let published = publisher.publishFinal(report, now: now)
-        if let pending = publisher.writtenWithLinesPending {
-            lineFiller.fill(
-                pending, evidence: evidence, maxThreadFrames: configuration.maxThreadFrames, writer: publisher.writer,
-                emit: emit)
+        collector.reset()
+        let job = ReportJob(builder: builder, evidence: evidence, symbols: symbolicator)
+        let lineFiller = lineFiller, maxThreadFrames = configuration.maxThreadFrames
+        return { [self] in
+            let report = job.build(status: status, endNanos: endNanos, now: now)
+            let (published, pending, writer) = publisher.withLock {
+                ($0.publishFinal(report, now: now), $0.writtenWithLinesPending, $0.writer)
+            }
+            if let pending {
+                lineFiller.fill(
+                    pending, evidence: evidence, maxThreadFrames: maxThreadFrames, writer: writer, emit: serialEmit)
+            }
+            emit(.ended(published))
         }
-        return published
     }
 
     // MARK: Identity and units
@@ -303,15 +322,15 @@ final class Counter: @unchecked Sendable {
     }
 }
 
-/// One rewrite of a provisional report, built on the rewrite queue.
-private struct RewriteJob: @unchecked Sendable {
-    // @unchecked Sendable: the builder's clock only reads CLOCK_MONOTONIC, the evidence is a value, and the
-    // symbolicator is used on the rewrite queue alone, one job at a time.
+/// One report built on the report queue: a rewrite of a provisional report (`ongoing`), or a final one.
+private struct ReportJob: @unchecked Sendable {
+    // @unchecked Sendable: the builder's clock only reads CLOCK_MONOTONIC, the evidence is a value, and each
+    // symbolicator given here is used on the report queue alone, one job at a time.
     let builder: StallReportBuilder
     let evidence: StallEvidence
     let symbols: Symbolicator
 
-    func build() -> StallReport {
-        builder.build(evidence, status: .ongoing, endNanos: nil, final: true, now: nil, symbols: symbols)
+    func build(status: StallReport.Status = .ongoing, endNanos: UInt64? = nil, now: UInt64? = nil) -> StallReport {
+        builder.build(evidence, status: status, endNanos: endNanos, final: true, now: now, symbols: symbols)
     }
 }
