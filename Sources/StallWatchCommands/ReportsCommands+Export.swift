@@ -3,6 +3,10 @@ import Foundation
 import StallWatch
 import StallWatchInspector
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension ReportsCommands {
     /// `reports export FILE|DIR|ID… --format folded|speedscope|pprof [-o PATH] [filters]`: every sample of the
     /// named reports in one profile, written to PATH (or standard output).
@@ -67,16 +71,42 @@ extension ReportsCommands {
         return count
     }
 
-    /// Writes `data` atomically to `path` (replacing it), or to standard output when `path` is nil.
+    /// Writes `data` atomically to `path` (replacing it), or to standard output when `path` is nil. A path that
+    /// names something other than a regular file (`/dev/null`, `/dev/stdout`, a FIFO) is written in place: renaming
+    /// a temporary file over it would replace the device or pipe with a file.
     static func write(_ data: Data, to path: String?, _ invocation: Invocation) throws {
         guard let path else {
             invocation.console.dataOutput(data)
             return
         }
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG, status.st_mode & S_IFMT != S_IFDIR {
+            return try writeInPlace(data, to: path)
+        }
         do {
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
             throw CommandError(.failure, "cannot write \(path): \((error as NSError).localizedDescription)")
+        }
+    }
+
+    /// Writes `data` through `path` as it is (a device or a pipe), never creating or replacing it.
+    private static func writeInPlace(_ data: Data, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else {
+            throw CommandError(.failure, "cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else {
+                    throw CommandError(.failure, "cannot write \(path): \(String(cString: strerror(errno)))")
+                }
+                offset += written
+            }
         }
     }
 }
