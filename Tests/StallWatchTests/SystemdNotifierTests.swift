@@ -96,7 +96,13 @@ import Testing
         #expect(listener.wait(timeout: .seconds(10)) { $0.contains { $0.text == "READY=1\nSTATUS=serving" } })
         #expect(listener.wait(timeout: .seconds(10)) { pings($0).count >= 3 }, "regular pings while healthy")
 
-        loop.perform { WatchdogTests.blockLoopThread(milliseconds: 900) }
+        // The stall ends when the block returns; the `ended` event comes later, once the final report is built
+        // off the watching thread, and pings may rightly resume before it.
+        let blockReturned = Atomic<UInt64>(0)
+        loop.perform {
+            WatchdogTests.blockLoopThread(milliseconds: 900)
+            blockReturned.store(sw_monotonic_ns(), ordering: .releasing)
+        }
         #expect(endedSignal.wait(timeout: .now() + 20) == .success)
         let endedAt = ended.load(ordering: .acquiring)
         #expect(
@@ -106,7 +112,8 @@ import Testing
         let beganAt = began.load(ordering: .acquiring)
         #expect(beganAt > 0 && endedAt > beganAt)
         // A ping sent just before the threshold was crossed may be read a little after `began`.
-        let duringStall = pings(listener.messages).filter { $0 > beganAt + 30_000_000 && $0 < endedAt }
+        let stallEnd = min(endedAt, blockReturned.load(ordering: .acquiring))
+        let duringStall = pings(listener.messages).filter { $0 > beganAt + 30_000_000 && $0 < stallEnd }
         #expect(duringStall.isEmpty, "\(duringStall.count) WATCHDOG=1 while the loop was stalled")
         let before = pings(listener.messages).filter { $0 < beganAt }
         #expect(before.count >= 3)
