@@ -59,7 +59,7 @@ struct SyntheticReportDirectory {
 }
 
 @Suite(.serialized) struct LargeDirectoryTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func listAndSummaryOfFiveThousandReportsFinishAndWarnOncePerDamagedFile() throws {
         let clock = ContinuousClock()
         var made: SyntheticReportDirectory!

@@ -13,7 +13,7 @@ import Testing
 
     /// A FIFO stands for every non-regular destination (`/dev/null`, `/dev/stdout`, a pipe): renaming a temporary
     /// file over it would leave a regular file where the pipe was, and the reader would get nothing.
-    @Test(.timeLimit(.minutes(1)), arguments: ["export", "symbolicate", "html"])
+    @Test(.timeLimit(.minutes(3)), arguments: ["export", "symbolicate", "html"])
     func aPipeGivenAsTheOutputStaysAPipeAndItsReaderGetsTheBytes(command: String) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sw-out-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

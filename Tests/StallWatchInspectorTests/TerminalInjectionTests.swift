@@ -34,7 +34,7 @@ import Testing
         #expect(TerminalText.escape("plain ünïcödé → ok") == "plain ünïcödé → ok")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aTerminalSeesNoRawEscapeFromHostileReports() throws {
         let directory = HostileFiles.temporaryDirectory("pty")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 @Suite struct BackgroundRecomputerTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aBurstOfSignalsBecomesFewComputationsAndTheLastResultCoversEveryChange() {
         let loop = EventLoop(name: "recompute", mainQueue: .disabled)
         let thread = Thread { loop.run() }
@@ -43,7 +43,7 @@ import Testing
         #expect(deliveries.values.allSatisfy { $0.onLoop })
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aBackgroundWorkerRunsJobsOffTheLoopInOrderAndCompletesThemOnTheLoop() {
         let loop = EventLoop(name: "worker", mainQueue: .disabled)
         let thread = Thread { loop.run() }

@@ -72,7 +72,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func onARealLoopTimersKeepFiringWhileALargeSortRunsInChunks() throws {
         let loop = EventLoop(name: "chunked", mainQueue: .disabled)
         let executor = ChunkedExecutor(scheduler: loop, timeBudget: .milliseconds(2))

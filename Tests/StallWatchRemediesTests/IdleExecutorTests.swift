@@ -60,7 +60,7 @@ import Testing
         #expect(log.values == ["idle"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func onARealLoopIdleTasksRunBeforeTheLoopWaits() {
         let loop = EventLoop(name: "idle", mainQueue: .disabled)
         let idle = IdleExecutor(scheduler: loop)

@@ -28,7 +28,7 @@ import Testing
         #expect(array.isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func enumeratingWhileAnotherThreadRemovesSeesOneConsistentSnapshot() async {
         let array = ThreadSafeArray(Array(0..<20_000))
         let done = Atomic<Bool>(false)
@@ -61,7 +61,7 @@ import Testing
         #expect(array.count == 2 || array.count == 1 || array.count == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func callbacksDuringEnumerationMayCallCountAndAppendWithoutDeadlock() {
         let array = ThreadSafeArray(Array(0..<1000))
         // A writer keeps barrier blocks queued, the situation in which a nested read on a concurrent queue

@@ -41,7 +41,7 @@ import Testing
         return text[end...].dropFirst(2).first
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aChildKilledWhileAnotherThreadOfOursTracesItIsStillReaped() throws {
         // The waiter spawns and waits on one thread of its own (ChildProcess.wait is for the spawning thread).
         let waiter = Waiter()

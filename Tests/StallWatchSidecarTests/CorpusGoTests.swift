@@ -59,7 +59,7 @@ import Testing
             pointStackContains: ["cgo_service_read_pipe"] + goCallers, stackSwitchAt: "runtime.cgocall"),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    @Test(.timeLimit(.minutes(3)), arguments: cases)
     func eachStallOfAGoServiceInCIsDiagnosedWithItsGoCallers(_ c: CorpusCase) throws {
         try #require(Self.binary != nil, "go build of the fixture failed")
         try CorpusHarness.check(c)
@@ -67,7 +67,7 @@ import Testing
 
     /// Without a symbol table the trampoline cannot be named: the unwind ends at it, as without stack-switch rules,
     /// and nothing past it is guessed.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aStrippedGoServiceStopsCleanlyAtTheSwitch() throws {
         try #require(Self.strippedBinary != nil, "go build -ldflags=-s of the fixture failed")
         try CorpusHarness.check(

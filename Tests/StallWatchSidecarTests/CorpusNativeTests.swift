@@ -46,7 +46,7 @@ import Testing
             expect: .stall(.lock, frames: lockFrames, blocking: "lock-holder")),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    @Test(.timeLimit(.minutes(3)), arguments: cases)
     func eachStallOfAStrippedCServiceIsDiagnosedFromOutside(_ c: CorpusCase) throws {
         try #require(Self.binary != nil, "cc could not build the fixture")
         try CorpusHarness.check(c)
@@ -59,7 +59,7 @@ import Testing
     /// does not stop for a capture until the call returns, so the call is checked in the evidence, not the
     /// frames. The reports go to tmpfs: the sidecar's own fsync of a report on the target's disk waits behind the
     /// target's sync and would leave the stall unwatched meanwhile.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aLongFsyncOfAStrippedCServiceIsIOWhateverTheDisk() throws {
         try #require(Self.binary != nil, "cc could not build the fixture")
         let mebibytes = 384
@@ -115,7 +115,7 @@ import Testing
             expect: .every(.starved), competingSpinners: 2),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    @Test(.timeLimit(.minutes(3)), arguments: cases)
     func aLoopHeldUpByTheMachineIsNotBlamed(_ c: CorpusCase) throws {
         try #require(CorpusNativeTests.binary != nil, "cc could not build the fixture")
         try CorpusHarness.check(c)

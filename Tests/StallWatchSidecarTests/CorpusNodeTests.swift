@@ -26,7 +26,7 @@ import Testing
             name: "node Atomics.wait", command: node("atomics"), expect: .stall(.lock, frames: ["futex", "cond"])),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    @Test(.timeLimit(.minutes(3)), arguments: cases)
     func eachStallOfANodeServiceIsDiagnosedFromOutside(_ c: CorpusCase) throws {
         try CorpusHarness.check(c)
     }

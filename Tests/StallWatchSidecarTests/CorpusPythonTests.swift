@@ -41,7 +41,7 @@ import Testing
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: cases)
+    @Test(.timeLimit(.minutes(3)), arguments: cases)
     func eachStallOfACPythonServiceIsDiagnosedFromOutside(_ c: CorpusCase) throws {
         try CorpusHarness.check(c)
     }

@@ -9,7 +9,7 @@ import Testing
 #endif
 
 @Suite struct CorpusThreadsTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func eachLoopThreadMatchingTheGlobIsWatchedAndTheReportNamesTheStalledOne() throws {
         let directory = SidecarFixtures.temporaryDirectory("threads")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -35,7 +35,7 @@ import Testing
         #expect(reports[0].cause?.kind == .sleep)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func threadsThatStartOrAreRenamedLaterArePickedUpAndThoseThatExitOrAreRenamedAwayDropped() throws {
         let directory = SidecarFixtures.temporaryDirectory("threads-changing")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -75,7 +75,7 @@ import Testing
         #expect(reports.allSatisfy { $0.cause?.kind == .sleep && $0.detection.source == "proc" })
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theDaemonGivesEachThreadItsRulesNameADetectorOfItsOwn() throws {
         let directory = SidecarFixtures.temporaryDirectory("daemon-threads")
         let shm = SidecarFixtures.temporaryDirectory("daemon-threads-shm")

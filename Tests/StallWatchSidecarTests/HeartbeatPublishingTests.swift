@@ -49,7 +49,7 @@ import Testing
 
     /// The attack as it happens: the service runs as one user (`nobody`), another (`daemon`) plants the names
     /// the service would use for its pid in the shared directory before it publishes.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aServiceOfOneUserPublishesDespiteNamesAnotherUserPlanted() throws {
         let directory = Self.sharedDirectory("hb-users")
         let reports = SidecarFixtures.temporaryDirectory("hb-users-reports")
@@ -154,7 +154,7 @@ import Testing
         #expect(try HeartbeatReader(path: path, expectedPID: getpid()).segment.loopName == "a[2Jbcd")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aHeartbeatThatCannotBePublishedIsReportedAsAnEvent() throws {
         let directory = SidecarFixtures.temporaryDirectory("hb-fail")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -40,7 +40,7 @@ import Testing
         return condition()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func fiveControlCsAtATerminalReachTheChildAtMostFiveTimes() throws {
         let directory = SidecarFixtures.temporaryDirectory("ctrl-c")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -97,7 +97,7 @@ import Testing
         #expect(output.contains("seen=5"), "each ^C once, not once from the terminal and once forwarded: \(output)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func userAndHangupSignalsAreForwardedAndDoNotKillRun() throws {
         let directory = SidecarFixtures.temporaryDirectory("forward")
         defer { try? FileManager.default.removeItem(atPath: directory) }

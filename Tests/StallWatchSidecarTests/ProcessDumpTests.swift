@@ -84,7 +84,7 @@ import Testing
             !target.stdout.contains("EINTR"), "\(target.stdout.split(separator: "\n").filter { $0.contains("EINTR") })")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func dumpNamesTheOwnerOfTheLockTheMainThreadWaitsForAndLeavesTheTargetRunning() throws {
         let (target, holder) = try Self.blockedTarget()
         let pid = target.pid
@@ -153,7 +153,7 @@ import Testing
         return result
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func dumpOfTheDemoServiceShowsItsLoopIdleInTheEventLoop() throws {
         let directory = SidecarFixtures.temporaryDirectory("dump-demo")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -188,7 +188,7 @@ import Testing
         #expect(usage.stderr.contains("--pid PID is required"))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aZombieAndThisProcessAreNotTraceable() throws {
         // `sleep 0` exits as a child of the shell that becomes `sleep 30`, which never reaps it.
         let parent = try Spawned("/bin/sh", ["-c", "sleep 0 & exec sleep 30"])
@@ -213,7 +213,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aProcessAnotherTracerHoldsIsNotTraceable() throws {
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace plays the other tracer")
         let (target, _) = try Self.blockedTarget()
@@ -226,7 +226,7 @@ import Testing
         withExtendedLifetime(strace) {}
     }
 
-    @Test(.enabled(if: geteuid() == 0, "needs root to run the dump as another user"), .timeLimit(.minutes(1)))
+    @Test(.enabled(if: geteuid() == 0, "needs root to run the dump as another user"), .timeLimit(.minutes(3)))
     func anotherUsersProcessIsAPermissionError() throws {
         let (target, _) = try Self.blockedTarget()
         let dump = try Spawned(

@@ -6,7 +6,7 @@ import Testing
 @Suite(.serialized) struct SidecarCLITests {
     static let stallwatch = SidecarFixtures.executable("stallwatch")
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func runExitsWithTheCommandsStatusOrSignal() throws {
         let exit7 = try Spawned(Self.stallwatch, ["run", "--", "/bin/sh", "-c", "exit 7"])
         #expect(exit7.wait() == 7)
@@ -19,7 +19,7 @@ import Testing
         #expect(missing.stderr.contains("cannot run /nonexistent/command"))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func runForwardsSIGTERMAndSIGINTToTheCommand() throws {
         for (signal, name) in [(SIGTERM, "TERM"), (SIGINT, "INT")] {
             let run = try Spawned(Self.stallwatch, ["run", "--proc", "--", "/bin/sleep", "30"])
@@ -29,7 +29,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aStallStillGoingWhenTheCommandDiesIsUnrecovered() throws {
         let directory = SidecarFixtures.temporaryDirectory("unrecovered")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -99,7 +99,7 @@ import Testing
             badStates.withLock { $0 }.isEmpty, "target stopped or traced after a capture: \(badStates.withLock { $0 })")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aBusyHealthyLoopIsNotReportedWithoutInstrumentation() throws {
         let directory = SidecarFixtures.temporaryDirectory("echo")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -128,7 +128,7 @@ import Testing
         kill(echo.pid, SIGTERM)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aSidecarKilledMidCaptureLeavesTheTargetRunning() throws {
         let directory = SidecarFixtures.temporaryDirectory("kill")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -159,7 +159,7 @@ import Testing
         #expect(SidecarFixtures.reports(in: directory).first?.status == .ongoing)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theDaemonPicksUpPublishersAndDropsExitedOnes() throws {
         let directory = SidecarFixtures.temporaryDirectory("daemon")
         let shm = SidecarFixtures.temporaryDirectory("daemon-shm")
@@ -210,7 +210,7 @@ import Testing
         #expect(skipped.withLock { $0 } == ["\(shm)/stallwatch.1"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theDaemonRemovesSegmentsLeftByProcessesThatNoLongerExist() throws {
         let shm = SidecarFixtures.temporaryDirectory("daemon-stale")
         defer { try? FileManager.default.removeItem(atPath: shm) }

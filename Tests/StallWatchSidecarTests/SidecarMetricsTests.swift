@@ -4,7 +4,7 @@ import StallWatch
 import Testing
 
 @Suite struct SidecarMetricsTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func watchServesTheStallsItSawAsPrometheusText() throws {
         let directory = SidecarFixtures.temporaryDirectory("metrics")
         defer { try? FileManager.default.removeItem(atPath: directory) }

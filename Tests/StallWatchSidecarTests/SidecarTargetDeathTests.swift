@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatchSidecar
 
 @Suite(.serialized) struct SidecarTargetDeathTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aTargetKilledMidStallLeavesAReportWhoseFramesCarrySymbolsAndImages() throws {
         let directory = SidecarFixtures.temporaryDirectory("dies")
         let shm = SidecarFixtures.temporaryDirectory("dies-shm")

@@ -146,7 +146,7 @@ import Testing
 }
 
 @Suite struct LockOwnerTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func ownerOfAHeldGlibcMutexIsReadFromItsOwnerField() throws {
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)

@@ -18,7 +18,7 @@ import Testing
         #expect(StallWatchConfiguration().name(of: EventLoop(mainQueue: .disabled)) == "main")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aStallOfAnUnnamedLoopIsReportedUnderLoopName() throws {
         let directory = Fixtures.temporaryDirectory("loop-name")
         defer { try? FileManager.default.removeItem(atPath: directory) }

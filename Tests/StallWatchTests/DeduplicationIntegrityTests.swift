@@ -46,7 +46,7 @@ import Testing
     }
 
     /// The field case: a long hang whose stack matches a short stall seconds earlier, with a real watchdog.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aHangAfterASameStackStallIsOnDiskAsAHangWithItsSamples() throws {
         let directory = Fixtures.temporaryDirectory("hang-after-stall")
         defer { try? FileManager.default.removeItem(atPath: directory) }

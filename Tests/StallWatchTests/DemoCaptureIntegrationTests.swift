@@ -46,7 +46,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["cpu", "sleep"])
+    @Test(.timeLimit(.minutes(3)), arguments: ["cpu", "sleep"])
     func aLoopThreadThatBlocksEverySignalIsSampledWithStacks(kind: String) throws {
         let directory = Fixtures.temporaryDirectory("blocked-\(kind)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -71,7 +71,7 @@ import Testing
         #expect(symbols.contains { $0.contains("Stalls.") })
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["default", "ignore", "handler"])
+    @Test(.timeLimit(.minutes(3)), arguments: ["default", "ignore", "handler"])
     func anApplicationThatTakesTheSamplingSignalBackSurvivesAndStallsAreStillCaptured(disposition: String) throws {
         let directory = Fixtures.temporaryDirectory("disposition-\(disposition)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -102,7 +102,7 @@ import Testing
         #expect(noted.capture.errors.contains { $0.contains(expected) && $0.contains("not sent") }, "\(noted.capture)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aWaitStallPrintsAFullUninterruptedPoll() throws {
         for environment in [[:], ["STALLWATCH_NO_PTRACE_HELPER": "1"]] {
             let directory = Fixtures.temporaryDirectory("wait-kind")
@@ -126,7 +126,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aProcessKilledThreeSecondsIntoAHangLeavesItsSamplesOnDisk() throws {
         let directory = Fixtures.temporaryDirectory("killed-hang")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -18,7 +18,7 @@ import Testing
         return config
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func asyncRunReturnsOnCancellationAndFinishesTheStallInProgressAsUnrecovered() async throws {
         let directory = Fixtures.temporaryDirectory("run-cancel")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -56,7 +56,7 @@ import Testing
         #expect(reports[0].status == .unrecovered)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func asyncRunOfAnAlreadyCancelledTaskReturnsAtOnce() async throws {
         let directory = Fixtures.temporaryDirectory("run-cancelled")
         defer { try? FileManager.default.removeItem(atPath: directory) }

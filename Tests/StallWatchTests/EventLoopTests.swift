@@ -25,7 +25,7 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
 }
 
 @Suite struct EventLoopTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func activitiesOfAnIterationHoldingATimerAndAPerformComeInCFRunLoopOrder() {
         let loop = EventLoop(name: "order", mainQueue: .disabled)
         let log = Recorder<String>()
@@ -63,7 +63,7 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
         #expect(loop.state.snapshot().activity == .exit)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func performFromOtherThreadsRunsEveryBlockOnTheLoopThread() {
         let loop = EventLoop(name: "perform", mainQueue: .disabled)
         let thread = startLoopThread(loop)
@@ -88,7 +88,7 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
         _ = thread
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aRemovedObserverIsNotCalledAgain() {
         let loop = EventLoop(name: "remove", mainQueue: .disabled)
         let calls = Recorder<LoopActivity>()
@@ -113,7 +113,7 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
         #expect(!observer.isValid)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func observersAreCalledByOrderAndOneShotObserversOnce() {
         let loop = EventLoop(name: "observer-order", mainQueue: .disabled)
         let log = Recorder<String>()
@@ -133,7 +133,7 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
         #expect(values.filter { $0 == "early" }.count >= 3)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func repeatingTimersFireUntilCancelledAndOneShotsOnce() {
         let loop = EventLoop(name: "timers", mainQueue: .disabled)
         let fires = Recorder<String>()
@@ -151,14 +151,14 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
         #expect(repeats <= 13)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func runForReturnsTimedOutWhenNothingStopsIt() {
         let loop = EventLoop(name: "timeout", mainQueue: .disabled)
         #expect(loop.run(for: .milliseconds(20)) == .timedOut)
         #expect(!loop.isRunning)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func readSourceHandlersRunOnTheLoopThreadAndStopWhenCancelled() throws {
         let loop = EventLoop(name: "fd", mainQueue: .disabled)
         var fds: [Int32] = [0, 0]

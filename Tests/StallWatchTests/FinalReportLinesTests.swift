@@ -39,7 +39,7 @@ import Testing
         #expect(again == full)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func coldFirstStallWritesItsFinalReportAtOnceAndItsLinesFollowInARewrite() throws {
         let directory = Fixtures.temporaryDirectory("lines-cold")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -69,7 +69,7 @@ import Testing
         try Fixtures.expectReportsValidate(in: directory)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func readersNeverSeeAHalfWrittenReportWhileItsLinesAreFilledIn() throws {
         let directory = Fixtures.temporaryDirectory("lines-readers")
         defer { try? FileManager.default.removeItem(atPath: directory) }

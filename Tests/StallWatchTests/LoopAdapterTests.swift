@@ -46,7 +46,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aFoundationRunLoopStuckInACalloutIsReportedOnceAndANestedRunIsNot() throws {
         let directory = Fixtures.temporaryDirectory("runloop")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -178,7 +178,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aHealthyProbedQueueIsNeverBlamedAndStoppingPublishesExit() throws {
         let directory = Fixtures.temporaryDirectory("probe-healthy")
         defer { try? FileManager.default.removeItem(atPath: directory) }

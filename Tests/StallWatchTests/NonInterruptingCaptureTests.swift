@@ -65,7 +65,7 @@ import Testing
         },
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: waits)
+    @Test(.timeLimit(.minutes(3)), arguments: waits)
     func aBlockingWaitOnTheLoopLastsItsFullTimeWithoutEINTRAndTheReportNamesIt(_ wait: Wait) throws {
         let directory = Fixtures.temporaryDirectory("wait")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -116,7 +116,7 @@ import Testing
             "no frame names \(wait.name): \(symbols)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theHelperIsInvisibleToWaitHoldsNoDescriptorOfOursAndBlocksEverySignal() throws {
         let helper = try ThreadCaptureHelper.shared()
         let pid = helper.helperProcessID
@@ -133,7 +133,7 @@ import Testing
         #expect(blocked?.hasSuffix("fffffffe7ffbfeff") == true, "\(blocked ?? "")")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aThreadThatBlocksEverySignalIsCapturedWithItsStackAndKeepsSleeping() throws {
         let helper = try ThreadCaptureHelper.shared()
         let unwinder = try StackUnwinder(processID: getpid())

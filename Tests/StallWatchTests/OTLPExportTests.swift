@@ -17,7 +17,7 @@ import Testing
         return .ended(report)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func eachEndedStallBecomesOneLogRecordWithItsResourceAndAttributes() throws {
         guard OTLPReceiver.available else { return }
         let receiver = try OTLPReceiver()
@@ -50,7 +50,7 @@ import Testing
         #expect(exporter.statistics.sent == 3)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aRefusedPostIsRetriedWithBackoffUntilAccepted() throws {
         guard OTLPReceiver.available else { return }
         let receiver = try OTLPReceiver(failFirst: 2)
@@ -67,7 +67,7 @@ import Testing
         #expect(exporter.statistics.attempts == 3 && exporter.statistics.sent == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func observingNeverBlocksEvenWhenTheReceiverHangs() throws {
         guard OTLPReceiver.available else { return }
         // A socket that listens but never accepts: connections complete, answers never come.
@@ -92,7 +92,7 @@ import Testing
         exporter.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func stallwatchRunPostsTheStallOfItsCommand() throws {
         guard OTLPReceiver.available else { return }
         let receiver = try OTLPReceiver()

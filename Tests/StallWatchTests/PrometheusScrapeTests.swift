@@ -125,7 +125,7 @@ final class PrometheusServer {
             })
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aScrapeIsAnsweredAtOnceWhileFiveIdleConnectionsAreOpen() throws {
         let metrics = StallMetrics()
         let server = try MetricsHTTPServer(address: "127.0.0.1:0") { metrics.exposition() }

@@ -82,7 +82,7 @@ import Testing
         )
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aRunningLoopShowsItsPhaseAndIterations() throws {
         let loop = EventLoop(name: "live", mainQueue: .disabled)
         let metrics = StallMetrics()
@@ -124,7 +124,7 @@ import Testing
 
     @Test(
         .enabled(if: promtoolAvailable || requireTools, "promtool is not installed (Debian package prometheus)"),
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(3)))
     func promtoolAcceptsTheText() throws {
         try #require(Self.promtoolAvailable, "promtool is required (STALLWATCH_REQUIRE_JSONSCHEMA=1) but missing")
         let path = Self.writeText(Self.populated().0.exposition())
@@ -135,7 +135,7 @@ import Testing
 
     @Test(
         .enabled(if: pythonClientAvailable || requireTools, "the PyPI package prometheus-client is not installed"),
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(3)))
     func theReferenceParserAcceptsTheTextAndItsHistogramsHoldTheirInvariants() throws {
         try #require(
             Self.pythonClientAvailable, "prometheus-client is required (STALLWATCH_REQUIRE_JSONSCHEMA=1) but missing")
@@ -176,7 +176,7 @@ import Testing
         return String(decoding: response, as: UTF8.self)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theEndpointServesTheTextOnLoopbackAndStopsCleanly() throws {
         let (metrics, _) = Self.populated()
         let threadsBefore = WatchdogTests.threadCount()

@@ -39,7 +39,7 @@ import Testing
             latencyNanos: 0, isHang: false, notes: [])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theFirstReportIsWrittenOffTheWatchingThreadAndTheFinalOneLandsLast() throws {
         let directory = Fixtures.temporaryDirectory("recorder-writes")
         defer { try? FileManager.default.removeItem(atPath: directory) }

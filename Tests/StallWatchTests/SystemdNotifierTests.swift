@@ -38,7 +38,7 @@ import Testing
         #expect(notifier.watchdogPingsSent == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func readyAndStatusReachAnAbstractSocketAsOneDatagram() throws {
         let name = "@stallwatch-test-\(getpid())-\(UUID().uuidString.prefix(8))"
         let listener = try DatagramListener(address: name)
@@ -50,7 +50,7 @@ import Testing
         #expect(listener.receive(timeout: .seconds(10))?.text == "STOPPING=1")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func watchdogPingsStopWhileTheLoopIsStalledAndResumeWhenItRecovers() throws {
         let directory = Fixtures.temporaryDirectory("sd-notify")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -76,7 +76,7 @@ final class NotifiedChild {
         return fd
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func serveIsReadyOncePingsWhileHealthyStopsDuringAStallAndResumes() throws {
         let directory = Fixtures.temporaryDirectory("sd-serve")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -119,7 +119,7 @@ final class NotifiedChild {
         #expect(Self.pings(listener.messages).filter { $0 < began }.count >= 3)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theDaemonIsReadyAfterItsFirstScanAndItsStatusFollowsAWatchedStall() throws {
         let directory = Fixtures.temporaryDirectory("sd-daemon")
         let shm = Fixtures.temporaryDirectory("sd-daemon-shm")
@@ -170,7 +170,7 @@ final class NotifiedChild {
 
     /// The daemon's own watcher stuck (one of its threads held in a ptrace stop while the rest of the daemon runs):
     /// nobody watches that process any more, so the pings stop until the watcher turns again.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theDaemonStopsPingingWhileOneOfItsWatchersIsStuckAndResumes() throws {
         let freezer = try #require(Self.freezer, "cc could not build the freezer")
         let directory = Fixtures.temporaryDirectory("sd-stuck")
@@ -249,7 +249,7 @@ final class NotifiedChild {
         return try #require(names[String(line.dropFirst("WatchdogSignal=".count))])
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["myservice.service", "stallwatch-daemon.service"])
+    @Test(.timeLimit(.minutes(3)), arguments: ["myservice.service", "stallwatch-daemon.service"])
     func theUnitsWatchdogSignalEndsAStuckSwiftProcess(unit: String) throws {
         let signal = try Self.watchdogSignal(unit: unit)
         let stuck = try NotifiedChild(

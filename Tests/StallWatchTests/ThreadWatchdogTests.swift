@@ -85,7 +85,7 @@ import Testing
     /// times: at a 200 ms threshold about 10 waits a second (a poll every threshold / 5 would be 25). Counted over
     /// the time the test really waited (the shared test process's pool may run the test late); a loaded machine
     /// wakes the watcher later, never more often.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func whileEveryWatchedThreadIdlesTheWatcherLooksTwicePerThreshold() async throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog-idle")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -116,7 +116,7 @@ import Testing
         #expect(try Fixtures.reports(in: directory).isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func threadsThatAppearArePickedUpExitedOnesDroppedAndAStuckOneReportedByName() throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog")
         defer { try? FileManager.default.removeItem(atPath: directory) }

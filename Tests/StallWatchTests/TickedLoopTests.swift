@@ -58,7 +58,7 @@ import Testing
         #expect(x != 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aTickedLoopStuckInItsWorkIsOneReportNamingTheCulprit() throws {
         let directory = Fixtures.temporaryDirectory("ticked-stall")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -100,7 +100,7 @@ import Testing
         try Fixtures.expectReportsValidate(in: directory)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aTickedLoopIdlingInItsWaitIsNeverBlamed() throws {
         let directory = Fixtures.temporaryDirectory("ticked-idle")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -14,7 +14,7 @@ import Testing
         return config
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func healthyLoopRunning100kShortWorkItemsPerSecondWritesNoReport() throws {
         let directory = Fixtures.temporaryDirectory("healthy")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -45,7 +45,7 @@ import Testing
         #expect(try Fixtures.reports(in: directory).isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func stuckLoopIsReportedOnceWithTheExactDurationAndItsStack() throws {
         let directory = Fixtures.temporaryDirectory("stuck")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -93,7 +93,7 @@ import Testing
         try Fixtures.expectReportsValidate(in: directory)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func stallSpentInTwoFunctionsShowsBothInTheCallTreeInProportion() throws {
         let directory = Fixtures.temporaryDirectory("two-functions")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -137,7 +137,7 @@ import Testing
         #expect(!point.frames.contains { $0.symbol?.contains("computeFirstHalf") == true })
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func classicStrategyDetectsTheSameStall() throws {
         let directory = Fixtures.temporaryDirectory("classic")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -158,7 +158,7 @@ import Testing
         #expect(reports[0].durationMs >= 360 && reports[0].durationMs <= 500)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aLoopCanHaveOnlyOneWatchdog() throws {
         let loop = EventLoop(name: "single", mainQueue: .disabled)
         let directory = Fixtures.temporaryDirectory("single")

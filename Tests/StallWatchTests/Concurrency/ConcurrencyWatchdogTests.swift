@@ -56,7 +56,7 @@ import Testing
     /// (the blocking function, the async frames, the cause) apply to a sampled report, and alone (`scripts/test.sh`
     /// runs the test again in a process of its own, after the suite, with `STALLWATCH_STRESS=1`) the report must be
     /// sampled: nothing else keeps the watchdog busy there.
-    @Test(.timeLimit(.minutes(1)), arguments: PoolBlockingShapes.Shape.allCases)
+    @Test(.timeLimit(.minutes(3)), arguments: PoolBlockingShapes.Shape.allCases)
     func blockedWorkerIsOneReportNamingTheTaskWithTheJobsDuration(shape: PoolBlockingShapes.Shape) async throws {
         let directory = Fixtures.temporaryDirectory("pool-\(shape.rawValue)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -133,7 +133,7 @@ import Testing
         return first > 0 && frames[first...last].allSatisfy { $0.kind == .async } && (run.map { $0 > last } ?? true)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aPoolWithEveryWorkerStuckWhileJobsWaitIsOneSaturatedReportListingEachWorker() async throws {
         let directory = Fixtures.temporaryDirectory("pool-saturated")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -176,7 +176,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func poolStatisticsCountJobsAndTheirDurations() async throws {
         let directory = Fixtures.temporaryDirectory("pool-stats")
         defer { try? FileManager.default.removeItem(atPath: directory) }
