@@ -153,6 +153,10 @@ static int capture(channel *c) {
         copy_registers(&regs, r->registers);
         r->stack_pointer = regs.rsp;
         r->pending_signal = pending;
+        // A call the stop alone cut short runs again after the detach: no EINTR (sw_ptrace.h).
+        if (sw_ptrace_restart_cut_short_call(regs.orig_rax, &regs.rax, pending) &&
+            RAW(SYS_ptrace, PTRACE_SETREGS, c->tid, 0, &regs, 0) == 0)
+            r->restarted_call = 1;
         uint64_t high = c->stack_high;
         size_t length = c->capacity;
         // From the red zone up (SW_PTRACE_RED_ZONE_BYTES), unless that leaves the known stack.

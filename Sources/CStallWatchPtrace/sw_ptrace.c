@@ -205,6 +205,10 @@ static void *tracer_main(void *arg) {
     copy_registers(&regs, r->registers);
     r->stack_pointer = regs.rsp;
     r->pending_signal = pending_signal(j->tid);
+    // A call the stop alone cut short runs again after the detach: no EINTR (sw_ptrace.h).
+    if (sw_ptrace_restart_cut_short_call(regs.orig_rax, &regs.rax, r->pending_signal) &&
+        ptrace(PTRACE_SETREGS, j->tid, NULL, &regs) == 0)
+        r->restarted_call = 1;
     read_stack(j);
     if (ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(intptr_t)r->pending_signal) != 0)
         fail(j, SW_PTRACE_STEP_DETACH, errno);  // thread exit still detaches

@@ -182,7 +182,8 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
             #expect(write(fds[1], &byte, 1) == 1)
             got.wait()
         }
-        source.cancel()
+        // The descriptors are closed (defer) only once Dispatch has let go of them.
+        #expect(source.cancelAndWait())
         #expect(reads.values.count == 3)
         #expect(Set(reads.values) == [loop.threadID!])
         loop.stop()

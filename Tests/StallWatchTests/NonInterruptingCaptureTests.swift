@@ -168,4 +168,49 @@ import Testing
         let (failure, ms) = try #require(slept.withLock { $0 })
         #expect(failure == 0 && ms >= 790, "nanosleep: errno \(failure) after \(ms) ms")
     }
+
+    /// The race the choice of capture cannot close: a thread may enter a call that any stop cuts short (a socket
+    /// read with SO_RCVTIMEO) between the look at its state and the stop. Captured through the helper again and
+    /// again while it does nothing but such reads, it never sees EINTR: each call the stop cut short runs again.
+    @Test(.timeLimit(.minutes(3)))
+    func aCallTheStopCutShortRunsAgainInsteadOfFailingWithEINTR() throws {
+        let helper = try ThreadCaptureHelper.shared()
+        let tid = Atomic<Int32>(0)
+        let stop = Atomic<Bool>(false)
+        let counts = Mutex<(calls: Int, eintr: Int, other: Int)>((0, 0, 0))
+        let finished = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            var pair: [Int32] = [-1, -1]
+            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair)
+            defer { pair.forEach { close($0) } }
+            var timeout = timeval(tv_sec: 0, tv_usec: 20_000)
+            setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            tid.store(sw_gettid(), ordering: .releasing)
+            var byte: UInt8 = 0
+            while !stop.load(ordering: .acquiring) {
+                let failure = recv(pair[0], &byte, 1, 0) < 0 ? errno : 0
+                counts.withLock {
+                    $0.calls += 1
+                    if failure == EINTR { $0.eintr += 1 } else if failure != EAGAIN { $0.other += 1 }
+                }
+            }
+            finished.signal()
+        }
+        thread.start()
+        #expect(pollUntil { tid.load(ordering: .acquiring) != 0 })
+        var restarted = 0
+        for _ in 0..<100 {
+            let capture = try helper.capture(
+                threadID: tid.load(ordering: .acquiring), maxStackBytes: 16384, timeout: .milliseconds(500)
+            ).get()
+            if capture.restartedCall { restarted += 1 }
+            usleep(2000)
+        }
+        stop.store(true, ordering: .releasing)
+        #expect(finished.wait(timeout: .now() + 10) == .success)
+        let seen = counts.withLock { $0 }
+        #expect(seen.eintr == 0 && seen.other == 0, "\(seen) after 100 captures")
+        // Most captures found the thread in the read (it does nothing else), so the restart path really ran.
+        #expect(restarted >= 50, "\(restarted) of 100 captures restarted a call")
+    }
 }

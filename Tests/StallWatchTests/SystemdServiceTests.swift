@@ -101,9 +101,11 @@ final class NotifiedChild {
         // The stall ends when the handler answers; the STATUS that says so follows once the final report is
         // built off the watching thread, and pings may rightly resume before it.
         let answered = Atomic<UInt64>(0)
+        let reader = dup(connection)  // the reader's own: never a number the test closed and someone reused
         DispatchQueue.global().async {
+            defer { close(reader) }
             var byte: UInt8 = 0
-            if read(connection, &byte, 1) == 1 { answered.store(sw_monotonic_ns(), ordering: .releasing) }
+            if read(reader, &byte, 1) == 1 { answered.store(sw_monotonic_ns(), ordering: .releasing) }
         }
         #expect(listener.wait(timeout: .seconds(20)) { Self.firstTime($0, containing: "STATUS=serving; last") != nil })
         let messages = listener.messages

@@ -57,10 +57,33 @@ typedef struct sw_ptrace_record {
     int pending_signal;
     /// Nonzero if the stack copy was cut at the buffer size.
     int truncated;
+    /// Nonzero if the stop found the thread leaving a system call that the stop alone had cut short (it was about
+    /// to return EINTR: a socket call with SO_RCVTIMEO, epoll_wait, semtimedop …) and the call was set to run
+    /// again instead, as the kernel itself restarts calls after a stop (see sw_ptrace_restart_cut_short_call).
+    int restarted_call;
     /// On failure: the step that failed and its errno.
     sw_ptrace_step failed_step;
     int failed_errno;
 } sw_ptrace_record;
+
+/// The kernel's "restart this call, whatever its kind" code (ERESTARTNOINTR, include/linux/errno.h); never seen by
+/// a program: on the way back to user space the kernel re-runs the call with its original arguments.
+#define SW_ERESTARTNOINTR 513
+
+/// A ptrace stop of a thread inside a call that the kernel never restarts after a stop (signal(7): socket calls
+/// with a timeout, epoll_wait, semtimedop, sigtimedwait, io_getevents, inotify reads) makes that call return
+/// EINTR. At the stop the thread is on its way out of the call with RAX = -EINTR; if no signal of its own is
+/// pending (the stop alone cut the call short), setting RAX to -ERESTARTNOINTR makes the kernel run the call
+/// again after the detach, as it does for calls it restarts itself: the program never sees EINTR. A timed call
+/// starts its timeout over. Pure arithmetic (async-signal-safe). Returns 1 if `*rax` was changed: the caller
+/// writes the registers back (PTRACE_SETREGS) before the detach.
+static inline int sw_ptrace_restart_cut_short_call(unsigned long long orig_rax, unsigned long long *rax,
+                                                   int pending_signal) {
+    if (pending_signal != 0 || (long long)orig_rax < 0 || (long long)*rax != -4 /* -EINTR */) return 0;
+    *rax = (unsigned long long)(-(long long)SW_ERESTARTNOINTR);
+    return 1;
+}
+
 
 /// Captures thread `tid` of process `pid`. All ptrace work runs on a short-lived helper thread that is
 /// the tracer, because a tracee that has not stopped cannot be detached: if the stop does not come

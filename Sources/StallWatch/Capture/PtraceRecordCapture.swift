@@ -37,11 +37,12 @@ extension StackCapture {
             notes.append("thread stopped for signal \(record.pending_signal), which was re-delivered at detach")
         }
         let registers = withUnsafeBytes(of: record.registers) { Array($0.bindMemory(to: UInt64.self)) }
-        return .success(
-            StackCapture(
-                threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
-                stack: Array(UnsafeBufferPointer(rebasing: stack[..<Int(record.stack_size)])),
-                pauseNanoseconds: pauseNanoseconds, handlerNanoseconds: 0, stackLow: record.stack_low,
-                stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns))
+        var capture = StackCapture(
+            threadID: threadID, registers: registers, stackPointer: record.stack_pointer,
+            stack: Array(UnsafeBufferPointer(rebasing: stack[..<Int(record.stack_size)])),
+            pauseNanoseconds: pauseNanoseconds, handlerNanoseconds: 0, stackLow: record.stack_low,
+            stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns)
+        capture.restartedCall = record.restarted_call != 0
+        return .success(capture)
     }
 }

@@ -33,6 +33,9 @@ public struct StackCapture: Sendable {
     /// For ptrace: interrupt requested → the stop seen, nanoseconds (part of ``pauseNanoseconds``). Long when the
     /// thread was inside a kernel call that does not stop (an fsync in state D) or was waiting for a CPU.
     public var stopWaitNanoseconds: UInt64
+    /// For ptrace: the stop found the thread leaving a system call that the stop alone had cut short (it would
+    /// have returned EINTR), and the call was set to run again after the detach.
+    public var restartedCall = false
 
     public init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,

@@ -14,6 +14,8 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
 
     private let source: any DispatchSourceProtocol
     private let state = Mutex(State())
+    /// Signalled once Dispatch has let go of the source (its cancel handler ran).
+    private let released = DispatchSemaphore(value: 0)
 
     init(source: any DispatchSourceProtocol) {
         self.source = source
@@ -33,6 +35,7 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
                 resumeAfterDelivery()
             }
         }
+        source.setCancelHandler { [released] in released.signal() }
         source.activate()
     }
 
@@ -58,6 +61,19 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
         source.cancel()
         // A suspended source must be resumed before it is released.
         if resume { source.resume() }
+    }
+
+    /// Cancels, then waits until Dispatch has let go of the descriptor (its cancel handler ran): only then may
+    /// the descriptor be closed, since a descriptor closed while Dispatch still watches it — or reused by the
+    /// next `open` — corrupts Dispatch's own bookkeeping of it. Call it once, off the loop's source queue.
+    ///
+    /// - Returns: False if Dispatch did not let go within `timeout` (then do not close the descriptor).
+    @discardableResult
+    public func cancelAndWait(timeout: Duration = .seconds(10)) -> Bool {
+        cancel()
+        let nanos =
+            Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000)
+        return released.wait(timeout: .now() + .nanoseconds(nanos)) == .success
     }
 
     deinit { cancel() }
