@@ -119,11 +119,8 @@ public final class ImageSymbols: Sendable {
     /// likely). What a final report uses so that it is on disk at once; the lines follow in a rewrite.
     public func sourceLineIfLoaded(atOffset offset: UInt64) -> LineAnswer {
         let answer = lines.withLockIfAvailable { table -> LineAnswer in
-            if let known = table.entries[offset] {
-                counters.hits.add(1, ordering: .relaxed)
-                return .known(known)
-            }
-            guard table.loaded else { return .notLoaded }
+            // A known offset, or loaded tables: the lookup costs no DWARF load.
+            guard table.loaded || table.entries.index(forKey: offset) != nil else { return .notLoaded }
             return .known(lookUp(offset, in: &table))
         }
         return answer ?? .notLoaded
