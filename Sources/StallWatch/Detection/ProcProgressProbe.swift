@@ -72,13 +72,7 @@ public struct ProcProgressProbe: Sendable {
         }
         let wait = ThreadWait.read(pid: processID, tid: threadID)
         if wait == nil ? inIdleWaitByWchan(dir) : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status)) {
-            if !idle {
-                sequence += 1
-                idle = true
-            }
-            counters = nil
-            lastWait = wait
-            captureAllowance = [0, 0, 0]
+            enterIdleWait(wait)
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         let current = readCounters(dir, status: status)
@@ -129,6 +123,11 @@ public struct ProcProgressProbe: Sendable {
             noteCapture()
             return
         }
+        enterIdleWait(wait)
+    }
+
+    /// The thread is in its idle wait: a turn of the loop if it was busy before, and the counters start over.
+    private mutating func enterIdleWait(_ wait: ThreadWait?) {
         if !idle {
             sequence += 1
             idle = true
