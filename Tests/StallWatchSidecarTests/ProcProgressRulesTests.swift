@@ -27,6 +27,24 @@ import Testing
         #expect(Self.progress(Self.fsync, Self.read, [10, 3, 7], [11, 3, 8]))
     }
 
+    static func call(_ number: Int, fd: UInt64) -> ThreadWait {
+        ThreadWait(number: number, arguments: [fd, 0, 0, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f30)
+    }
+
+    @Test func goingStraightFromOneCallOnAFileToTheNextOnTheSameFileIsNotProgress() {
+        let write = Self.call(1, fd: 5)
+        let close = Self.call(3, fd: 5)
+        // fsync, then close of the same file; a write just completed, then its fsync.
+        #expect(!Self.progress(Self.fsync, close, [10, 3, 7], [14, 3, 7]))
+        #expect(!Self.progress(write, Self.fsync, [10, 3, 7], [11, 3, 8]))
+        // Another descriptor, or other reads and writes in between: the thread did other work.
+        #expect(Self.progress(Self.fsync, Self.call(3, fd: 6), [10, 3, 7], [11, 3, 7]))
+        #expect(Self.progress(Self.fsync, close, [10, 3, 7], [11, 6, 7]))
+        #expect(Self.progress(write, Self.fsync, [10, 3, 7], [11, 3, 10]))
+        // A wait on a set of descriptors names none.
+        #expect(Self.call(232, fd: 5).descriptor == nil && close.descriptor == 5)
+    }
+
     @Test func theReadACaptureRestartsIsDiscountedButAnotherCompletedReadIsNot() {
         let capture: [UInt64] = [2, 1, 1]
         #expect(!Self.progress(Self.read, Self.read, [10, 3, 7], [12, 4, 7], allowance: capture))

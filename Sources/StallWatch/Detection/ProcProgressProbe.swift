@@ -18,7 +18,9 @@ import Dispatch
 ///   not progress, except a completed read or write followed by an identical one (`syscr`/`syscw`), and a
 ///   voluntary switch in a futex wait only another thread can end (``ThreadWait/isWakeOnlyFutexWait``: no
 ///   timeout, not a mutex): the thread was woken and slept again, in a wait it came back to (a runtime that
-///   reuses the word of the lock it parks on shows the very same call each time).
+///   reuses the word of the lock it parks on shows the very same call each time). Nor is going from one call on
+///   a descriptor straight into another on the same descriptor with no other read or write in between (a
+///   file's `fsync`, then its `close`): one piece of work on one file goes on.
 /// - every counter move a ptrace capture causes is discounted: 2 voluntary switches, and 1 `syscr` or `syscw`
 ///   for a thread blocked in `read()`/`write()` on a pipe or file (the kernel counts the restarted call).
 ///
@@ -144,9 +146,9 @@ public struct ProcProgressProbe: Sendable {
         allowance: [UInt64]
     ) -> Bool {
         guard old.count == new.count else { return true }
-        func moved(_ index: Int) -> Bool {
+        func moved(_ index: Int, beyond extra: UInt64 = 0) -> Bool {
             guard index < old.count else { return false }
-            return new[index] < old[index] || new[index] - old[index] > allowance[index]
+            return new[index] < old[index] || new[index] - old[index] > allowance[index] + extra
         }
         if let before, before.inSyscall {
             // Still inside the same call: only a completed read/write and an identical new one is progress, or a
@@ -156,6 +158,14 @@ public struct ProcProgressProbe: Sendable {
             }
             // Seen outside the call just after a capture: the restart of the interrupted call, not progress.
             if allowance[0] > 0, !(after?.inSyscall ?? false) { return false }
+            // From one call on a descriptor straight into another on the same one (a write, its fsync, its
+            // close), with no other read or write in between than the one just completed: the same piece of
+            // work goes on; a loop that turned in between would have waited or worked on other descriptors.
+            if let after, let descriptor = before.descriptor, after.descriptor == descriptor,
+                !moved(1, beyond: 1), !moved(2, beyond: 1)
+            {
+                return false
+            }
             // Left the call (into user space or another call).
             return true
         }

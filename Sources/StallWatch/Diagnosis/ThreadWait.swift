@@ -64,6 +64,22 @@ public struct ThreadWait: Sendable, Hashable {
         }
     }
 
+    /// The file descriptor the call works on, for a call whose first argument is one (a read or write, `fsync`,
+    /// `close`, `ftruncate`, a socket call …); nil for any other call, and for a wait on a set of descriptors.
+    public var descriptor: UInt64? {
+        guard let number, arguments.count == 6 else { return nil }
+        switch number {
+        // read, write, close, fstat, lseek, ioctl, pread64, pwrite64, readv, writev, sendfile (out), connect,
+        // accept, sendto, recvfrom, sendmsg, recvmsg, shutdown, fcntl, flock, fsync, fdatasync, ftruncate,
+        // getdents64, splice (in), sync_file_range, fallocate, accept4, preadv, pwritev, recvmmsg, sendmmsg,
+        // copy_file_range (in), preadv2, pwritev2
+        case 0, 1, 3, 5, 8, 16, 17, 18, 19, 20, 40, 42, 43, 44, 45, 46, 47, 48, 72, 73, 74, 75, 77, 217, 275, 277,
+            285, 288, 295, 296, 299, 307, 326, 327, 328:
+            return arguments[0]
+        default: return nil
+        }
+    }
+
     /// A futex wait with no timeout that is not glibc's contended-mutex wait (a condition variable, a semaphore,
     /// a runtime's parking word): such a call ends only when another thread wakes it (or a signal arrives), so a
     /// thread seen in it again after sleeping again was woken and came back, whereas a timed wait can wake itself
