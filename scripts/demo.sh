@@ -109,10 +109,11 @@ start_service "$fixed_reports.serve.log" "$fixed_reports" --fixed
 drive_load "$fixed_reports.load.log"
 fixed_count=$(find "$fixed_reports" -name 'stall-*.json' | wc -l)
 
-p99() { sed -nE 's/.*"p99Ms":([0-9.]+).*/\1/p' "$1"; }
+p99() { sed -nE "s/.*\"$2\":([0-9.]+).*/\\1/p" "$1"; }
+latency() { echo "p99 latency $(p99 "$1" p99Ms) ms (reads $(p99 "$1" readP99Ms) ms, posts $(p99 "$1" postP99Ms) ms)"; }
 echo
-echo "demo: unremedied service: $unfixed_count stall reports, p99 latency $(p99 "$service_reports.load.log") ms"
-echo "demo: remedied service:   $fixed_count stall reports, p99 latency $(p99 "$fixed_reports.load.log") ms"
+echo "demo: unremedied service: $unfixed_count stall reports, $(latency "$service_reports.load.log")"
+echo "demo: remedied service:   $fixed_count stall reports, $(latency "$fixed_reports.load.log")"
 if [ "$unfixed_count" -lt "${#kinds[@]}" ]; then
     echo "demo: expected at least ${#kinds[@]} reports from the unremedied service, found $unfixed_count" >&2
     exit 1

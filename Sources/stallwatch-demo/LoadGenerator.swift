@@ -15,7 +15,9 @@ let loadUsage = """
     among the first --sessions (default 20000), 20% session-list reads. --stall KIND... (io, sort, lock, deadlock,
     reentrant; comma- or space-separated) injects each kind once, evenly spread over the run, for --stall-ms
     (default 600) on a separate connection. --quit posts /quit at the end. Prints a summary, then one JSON line
-    {"event":"summary",...} with requests, errors and latency percentiles (stall requests counted apart).
+    {"event":"summary",...} with requests, errors and latency percentiles (stall requests counted apart): of
+    every request, of the reads alone (readP99Ms: the loop answers them from memory) and of the posts alone
+    (postP99Ms: each is answered once its journal line is on disk, so the disk's speed is part of it).
     """
 
 struct LoadCommand {
@@ -59,11 +61,17 @@ struct LoadCommand {
     func run() -> Never {
         signal(SIGPIPE, SIG_IGN)
         let result = LoadGenerator(command: self).run()
-        let p50 = result.percentile(0.50), p99 = result.percentile(0.99), max = result.latenciesMs.max() ?? 0
+        let latencies = result.latenciesMs
+        let p50 = Self.percentile(latencies, 0.50), p99 = Self.percentile(latencies, 0.99)
+        let readP99 = Self.percentile(result.readLatenciesMs, 0.99)
+        let postP99 = Self.percentile(result.postLatenciesMs, 0.99)
+        let max = latencies.max() ?? 0
         print(
             String(
-                format: "load: %d requests in %.1f s (%d errors), latency p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-                result.latenciesMs.count + result.errors, result.elapsedSeconds, result.errors, p50, p99, max))
+                format: "load: %d requests in %.1f s (%d errors), latency p50 %.1f ms, p99 %.1f ms, max %.1f ms"
+                    + " (p99 of reads %.1f ms, of posts %.1f ms)",
+                latencies.count + result.errors, result.elapsedSeconds, result.errors, p50, p99, max, readP99,
+                postP99))
         for stall in result.stalls {
             print(
                 String(
@@ -72,12 +80,20 @@ struct LoadCommand {
         }
         let rounded = { (x: Double) in (x * 100).rounded() / 100 }
         printLine([
-            "event": "summary", "requests": result.latenciesMs.count + result.errors, "ok": result.latenciesMs.count,
+            "event": "summary", "requests": latencies.count + result.errors, "ok": latencies.count,
             "errors": result.errors, "p50Ms": rounded(p50), "p99Ms": rounded(p99), "maxMs": rounded(max),
+            "readP99Ms": rounded(readP99), "postP99Ms": rounded(postP99),
             "seconds": rounded(result.elapsedSeconds),
             "stalls": result.stalls.map { ["kind": $0.kind, "latencyMs": rounded($0.latencyMs), "ok": $0.ok] },
         ])
-        exit(result.latenciesMs.isEmpty ? 1 : 0)
+        exit(latencies.isEmpty ? 1 : 0)
+    }
+
+    /// The `p` quantile of `values` (nearest rank); 0 for none.
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
     }
 }
 
@@ -90,22 +106,21 @@ struct LoadGenerator {
     }
 
     struct Result {
-        var latenciesMs: [Double]
+        /// Session-list reads, answered by the loop from memory.
+        var readLatenciesMs: [Double]
+        /// Message posts, answered once the message's journal line is on disk.
+        var postLatenciesMs: [Double]
         var errors: Int
         var stalls: [StallResult]
         var elapsedSeconds: Double
 
-        func percentile(_ p: Double) -> Double {
-            guard !latenciesMs.isEmpty else { return 0 }
-            let sorted = latenciesMs.sorted()
-            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
-        }
+        var latenciesMs: [Double] { readLatenciesMs + postLatenciesMs }
     }
 
     let command: LoadCommand
 
     func run() -> Result {
-        let collected = Mutex((latencies: [Double](), errors: 0, stalls: [StallResult]()))
+        let collected = Mutex((reads: [Double](), posts: [Double](), errors: 0, stalls: [StallResult]()))
         let start = Self.now()
         let end = start + UInt64(command.seconds) * 1_000_000_000
         let interval = UInt64(Double(command.connections) / Double(command.rate) * 1e9)
@@ -118,13 +133,15 @@ struct LoadGenerator {
                 var client = HTTPClient(port: command.port)
                 var rng = SystemRandomNumberGenerator()
                 var due = start + UInt64(index) * interval / UInt64(command.connections)
-                var latencies: [Double] = []
+                var reads: [Double] = []
+                var posts: [Double] = []
                 var errors = 0
                 while due < end {
                     Self.sleep(until: due)
                     due += interval
                     let request: String
-                    if Int.random(in: 0..<10, using: &rng) < 8 {
+                    let post = Int.random(in: 0..<10, using: &rng) < 8
+                    if post {
                         let id = Int.random(in: 0..<command.sessions, using: &rng)
                         request = HTTPClient.request(
                             "POST", "/sessions/\(id)/messages", body: "hello from connection \(index)")
@@ -133,14 +150,16 @@ struct LoadGenerator {
                     }
                     let sent = Self.now()
                     if client.exchange(request) == 200 {
-                        latencies.append(Double(Self.now() - sent) / 1e6)
+                        let ms = Double(Self.now() - sent) / 1e6
+                        if post { posts.append(ms) } else { reads.append(ms) }
                     } else {
                         errors += 1
                         client.reset()
                     }
                 }
                 collected.withLock {
-                    $0.latencies += latencies
+                    $0.reads += reads
+                    $0.posts += posts
                     $0.errors += errors
                 }
             }
@@ -173,7 +192,8 @@ struct LoadGenerator {
         }
         return collected.withLock { c in
             Result(
-                latenciesMs: c.latencies, errors: c.errors, stalls: c.stalls.sorted { $0.kind < $1.kind },
+                readLatenciesMs: c.reads, postLatenciesMs: c.posts, errors: c.errors,
+                stalls: c.stalls.sorted { $0.kind < $1.kind },
                 elapsedSeconds: elapsed)
         }
     }

@@ -70,6 +70,10 @@ struct LoadSummary {
     var errors: Int
     var p50Ms: Double
     var p99Ms: Double
+    /// Of the session-list reads alone, which the loop answers from memory.
+    var readP99Ms: Double
+    /// Of the message posts alone, answered once their journal line is on disk.
+    var postP99Ms: Double
     var maxMs: Double
     var stalls: [(kind: String, ok: Bool)]
 
@@ -90,7 +94,8 @@ struct LoadSummary {
             "no summary line: \(result.stdout) \(result.stderr)")
         let summary = LoadSummary(
             ok: json["ok"] as? Int ?? 0, errors: json["errors"] as? Int ?? -1, p50Ms: json["p50Ms"] as? Double ?? -1,
-            p99Ms: json["p99Ms"] as? Double ?? -1, maxMs: json["maxMs"] as? Double ?? -1,
+            p99Ms: json["p99Ms"] as? Double ?? -1, readP99Ms: json["readP99Ms"] as? Double ?? -1,
+            postP99Ms: json["postP99Ms"] as? Double ?? -1, maxMs: json["maxMs"] as? Double ?? -1,
             stalls: (json["stalls"] as? [[String: Any]] ?? []).map {
                 ($0["kind"] as? String ?? "?", $0["ok"] as? Bool ?? false)
             })
@@ -159,7 +164,13 @@ struct LoadSummary {
         #expect(summary.ok > 100)
         #expect(summary.errors == 0)
         #expect(summary.stalls.count == Self.kinds.count && summary.stalls.allSatisfy(\.ok), "\(output)")
-        #expect(summary.p99Ms < Double(Self.thresholdMs), "p99 \(summary.p99Ms) ms")
+        // The loop answers reads from memory: they wait for nothing but the loop. A post is answered once its
+        // journal line is on disk (group-committed off the loop), so its latency is also the disk's fsync time,
+        // which another process writing to the same disk can make longer than any threshold.
+        #expect(summary.readP99Ms > 0 && summary.postP99Ms > 0, "\(output)")
+        #expect(
+            summary.readP99Ms < Double(Self.thresholdMs),
+            "p99 of reads \(summary.readP99Ms) ms (of posts \(summary.postP99Ms) ms)")
         let files = try FileManager.default.contentsOfDirectory(atPath: server.reportDirectory).filter {
             $0.hasSuffix(".json")
         }
