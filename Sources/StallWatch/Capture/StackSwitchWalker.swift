@@ -53,6 +53,10 @@ struct StackSwitchWalker {
     private var refreshed = false
     /// Trampolines per image load base (empty for images of no runtime with rules), looked up once per image.
     private var trampolines: [UInt64: [Trampoline]] = [:]
+    /// Lookups per image load base that could not read the image (it could not be opened, or libelf failed):
+    /// tried again on later unwinds, up to `maxLookupAttempts`, rather than taken for an image without trampolines.
+    private var failedLookups: [UInt64: Int] = [:]
+    static let maxLookupAttempts = 5
 
     init(processID: Int32, rules: [StackSwitchRule] = StackSwitchRule.all) {
         self.processID = processID
@@ -63,6 +67,7 @@ struct StackSwitchWalker {
     mutating func flush() {
         images = nil
         trampolines.removeAll()
+        failedLookups.removeAll()
     }
 
     /// The unwind continued past the first stack switch in `addresses` (a return address inside a trampoline), or
@@ -204,16 +209,24 @@ struct StackSwitchWalker {
     /// The trampoline whose code contains `address`, looking up the rules' symbols in its image on first use.
     private mutating func trampoline(containing address: UInt64) -> Trampoline? {
         guard let image = image(containing: address) else { return nil }
-        if trampolines[image.base] == nil { trampolines[image.base] = lookUp(in: image) }
+        if trampolines[image.base] == nil, failedLookups[image.base, default: 0] < Self.maxLookupAttempts {
+            if let found = lookUp(in: image) {
+                trampolines[image.base] = found
+            } else {
+                failedLookups[image.base, default: 0] += 1
+            }
+        }
         return trampolines[image.base]?.first { $0.range.contains(address) }
     }
 
-    private func lookUp(in image: ImageMap.Image) -> [Trampoline] {
-        guard let identity = ImageIdentity(image: image, processID: processID) else { return [] }
+    /// The image's trampolines; nil when the image could not be read (tell that from an image without any).
+    private func lookUp(in image: ImageMap.Image) -> [Trampoline]? {
+        guard image.path.hasPrefix("/") else { return [] }  // the vDSO, an anonymous mapping: no runtime's image
+        guard let identity = ImageIdentity(image: image, processID: processID) else { return nil }
         var found: [Trampoline] = []
         for rule in rules {
             let fd = identity.duplicateDescriptor()
-            guard fd >= 0 else { continue }
+            guard fd >= 0 else { return nil }
             defer { close(fd) }
             var ranges = [sw_function_range](repeating: sw_function_range(), count: rule.symbols.count)
             let names = rule.symbols.map { strdup($0) }
@@ -221,7 +234,8 @@ struct StackSwitchWalker {
             let count = names.map { UnsafePointer($0) }.withUnsafeBufferPointer { pointers in
                 sw_symbols_find_functions(fd, rule.imageMarker, pointers.baseAddress, pointers.count, &ranges)
             }
-            guard count > 0 else { continue }
+            if count == -1 { return nil }  // libelf could not read it as ELF (a file being replaced, a failed map)
+            guard count > 0 else { continue }  // -2: not the rule's runtime; 0: none of its symbols
             for range in ranges where range.size > 0 {
                 found.append(
                     Trampoline(
