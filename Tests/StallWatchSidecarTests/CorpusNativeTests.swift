@@ -54,11 +54,15 @@ import Testing
 
     /// How long a sync of 384 MiB takes depends on the disk (about 220 ms on a quiet machine here): so the test
     /// first times an fsync of the same amount, dirtied the same way (written, then left a second, as the service
-    /// does before its loop's tenth tick), on the same filesystem and sets the threshold to a third of it. The
-    /// service's fsync then lasts about three thresholds, however fast the disk. A thread inside fsync (state D)
-    /// does not stop for a capture until the call returns, so the call is checked in the evidence, not the
-    /// frames. The reports go to tmpfs: the sidecar's own fsync of a report on the target's disk waits behind the
-    /// target's sync and would leave the stall unwatched meanwhile.
+    /// does before its loop's tenth tick), on the same filesystem and sets the threshold to a third of it. A thread
+    /// inside fsync (state D) does not stop for a capture until the call returns, so the call is checked in the
+    /// evidence, not the frames. The reports go to tmpfs: the sidecar's own fsync of a report on the target's disk
+    /// waits behind the target's sync and would leave the stall unwatched meanwhile.
+    ///
+    /// Other writers on the same disk (other suites write and sync hundreds of MiB) make one sync slower than the
+    /// next, so the service says how long its own fsync took: a run whose fsync lasted two thresholds must give
+    /// exactly one io report; a run whose fsync was quicker than that proves nothing, and is tried again, at most
+    /// three times, with a third of the time that fsync took.
     @Test(.timeLimit(.minutes(3)))
     func aLongFsyncOfAStrippedCServiceIsIOWhateverTheDisk() throws {
         try #require(Self.binary != nil, "cc could not build the fixture")
@@ -67,13 +71,24 @@ import Testing
         // on the same filesystem as the measurement.
         let directory = SidecarFixtures.temporaryDirectory("fsync")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let measuredMs = try Self.fsyncMilliseconds(mebibytes: mebibytes, in: directory)
-        let threshold = min(250, max(20, measuredMs / 3))
-        try CorpusHarness.check(
-            CorpusCase(
-                name: "c long fsync (\(mebibytes) MiB, \(measuredMs) ms measured, threshold \(threshold) ms)",
+        var basisMs = try Self.fsyncMilliseconds(mebibytes: mebibytes, in: directory)
+        var tried: [String] = []
+        for _ in 0..<3 {
+            let threshold = min(250, max(20, basisMs / 3))
+            let c = CorpusCase(
+                name: "c long fsync (\(mebibytes) MiB, \(basisMs) ms measured, threshold \(threshold) ms)",
                 command: Self.server("fsync", "\(mebibytes)"), expect: .stall(.io, frames: []), thresholdMs: threshold,
-                evidenceContains: "in I/O (fsync)", environment: ["TMPDIR": directory], reportParent: "/dev/shm"))
+                evidenceContains: "in I/O (fsync)", environment: ["TMPDIR": directory], reportParent: "/dev/shm")
+            let seen = try CorpusHarness.observe(c)
+            let tookMs = try #require(
+                seen.targetStderr.split(separator: "\n").compactMap { line -> Int? in
+                    line.hasPrefix("fsync ") ? Int(line.dropFirst(6).prefix { $0.isNumber }) : nil
+                }.first, "the service did not say how long its fsync took: \(seen.targetStderr)")
+            if tookMs >= 2 * threshold { return try CorpusHarness.judge(c, seen) }
+            tried.append("\(tookMs) ms at threshold \(threshold) ms (\(seen.reports.count) reports)")
+            basisMs = tookMs
+        }
+        Issue.record("the service's fsync never lasted two thresholds: \(tried)")
     }
 
     /// Writes `mebibytes` MiB into a new file in `directory` and times its fsync, in milliseconds.

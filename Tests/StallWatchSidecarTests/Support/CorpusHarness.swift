@@ -57,8 +57,22 @@ enum CorpusHarness {
         SidecarFixtures.fixturesDirectory.appendingPathComponent("corpus").appendingPathComponent(name).path
     }
 
+    /// What one run of a case left: its reports, how many events the watcher sent, what the program printed on
+    /// standard error.
+    struct Observation {
+        var reports: [StallReport]
+        var events: Int
+        var targetStderr: String
+    }
+
     /// Spawns the program, waits for READY, watches it from /proc until it exits, and checks the reports.
     static func check(_ c: CorpusCase) throws {
+        try judge(c, observe(c))
+    }
+
+    /// Spawns the program, waits for READY and watches it from /proc until it exits; checks that it exited well
+    /// and was never left stopped or traced.
+    static func observe(_ c: CorpusCase) throws -> Observation {
         let directory =
             c.reportParent.map { "\($0)/stallwatch-corpus-\(UUID().uuidString.prefix(8))" }
             ?? SidecarFixtures.temporaryDirectory("corpus-\(c.name)")
@@ -84,7 +98,14 @@ enum CorpusHarness {
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(status == 0, "\(c.name) exited with \(String(describing: status)): \(target.stderr)")
         #expect(badStates.withLock { $0 }.isEmpty, "target stopped or traced: \(badStates.withLock { $0 })")
-        let reports = SidecarFixtures.reports(in: directory)
+        return Observation(
+            reports: SidecarFixtures.reports(in: directory), events: events.withLock { $0.count },
+            targetStderr: target.stderr)
+    }
+
+    /// Checks the reports of one run against what a right diagnosis says.
+    static func judge(_ c: CorpusCase, _ seen: Observation) throws {
+        let reports = seen.reports
         switch c.expect {
         case .noReport:
             #expect(reports.isEmpty, "an idle or healthy loop was blamed: \(reports.map(describe))")
@@ -96,7 +117,7 @@ enum CorpusHarness {
         case .stall(let cause, let frames, let blocking, let deadlock):
             try #require(
                 reports.count == 1,
-                "expected one report, found \(reports.count): \(reports.map(describe)); events \(events.withLock { $0.count })"
+                "expected one report, found \(reports.count): \(reports.map(describe)); events \(seen.events)"
             )
             let report = reports[0]
             #expect(report.cause?.kind == cause, "\(describe(report))")

@@ -112,7 +112,12 @@ static void stall(void) {
         pthread_create(&t, NULL, sleeper, NULL);
         pthread_join(t, NULL);
     } else if (!strcmp(mode, "fsync")) {
+        struct timespec before, after;
+        clock_gettime(CLOCK_MONOTONIC, &before);
         fsync(dirty_fd); /* one long fsync of the data written before READY */
+        clock_gettime(CLOCK_MONOTONIC, &after);
+        fprintf(stderr, "fsync %ld ms\n",
+                (long)((after.tv_sec - before.tv_sec) * 1000 + (after.tv_nsec - before.tv_nsec) / 1000000));
         close(dirty_fd); /* the file stays (freeing its page cache would be a stall of its own): TMPDIR is the caller's */
     }
 }
