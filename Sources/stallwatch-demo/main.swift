@@ -103,14 +103,7 @@ struct StallCommand {
         let gap = Duration.milliseconds(max(delayMs, 2 * configuration.thresholdMs))
         for index in 0..<repeatCount {
             let at = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * index
-            loop.schedule(after: at) {
-                let start = DispatchTime.now().uptimeNanoseconds
-                Stalls.run(kind, durationMs: durationMs)
-                // The stall as the program itself timed it, to set beside the report (disk I/O can overrun).
-                let ran = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-                let line = String(format: "stallwatch-demo: the %@ stall ran %.1f ms\n", kind.rawValue, ran)
-                FileHandle.standardError.write(Data(line.utf8))
-            }
+            loop.schedule(after: at) { Stalls.run(kind, durationMs: durationMs) }
         }
         if !watchdogEnabled {
             // Nobody inside reports the end: stop once a sidecar has had time to see the last stall end.

@@ -47,10 +47,8 @@ import Testing
         // Against the stall as the program timed it: a disk the machine shares can make the io stall's last fsync
         // overrun the asked-for time.
         let ran = try #require(
-            result.stderr.split(separator: "\n").compactMap { line -> Double? in
-                guard let range = line.range(of: "stall ran ") else { return nil }
-                return Double(line[range.upperBound...].prefix { $0 != " " })
-            }.first, "the demo did not say how long its stall ran: \(result.stderr)")
+            Fixtures.demoStallsRanMs(result.stderr).first,
+            "the demo did not say how long its stall ran: \(result.stderr)")
         #expect(ran >= durationMs, "the demo's stall ran \(ran) ms")
         #expect(
             report.durationMs >= ran * 0.9 && report.durationMs <= ran + 100,

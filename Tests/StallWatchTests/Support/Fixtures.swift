@@ -5,6 +5,14 @@ import Testing
 @testable import StallWatch
 
 enum Fixtures {
+    /// How long each of the demo's stalls ran by its own clock, in milliseconds, from its standard error.
+    static func demoStallsRanMs(_ stderr: String) -> [Double] {
+        stderr.split(separator: "\n").compactMap { line in
+            guard let range = line.range(of: " stall ran ") else { return nil }
+            return Double(line[range.upperBound...].prefix { $0 != " " })
+        }
+    }
+
     /// The directory holding the test bundle and the package's executables.
     static let productsDirectory: URL = {
         let exe =
