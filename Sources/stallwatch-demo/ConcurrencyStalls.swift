@@ -14,8 +14,11 @@ enum PoolStalls {
             }
             return
         }
-        for index in 0..<ProcessInfo.processInfo.activeProcessorCount {
+        let workers = ProcessInfo.processInfo.activeProcessorCount
+        let everyWorker = Rendezvous(count: workers)
+        for index in 0..<workers {
             Task.detached(name: "demo-saturate-\(index)", priority: .medium) {
+                everyWorker.arriveAndWait(atMostNanos: 5_000_000_000)
                 blockingWork(.sleep, durationMs: durationMs)
             }
         }
@@ -34,6 +37,25 @@ enum PoolStalls {
     static func blockingHandler(_ kind: StallKind, durationMs: Int) async {
         await Task.yield()
         Stalls.run(kind, durationMs: durationMs)
+    }
+}
+
+/// A blocking meeting point for `count` threads: each waits until all have arrived, so that all of them block at
+/// once. The pool may start its last thread only a while after the jobs are queued (seen: 750 ms), and the jobs
+/// would then block one after the other instead of together.
+final class Rendezvous: Sendable {
+    private let arrived = Atomic<Int>(0)
+    let count: Int
+
+    init(count: Int) { self.count = count }
+
+    @inline(never)
+    func arriveAndWait(atMostNanos limit: UInt64) {
+        arrived.add(1, ordering: .acquiringAndReleasing)
+        let deadline = DispatchTime.now().uptimeNanoseconds + limit
+        while arrived.load(ordering: .acquiring) < count, DispatchTime.now().uptimeNanoseconds < deadline {
+            usleep(1000)
+        }
     }
 }
 
