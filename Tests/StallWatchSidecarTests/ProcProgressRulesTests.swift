@@ -41,6 +41,10 @@ import Testing
         #expect(Self.progress(Self.fsync, Self.call(3, fd: 6), [10, 3, 7], [11, 3, 7]))
         #expect(Self.progress(Self.fsync, close, [10, 3, 7], [11, 6, 7]))
         #expect(Self.progress(write, Self.fsync, [10, 3, 7], [11, 3, 10]))
+        // A read that completed, then another read of the same descriptor into another buffer: a new read.
+        let nextRead = ThreadWait(
+            number: 0, arguments: [6, 0x6000, 4096, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f10)
+        #expect(Self.progress(Self.read, nextRead, [10, 3, 7], [11, 4, 7]))
         // A wait on a set of descriptors names none.
         #expect(Self.call(232, fd: 5).descriptor == nil && close.descriptor == 5)
     }

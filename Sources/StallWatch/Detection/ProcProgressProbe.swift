@@ -19,8 +19,8 @@ import Dispatch
 ///   voluntary switch in a futex wait only another thread can end (``ThreadWait/isWakeOnlyFutexWait``: no
 ///   timeout, not a mutex): the thread was woken and slept again, in a wait it came back to (a runtime that
 ///   reuses the word of the lock it parks on shows the very same call each time). Nor is going from one call on
-///   a descriptor straight into another on the same descriptor with no other read or write in between (a
-///   file's `fsync`, then its `close`): one piece of work on one file goes on.
+///   a descriptor straight into another kind of call on the same descriptor with no other read or write in
+///   between (a file's `fsync`, then its `close`): one piece of work on one file goes on.
 /// - every counter move a ptrace capture causes is discounted: 2 voluntary switches, and 1 `syscr` or `syscw`
 ///   for a thread blocked in `read()`/`write()` on a pipe or file (the kernel counts the restarted call).
 ///
@@ -158,11 +158,12 @@ public struct ProcProgressProbe: Sendable {
             }
             // Seen outside the call just after a capture: the restart of the interrupted call, not progress.
             if allowance[0] > 0, !(after?.inSyscall ?? false) { return false }
-            // From one call on a descriptor straight into another on the same one (a write, its fsync, its
-            // close), with no other read or write in between than the one just completed: the same piece of
-            // work goes on; a loop that turned in between would have waited or worked on other descriptors.
-            if let after, let descriptor = before.descriptor, after.descriptor == descriptor,
-                !moved(1, beyond: 1), !moved(2, beyond: 1)
+            // From one call on a descriptor straight into another kind of call on the same one (a write, its
+            // fsync, its close), with no other read or write in between than the one just completed: the same
+            // piece of work goes on; a loop that turned in between would have waited or worked on other
+            // descriptors. (A read followed by another read is a new read, as above.)
+            if let after, after.number != before.number, let descriptor = before.descriptor,
+                after.descriptor == descriptor, !moved(1, beyond: 1), !moved(2, beyond: 1)
             {
                 return false
             }
