@@ -1,4 +1,5 @@
 // Every StallWatch setting with its default, range and documentation.
+import CStallWatchSignal
 import Foundation
 
 /// Settings of an embedded watchdog (and of the sidecar). Defaults match `Config/stallwatch.json`.
@@ -60,31 +61,10 @@ public struct StallWatchConfiguration: Sendable, Equatable {
 
     /// The most `maxStackBytes` may be: the size of the in-process capture slot, preallocated per request when
     /// the signal handler is installed (`SW_CAPTURE_DEFAULT_STACK_BYTES`).
-    public static let maxStackBytesLimit = SignalSampler.slotBytes
+    public static let maxStackBytesLimit = Int(SW_CAPTURE_DEFAULT_STACK_BYTES)
 
     /// The name loops and adapters take when none is given (`EventLoop(name:)` and the others default to it).
     public static let defaultLoopName = "main"
-
-    /// The name a watchdog with these settings gives `loop` in reports, events and its heartbeat segment:
-    /// `loopName` when the loop kept the default name, else the loop's own name.
-    public func name(of loop: any WatchedLoop) -> String {
-        loop.name == Self.defaultLoopName ? loopName : loop.name
-    }
-
-    /// The detector settings these values describe.
-    public var detectorConfiguration: StallDetector.Configuration {
-        StallDetector.Configuration(
-            thresholdNanos: UInt64(thresholdMs) * 1_000_000, hangThresholdNanos: UInt64(hangThresholdMs) * 1_000_000,
-            lateWakeupToleranceNanos: UInt64(lateWakeupToleranceMs) * 1_000_000,
-            strategy: detectorStrategy)
-    }
-
-    private var detectorStrategy: StallDetector.Strategy {
-        switch strategy {
-        case .deadline: .deadline
-        case .classic: .classic(consecutiveTimeouts: classicConsecutiveTimeouts)
-        }
-    }
 }
 
 extension StallWatchConfiguration {

@@ -12,21 +12,6 @@ package enum ProgressReading: Sendable, Equatable {
     case ended(reason: String?, notes: [String] = [])
 }
 
-/// A thread's CPU time and run-queue wait (schedstat) at one moment: the baseline a stall's starvation verdict
-/// measures from.
-package struct ThreadSchedule: Sendable, Equatable {
-    package var cpuNanos: UInt64
-    package var runQueueWaitNanos: UInt64
-    /// When it was read (CLOCK_MONOTONIC).
-    package var monotonicNanos: UInt64
-
-    package init(cpuNanos: UInt64, runQueueWaitNanos: UInt64, monotonicNanos: UInt64) {
-        self.cpuNanos = cpuNanos
-        self.runQueueWaitNanos = runQueueWaitNanos
-        self.monotonicNanos = monotonicNanos
-    }
-}
-
 /// A source of progress evidence for one watched thread, read by a ``StallFollower`` on its watching thread.
 ///
 /// A source says two things: what the thread's progress looks like now (``read(now:)``: a sequence that moves

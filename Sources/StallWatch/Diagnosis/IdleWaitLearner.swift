@@ -83,7 +83,7 @@ public struct IdleWaitLearner: Sendable {
     /// Whether `wait` is the learned idle wait `learned`: same place, same call waiting on the same thing, or
     /// the `restart_syscall` that continues it after a stop.
     public static func matches(_ wait: ThreadWait, learned: ThreadWait) -> Bool {
-        guard wait.inSyscall, sameWrapper(wait.programCounter, learned.programCounter) else { return false }
+        guard wait.inSyscall, ThreadWait.sameWrapper(wait.programCounter, learned.programCounter) else { return false }
         if wait.isRestart || learned.number == 202 {
             // A futex word says little (it may be fresh each time): the place must match too.
             guard wait.stackPointer == learned.stackPointer else { return false }
@@ -100,10 +100,6 @@ public struct IdleWaitLearner: Sendable {
         guard wait.number == 202, wait.arguments.count == 6 else { return wait.target }
         return [wait.arguments[1] & 0x7f]
     }
-
-    /// Two system-call instructions of one libc wrapper: glibc's cancellable calls take one path while the
-    /// process has one thread and another once it has more, a few dozen bytes apart.
-    static func sameWrapper(_ a: UInt64, _ b: UInt64) -> Bool { (a > b ? a - b : b - a) < 512 }
 
     /// A description of the learned idle waits, for notes.
     public var summary: String {

@@ -23,6 +23,14 @@ public protocol WatchedLoop: AnyObject, Sendable {
 
 extension EventLoop: WatchedLoop {}
 
+extension StallWatchConfiguration {
+    /// The name a watchdog with these settings gives `loop` in reports, events and its heartbeat segment:
+    /// `loopName` when the loop kept the default name, else the loop's own name.
+    public func name(of loop: any WatchedLoop) -> String {
+        loop.name == Self.defaultLoopName ? loopName : loop.name
+    }
+}
+
 /// Key/values attached to the work a loop is doing now; shared by the loop adapters. Safe from any thread.
 final class LoopAnnotations: Sendable {
     private let store = Mutex<[String: String]>([:])

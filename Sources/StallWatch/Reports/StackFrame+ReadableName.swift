@@ -7,10 +7,4 @@ extension StackFrame {
     /// JSON reports keep both: `symbol` for the exact function, `shortSymbol` for reading. Bracketed parts of the
     /// full name (`<Arg[1] = Dead>`, `<A>` in parameter types) are also what pprof strips from a name.
     public var readableName: String? { shortSymbol ?? symbol }
-
-    /// The short form of a raw (mangled) symbol, kept only when it differs from its full demangled form `full`.
-    public static func shortSymbol(raw: String, full: String) -> String? {
-        guard let short = Demangler.shortName(raw), short != full else { return nil }
-        return short
-    }
 }

@@ -99,3 +99,11 @@ public enum Demangler {
         return status == 0 ? String(cString: result) : nil
     }
 }
+
+extension StackFrame {
+    /// The short form of a raw (mangled) symbol, kept only when it differs from its full demangled form `full`.
+    public static func shortSymbol(raw: String, full: String) -> String? {
+        guard let short = Demangler.shortName(raw), short != full else { return nil }
+        return short
+    }
+}

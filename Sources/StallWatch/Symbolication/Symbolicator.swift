@@ -5,16 +5,6 @@ import CStallWatchSymbols
     import Glibc
 #endif
 
-/// How much symbolication to do when a report is written.
-public enum SymbolicationMode: String, Codable, Sendable, CaseIterable {
-    /// Function names, demangled, and file:line from DWARF where present.
-    case full
-    /// Function names only.
-    case fast
-    /// Image + offset only (symbolicate later with `stallwatch reports symbolicate`).
-    case off
-}
-
 /// Turns addresses of one process into frames (image, offset, symbol, file:line). Not thread-safe.
 ///
 /// Images and offsets come from `/proc/<pid>/maps` (``ImageMap``) in every mode, so a report can always be

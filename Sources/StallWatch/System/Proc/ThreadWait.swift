@@ -109,9 +109,13 @@ public struct ThreadWait: Sendable, Hashable {
     /// A `restart_syscall` matches the call it continues (same stack pointer and program counter).
     public func isSameCall(as other: ThreadWait) -> Bool {
         guard inSyscall, other.inSyscall, stackPointer == other.stackPointer,
-            IdleWaitLearner.sameWrapper(programCounter, other.programCounter)
+            Self.sameWrapper(programCounter, other.programCounter)
         else { return false }
         if isRestart || other.isRestart { return true }
         return number == other.number && arguments == other.arguments
     }
+
+    /// Two system-call instructions of one libc wrapper: glibc's cancellable calls take one path while the
+    /// process has one thread and another once it has more, a few dozen bytes apart.
+    static func sameWrapper(_ a: UInt64, _ b: UInt64) -> Bool { (a > b ? a - b : b - a) < 512 }
 }
