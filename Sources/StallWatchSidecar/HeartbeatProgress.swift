@@ -44,9 +44,7 @@ package struct HeartbeatProgress: ProgressSource {
 
     /// Stopped by a signal or a debugger.
     private func threadStopped() -> Bool {
-        guard let status = ProcFile.text("/proc/\(processID)/task/\(threadID)/status"),
-            let state = ProcFile.statusField(status, "State")
-        else { return false }
-        return state.hasPrefix("T") || state.hasPrefix("t")
+        let state = ProcDirectory(processID: processID, threadID: threadID).status()?.state
+        return state == "T" || state == "t"
     }
 }

@@ -174,32 +174,26 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
         guard started == segment.startTimeTicks else {
             throw invalid(path, "start_time_ticks", "pid \(pid) was reused: a stale segment of an exited process")
         }
-        if let status = ProcFile.text("/proc/\(pid)/status"), let state = ProcFile.statusField(status, "State"),
-            state.hasPrefix("Z") || state.hasPrefix("X")
-        {
+        if let state = ProcDirectory(processID: pid).status()?.state, state == "Z" || state == "X" {
             throw SidecarError.noSuchProcess(pid: pid)
         }
         guard procInfo.st_uid == fileOwner else {
             throw invalid(
                 path, "pid", "pid \(pid) runs as uid \(procInfo.st_uid) but the file belongs to uid \(fileOwner)")
         }
-        guard let maps = ProcFile.text("/proc/\(pid)/maps") else {
+        guard let maps = ProcDirectory(processID: pid).maps() else {
             if errno == EACCES || errno == EPERM {
                 throw SidecarError.permissionDenied(pid: pid, doing: "reading /proc/\(pid)/maps")
             }
             throw SidecarError.noSuchProcess(pid: pid)
         }
-        let mapped = maps.split(separator: "\n").contains { line in
-            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            return fields.count >= 5 && UInt64(fields[4]) == inode
-        }
+        let mapped = maps.contains { $0.inode == inode }
         guard mapped else { throw invalid(path, "pid", "pid \(pid) does not have this file mapped: not its owner") }
         if segment.loopThreadID != 0 { try checkThread(segment, path: path) }
     }
 
     static func checkThread(_ segment: HeartbeatSegment, path: String) throws(SidecarError) {
-        var info = stat()
-        guard stat("/proc/\(segment.pid)/task/\(segment.loopThreadID)", &info) == 0 else {
+        guard ProcDirectory(processID: segment.pid, threadID: segment.loopThreadID).exists else {
             throw invalid(path, "loop_tid", "thread \(segment.loopThreadID) is not a thread of pid \(segment.pid)")
         }
     }

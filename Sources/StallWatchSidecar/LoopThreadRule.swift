@@ -59,8 +59,9 @@ public struct LoopThreadRule: Sendable, Equatable, CustomStringConvertible {
     public static func matchingThreads(of pid: Int32, rules: [LoopThreadRule]) -> [Int32: String] {
         guard !rules.isEmpty else { return [:] }
         var out: [Int32: String] = [:]
-        for tid in ThreadProbe.threadIDs(pid: pid) {
-            guard let name = ProcFile.text("/proc/\(pid)/task/\(tid)/comm") else { continue }
+        let process = ProcDirectory(processID: pid)
+        for tid in process.threadIDs() {
+            guard let name = process.thread(tid).comm() else { continue }
             if rules.contains(where: { $0.matches(threadName: name) }) { out[tid] = name }
         }
         return out

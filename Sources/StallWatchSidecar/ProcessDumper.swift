@@ -124,34 +124,34 @@ public struct ProcessDumper: Sendable {
 
     /// Refuses, with a reason a user can act on, a process that cannot be dumped.
     static func checkTraceable(_ pid: Int32) throws(SidecarError) {
-        guard pid > 0, kill(pid, 0) == 0 || errno == EPERM, let status = ProcFile.text("/proc/\(pid)/status") else {
+        let process = ProcDirectory(processID: pid)
+        guard pid > 0, kill(pid, 0) == 0 || errno == EPERM, let status = process.status() else {
             throw SidecarError.noSuchProcess(pid: pid)
         }
         if pid == getpid() {
             throw SidecarError(.notTraceable, "cannot dump process \(pid): a process cannot trace itself")
         }
-        let state = ProcFile.statusField(status, "State") ?? ""
+        let state = status["State"] ?? ""
         if state.hasPrefix("Z") || state.hasPrefix("X") {
             throw SidecarError(
                 .notTraceable, "cannot dump process \(pid): it has exited and is a zombie (\(state))",
                 context: ["pid": String(pid)])
         }
-        // /proc/<pid>/task/<pid>/syscall needs the same rights as ptrace: a cheap, attach-free permission check.
-        if ProcFile.text("/proc/\(pid)/task/\(pid)/syscall") == nil, errno == EACCES || errno == EPERM {
+        if process.thread(pid).refusesPtraceReads {
             throw SidecarError.permissionDenied(pid: pid, doing: "reading /proc/\(pid)/task/\(pid)/syscall")
         }
-        if ProcFile.text("/proc/\(pid)/maps")?.isEmpty ?? true {
+        if process.text("maps")?.isEmpty ?? true {
             throw SidecarError(
                 .notTraceable, "cannot dump process \(pid): it is a kernel thread (no user-space memory)",
                 context: ["pid": String(pid)])
         }
-        if let tracer = ProcFile.statusField(status, "TracerPid"), tracer != "0" {
-            let name = ProcFile.text("/proc/\(tracer)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let tracer = status.tracerProcessID, tracer != 0 {
+            let name = ProcDirectory(processID: tracer).comm()?.trimmingCharacters(in: .whitespacesAndNewlines)
             throw SidecarError(
                 .notTraceable,
                 "cannot dump process \(pid): process \(tracer)\(name.map { " (\($0))" } ?? "") is tracing it "
                     + "(a debugger?), and a process has one tracer at a time",
-                context: ["pid": String(pid), "tracerPid": tracer])
+                context: ["pid": String(pid), "tracerPid": String(tracer)])
         }
     }
 }

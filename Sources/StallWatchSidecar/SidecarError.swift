@@ -60,7 +60,7 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         SidecarError(
             .permissionDenied, "permission denied \(doing) of pid \(pid): " + permissionAdvice,
             context: [
-                "pid": String(pid), "yamaPtraceScope": ProcFile.text("/proc/sys/kernel/yama/ptrace_scope") ?? "absent",
+                "pid": String(pid), "yamaPtraceScope": ProcSystem.ptraceScope() ?? "absent",
             ])
     }
 

@@ -80,8 +80,7 @@ package struct TargetProgress: ProgressSource {
         guard let started = HeartbeatPublisher.startTimeTicks(pid: processID), started == startTimeTicks else {
             return false
         }
-        guard let status = ProcFile.text("/proc/\(processID)/status"), let state = ProcFile.statusField(status, "State")
-        else { return false }
-        return !(state.hasPrefix("Z") || state.hasPrefix("X"))
+        guard let state = ProcDirectory(processID: processID).status()?.state else { return false }
+        return !(state == "Z" || state == "X")
     }
 }

@@ -128,10 +128,9 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
                 configuration.thresholdMs, Int(reader.segment.hangThresholdNanos / 1_000_000))
         }
         let tid = options.threadID ?? reader.map { $0.segment.loopThreadID == 0 ? pid : $0.segment.loopThreadID } ?? pid
-        var info = stat()
-        guard stat("/proc/\(pid)/task/\(tid)", &info) == 0 else { throw SidecarError.noSuchProcess(pid: pid, tid: tid) }
-        // /proc/<pid>/task/<tid>/syscall needs the same rights as ptrace: a cheap, attach-free permission check.
-        if ProcFile.text("/proc/\(pid)/task/\(tid)/syscall") == nil, errno == EACCES || errno == EPERM {
+        let thread = ProcDirectory(processID: pid, threadID: tid)
+        guard thread.exists else { throw SidecarError.noSuchProcess(pid: pid, tid: tid) }
+        if thread.refusesPtraceReads {
             throw SidecarError.permissionDenied(pid: pid, doing: "reading /proc/\(pid)/task/\(tid)/syscall")
         }
         heartbeat = reader
@@ -143,7 +142,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         var finalOptions = options
         finalOptions.configuration = configuration
         self.options = finalOptions
-        let named = reader?.segment.loopName ?? (ProcFile.text("/proc/\(pid)/task/\(tid)/comm") ?? "main")
+        let named = reader?.segment.loopName ?? (thread.comm() ?? "main")
         loopName = named.isEmpty ? "main" : named
         recorder = StallRecorder(
             configuration: configuration, loopName: loopName,

@@ -128,7 +128,7 @@ public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop(
         entries.withLock { entries in
             for (tid, entry) in entries where !entry.fixed && !entry.dropped && matching[tid] == nil {
                 // A thread that exited has no name any more; its watcher ends by itself.
-                guard let name = ProcFile.text("/proc/\(processID)/task/\(tid)/comm") else { continue }
+                guard let name = ProcDirectory(processID: processID, threadID: tid).comm() else { continue }
                 entries[tid]?.dropped = true
                 dropped.append((entry.watcher, name))
             }

@@ -87,7 +87,7 @@ extension CaptureTests {
                 var status: Int32 = 0
                 waitpid(pid, &status, 0)
             }
-            try #require(pollUntil { CaptureSupport.threadState(processID: pid, threadID: pid) == "D" })
+            try #require(pollUntil { ProcDirectory(processID: pid, threadID: pid).stat()?.state == "D" })
 
             let result = PtraceSampler(processID: pid, timeout: .milliseconds(100)).capture(
                 threadID: pid, maxStackBytes: 4096)

@@ -83,7 +83,7 @@ extension CaptureTests {
             }
             ready.wait()
             let blockedState = pollUntil {
-                CaptureSupport.threadState(processID: getpid(), threadID: sampled.threadID) == "S"
+                ProcDirectory(processID: getpid(), threadID: sampled.threadID).stat()?.state == "S"
             }
             try #require(blockedState)
 

@@ -18,28 +18,18 @@ import CStallWatchCore
 /// (`[rbp]` = the caller's `rbp` above it, `[rbp+8]` = an address in code) so frame-pointer callers (all Swift
 /// code) unwind.
 enum BlockedThreadCapture {
-    /// What `/proc/self/task/TID/syscall` says about a thread blocked in a system call.
-    struct Blocked {
-        var number: Int
-        var arguments: [UInt64]
-        var stackPointer: UInt64
-        var programCounter: UInt64
-    }
-
-    /// The thread's system call, or nil if it runs in user space (or the file cannot be read).
-    static func blocked(_ tid: Int32) -> Blocked? {
-        guard let line = ProcFile.text("/proc/self/task/\(tid)/syscall") else { return nil }
-        let parts = line.split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard parts.count >= 9, let number = Int(parts[0]), number >= 0 else { return nil }
-        let values = parts[1...].compactMap { UInt64(hexAddress: String($0)) }
-        guard values.count >= 8 else { return nil }
-        return Blocked(
-            number: number, arguments: Array(values[0..<6]), stackPointer: values[6], programCounter: values[7])
+    /// The thread's system call (from `/proc/self/task/TID/syscall`: number, arguments, stack pointer and program
+    /// counter), or nil if it runs in user space (or the file cannot be read).
+    static func blocked(_ tid: Int32) -> ThreadWait? {
+        guard let wait = ProcDirectory.current.thread(tid).syscall(), wait.inSyscall, wait.arguments.count == 6
+        else { return nil }
+        return wait
     }
 
     /// The name of the call if a ptrace stop would make it return EINTR, else nil.
-    static func interruptedByStop(_ call: Blocked) -> String? {
-        let name = SyscallTable.name(call.number)
+    static func interruptedByStop(_ call: ThreadWait) -> String? {
+        guard let number = call.number else { return nil }
+        let name = SyscallTable.name(number)
         switch name {
         case "epoll_wait", "epoll_pwait", "epoll_pwait2", "semop", "semtimedop", "rt_sigtimedwait",
             "io_getevents", "io_pgetevents", "recvfrom", "recvmsg", "recvmmsg", "sendto", "sendmsg", "sendmmsg",
@@ -59,7 +49,7 @@ enum BlockedThreadCapture {
     }
 
     /// Copies the stack of the blocked thread and builds its registers; nil if the stack cannot be read.
-    static func capture(_ thread: SampledThread, _ call: Blocked, maxStackBytes: Int) -> StackCapture? {
+    static func capture(_ thread: SampledThread, _ call: ThreadWait, maxStackBytes: Int) -> StackCapture? {
         let maps = ThreadStackLocator()
         var low = thread.stackLow, high = thread.stackHigh
         if !(low..<high).contains(call.stackPointer), let region = maps.mapping(containing: call.stackPointer) {
@@ -80,7 +70,7 @@ enum BlockedThreadCapture {
         let code = ExecutableRanges()
         var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
         // libunwind's x86_64 order: RAX RDX RCX RBX RSI RDI RBP RSP R8 … R15 RIP; arguments in rdi rsi rdx r10 r8 r9.
-        registers[0] = UInt64(call.number)
+        registers[0] = UInt64(call.number ?? 0)
         registers[5] = call.arguments[0]
         registers[4] = call.arguments[1]
         registers[1] = call.arguments[2]
@@ -117,19 +107,11 @@ enum BlockedThreadCapture {
 
 /// The executable mappings of this process, from `/proc/self/maps`.
 struct ExecutableRanges {
-    private var ranges: [(UInt64, UInt64)] = []
+    private var ranges: [Range<UInt64>] = []
 
     init() {
-        guard let text = ProcFile.text("/proc/self/maps") else { return }
-        for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 2)
-            guard fields.count >= 2, fields[1].dropFirst(2).hasPrefix("x") else { continue }
-            let bounds = fields[0].split(separator: "-")
-            guard bounds.count == 2, let low = UInt64(bounds[0], radix: 16), let high = UInt64(bounds[1], radix: 16)
-            else { continue }
-            ranges.append((low, high))
-        }
+        ranges = (ProcDirectory.current.maps() ?? []).filter(\.isExecutable).map(\.range)
     }
 
-    func contains(_ address: UInt64) -> Bool { ranges.contains { $0.0 <= address && address < $0.1 } }
+    func contains(_ address: UInt64) -> Bool { ranges.contains { $0.contains(address) } }
 }

@@ -102,7 +102,7 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     /// waits for one), so on a loaded machine it gets up to ``runnableStopTimeoutMs``: the sample still shows
     /// the stall. `captureTimeoutMs` bounds the others (a thread in uninterruptible sleep never stops soon).
     static func stopTimeout(_ thread: SampledThread, _ timeout: Duration) -> Duration {
-        guard CaptureSupport.threadState(processID: getpid(), threadID: thread.threadID) == "R" else { return timeout }
+        guard ProcDirectory(processID: getpid(), threadID: thread.threadID).stat()?.state == "R" else { return timeout }
         return max(timeout, .milliseconds(runnableStopTimeoutMs))
     }
 
@@ -133,10 +133,6 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
 
     /// The system call thread `tid` is blocked in (its name or number), or nil when it runs in user space.
     static func systemCall(_ tid: Int32) -> String? {
-        guard let line = ProcFile.text("/proc/self/task/\(tid)/syscall") else { return nil }
-        guard let first = line.split(whereSeparator: { $0 == " " || $0 == "\n" }).first, let number = Int(first),
-            number >= 0
-        else { return nil }
-        return SyscallTable.name(number)
+        ProcDirectory.current.thread(tid).syscall()?.number.map(SyscallTable.name)
     }
 }

@@ -90,13 +90,13 @@ public final class PtraceSampler: Sendable {
                     + "cannot trace its own threads",
                 context: context.merging(["call": call]) { $1 }, errno: EPERM)
         case ETIMEDOUT:
-            let state = CaptureSupport.threadState(processID: processID, threadID: threadID)
+            let state = ProcDirectory(processID: processID, threadID: threadID).stat()?.state
             var context = context
             if let state { context["threadState"] = String(state) }
             return StallWatchError(
                 .captureTimedOut,
                 "\(target) did not stop within \(CaptureSupport.describe(timeout)); thread state "
-                    + CaptureSupport.describe(state: state) + "; released without a sample",
+                    + ProcStat.describe(state: state) + "; released without a sample",
                 context: context)
         default:
             return Syscall.error(call, errno: err)

@@ -173,13 +173,13 @@ public final class SignalSampler: Sendable {
         let context = ["threadID": String(tid), "signal": String(signal)]
         switch Int(status) {
         case SW_CAPTURE_TIMED_OUT:
-            let state = CaptureSupport.threadState(processID: getpid(), threadID: tid)
+            let state = ProcDirectory(processID: getpid(), threadID: tid).stat()?.state
             var context = context
             if let state { context["threadState"] = String(state) }
             return StallWatchError(
                 .captureTimedOut,
                 "handler did not run within \(CaptureSupport.describe(timeout)); thread state "
-                    + CaptureSupport.describe(state: state)
+                    + ProcStat.describe(state: state)
                     + (state == "D" ? "" : " (is signal \(signal) blocked on thread \(tid)?)"),
                 context: context)
         case SW_CAPTURE_NO_SLOT:

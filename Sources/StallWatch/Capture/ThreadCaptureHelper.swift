@@ -120,11 +120,11 @@ public final class ThreadCaptureHelper: Sendable {
                     + "or container policy may forbid ptrace, Yama may refuse it, or a debugger is already "
                     + "attached (TracerPid in /proc/self/status)", context: context, errno: EPERM)
         case (SW_PTRACE_STEP_STOP, ETIMEDOUT):
-            let state = CaptureSupport.threadState(processID: getpid(), threadID: threadID)
+            let state = ProcDirectory(processID: getpid(), threadID: threadID).stat()?.state
             return StallWatchError(
                 .captureTimedOut,
                 "thread \(threadID) did not stop within \(CaptureSupport.describe(timeout)); thread state "
-                    + CaptureSupport.describe(state: state) + "; released without a sample", context: context)
+                    + ProcStat.describe(state: state) + "; released without a sample", context: context)
         default:
             return Syscall.error("ptrace (capture helper)", errno: err)
         }

@@ -6,24 +6,16 @@
 /// The stack pointer comes from `/proc/self/task/<tid>/syscall` for a thread blocked in a system call (most
 /// threads, most of the time); for a running thread, from a first capture of its registers alone.
 struct ThreadStackLocator {
-    private var mappings: [(start: UInt64, end: UInt64)] = []
+    /// Readable, writable mappings: stacks (guard pages and code are neither).
+    private var mappings: [ProcMapping] = []
 
     init() {
-        guard let text = ProcFile.text("/proc/self/maps") else { return }
-        for line in text.split(separator: "\n") {
-            guard let dash = line.firstIndex(of: "-"), let space = line.firstIndex(of: " ") else { continue }
-            let perms = line[line.index(after: space)...].prefix(4)
-            // Stacks are readable and writable; skip guard pages and code.
-            guard perms.hasPrefix("rw"), let start = UInt64(line[..<dash], radix: 16),
-                let end = UInt64(line[line.index(after: dash)..<space], radix: 16)
-            else { continue }
-            mappings.append((start, end))
-        }
+        mappings = (ProcDirectory.current.maps() ?? []).filter { $0.isReadable && $0.isWritable }
     }
 
     /// The readable, writable mapping containing `address`.
     func mapping(containing address: UInt64) -> (start: UInt64, end: UInt64)? {
-        mappings.first { $0.start <= address && address < $0.end }
+        mappings.first { $0.contains(address) }.map { ($0.start, $0.end) }
     }
 
     /// Thread `tid` with the bounds of the mapping its stack pointer is in; nil when they cannot be found.
@@ -42,17 +34,14 @@ struct ThreadStackLocator {
     /// Whether thread `tid` blocks `signal` (`SigBlk` in its status): such a thread can never run the handler, so
     /// asking it would only wait out the timeout. libdispatch's worker threads block nearly every signal.
     static func blocks(_ tid: Int32, signal: Int32) -> Bool {
-        guard let status = ProcFile.text("/proc/self/task/\(tid)/status"),
-            let mask = ProcFile.statusField(status, "SigBlk").flatMap({ UInt64($0, radix: 16) }), signal > 0
-        else { return false }
+        guard signal > 0, let mask = ProcDirectory.current.thread(tid).status()?.blockedSignals else { return false }
         return mask & (1 << UInt64(signal - 1)) != 0
     }
 
-    /// The stack pointer of a thread blocked in a system call: the second-to-last field of its syscall file.
+    /// The stack pointer of a thread that is not running (its `syscall` file's second-to-last field: in a system
+    /// call, or blocked outside one); nil for a running thread.
     static func blockedStackPointer(_ tid: Int32) -> UInt64? {
-        guard let line = ProcFile.text("/proc/self/task/\(tid)/syscall") else { return nil }
-        let parts = line.split(separator: " ")
-        guard parts.count >= 3, parts[0] != "running" else { return nil }
-        return UInt64(hexAddress: String(parts[parts.count - 2]))
+        guard let wait = ProcDirectory.current.thread(tid).syscall(), wait.stackPointer != 0 else { return nil }
+        return wait.stackPointer
     }
 }

@@ -44,9 +44,7 @@ public struct SystemContextProbe: Sendable {
         }
         context.processCpuPercent = percent(start.processCPUNanos, end.processCPUNanos, bound: cpus)
         context.loopCpuPercent = percent(start.loopCPUNanos, end.loopCPUNanos, bound: 1)
-        if let load = ProcFile.text("/proc/loadavg") {
-            context.loadAverage = load.split(separator: " ").prefix(3).compactMap { Double($0) }
-        }
+        context.loadAverage = ProcSystem.loadAverage()
         context.cpuCount = cpus
         if let a = start.throttledPeriods, let b = end.throttledPeriods, b >= a {
             context.cgroupThrottledPeriods = b - a
@@ -62,7 +60,7 @@ public struct SystemContextProbe: Sendable {
 
     static func snapshot(pid: Int32, tid: Int32, cpuStatPath: String?, now: UInt64) -> Snapshot {
         var s = Snapshot(monotonicNanos: max(now, sw_monotonic_ns()))
-        s.processCPUNanos = processCPU(pid: pid)
+        s.processCPUNanos = ProcDirectory(processID: pid).stat()?.cpuNanos
         s.loopCPUNanos = ThreadProbe.read(pid: pid, tid: tid)?.cpuNanos
         if let cpuStatPath, let text = ProcFile.text(cpuStatPath) {
             for line in text.split(separator: "\n") {
@@ -73,27 +71,14 @@ public struct SystemContextProbe: Sendable {
                 if parts[0] == "throttled_time" { s.throttledMicros = UInt64(parts[1]).map { $0 / 1000 } }  // v1: ns
             }
         }
-        if let stat = ProcFile.text("/proc/stat"), let first = stat.split(separator: "\n").first,
-            first.hasPrefix("cpu ")
-        {
-            let values = first.split(separator: " ").dropFirst().compactMap { UInt64($0) }
-            if values.count >= 8 { s.steal = (values[7], values.prefix(8).reduce(0, +)) }
-        }
+        s.steal = ProcSystem.cpuSteal()
         return s
-    }
-
-    /// utime + stime of the whole process, nanoseconds.
-    static func processCPU(pid: Int32) -> UInt64? {
-        guard let stat = ProcFile.text("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
-        guard fields.count > 13, let u = UInt64(fields[11]), let s = UInt64(fields[12]) else { return nil }
-        return (u + s) * 1_000_000_000 / UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
     }
 
     /// The process's `cpu.stat`: its cgroup v1 cpu controller group's (`nr_throttled`, `throttled_time` in ns),
     /// where CPU quotas are enforced on a hybrid hierarchy, else its cgroup v2 group's (`throttled_usec`).
     static func cgroupCPUStatPath(pid: Int32) -> String? {
-        guard let text = ProcFile.text("/proc/\(pid)/cgroup") else { return nil }
+        guard let text = ProcDirectory(processID: pid).text("cgroup") else { return nil }
         let lines = text.split(separator: "\n")
         for line in lines {
             let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)

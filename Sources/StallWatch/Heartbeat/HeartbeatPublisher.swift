@@ -144,8 +144,6 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
 
     /// Field 22 of `/proc/<pid>/stat` (start time in clock ticks after boot), which tells a reused pid apart.
     public static func startTimeTicks(pid: Int32) -> UInt64? {
-        guard let stat = ProcFile.text("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? UInt64(fields[19]) : nil
+        ProcDirectory(processID: pid).stat()?.startTimeTicks
     }
 }

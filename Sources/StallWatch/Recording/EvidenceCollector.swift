@@ -52,10 +52,7 @@ struct EvidenceCollector {
             let first = self.evidence?.samples.first?.probe ?? ThreadProbe.read(pid: pid, tid: tid)
             self.evidence?.firstProbe = first
             contextProbe = SystemContextProbe(pid: pid, loopThreadID: tid, monotonicNanos: now)
-            if let status = ProcFile.text("/proc/\(pid)/status"),
-                let tracer = ProcFile.statusField(status, "TracerPid"),
-                tracer != "0"
-            {
+            if let tracer = ProcDirectory(processID: pid).status()?.tracerProcessID, tracer != 0 {
                 self.evidence?.notes.append(
                     "a tracer (debugger) is attached to the process (TracerPid \(tracer)): pauses may be its doing")
             }

@@ -41,28 +41,33 @@ public struct ImageMap: Sendable, Equatable {
     /// Reads `/proc/<processID>/maps`.
     /// - Throws: `StallWatchError(.systemCall)` when the file cannot be read (no such process, no permission).
     public init(processID: Int32) throws(StallWatchError) {
-        let path = "/proc/\(processID)/maps"
+        let path = ProcDirectory(processID: processID).path + "/maps"
         self.init(parsing: try ProcFile.read(path))
     }
 
     /// Parses text in the format of `/proc/<pid>/maps`; malformed lines are ignored.
     public init(parsing text: String) {
+        self.init(mappings: ProcMapping.all(in: text))
+    }
+
+    /// The images of `all` (a process's mappings in address order): only file-backed mappings and the vDSO.
+    init(mappings all: [ProcMapping]) {
         var current: [String: Int] = [:]
-        for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
-            guard let entry = Self.parse(line) else { continue }
-            var index = current[entry.path]
+        for entry in all {
+            guard let path = entry.path, path.hasPrefix("/") || path == "[vdso]" else { continue }
+            var index = current[path]
             // A second mapping of a file at offset 0 is a second load of it (or a data mmap): a new image.
             if index == nil || entry.offset == 0 {
                 images.append(
                     Image(
-                        path: entry.path, base: entry.start &- entry.offset, size: 0, inode: entry.inode,
-                        firstMapping: entry.start..<max(entry.start, entry.end)))
+                        path: path, base: entry.start &- entry.offset, size: 0, inode: entry.inode,
+                        firstMapping: entry.range))
                 index = images.count - 1
-                current[entry.path] = index
+                current[path] = index
             }
             let i = index!
             if entry.end > images[i].base { images[i].size = max(images[i].size, entry.end - images[i].base) }
-            if entry.executable { images[i].isLoaded = true }
+            if entry.isExecutable { images[i].isLoaded = true }
             mappings.append(Mapping(start: entry.start, end: entry.end, image: i))
         }
         mappings.sort { $0.start < $1.start }
@@ -83,49 +88,5 @@ public struct ImageMap: Sendable, Equatable {
     /// The image whose path is `path` (its first load; a data mmap of the same file only if nothing is loaded).
     public func image(path: String) -> Image? {
         images.first { $0.path == path && $0.isLoaded } ?? images.first { $0.path == path }
-    }
-
-    /// One line: `start-end perms offset dev inode path`; only file-backed mappings and the vDSO count.
-    private static func parse(_ line: Substring.UTF8View.SubSequence) -> (
-        start: UInt64, end: UInt64, offset: UInt64, executable: Bool, inode: UInt64, path: String
-    )? {
-        var fields: [Substring.UTF8View.SubSequence] = []
-        var rest = line[...]
-        for _ in 0..<5 {
-            let trimmed = rest.drop { $0 == UInt8(ascii: " ") }
-            guard let space = trimmed.firstIndex(of: UInt8(ascii: " ")) else { return nil }
-            fields.append(trimmed[..<space])
-            rest = trimmed[space...]
-        }
-        let pathBytes = rest.drop { $0 == UInt8(ascii: " ") }
-        guard let first = pathBytes.first, first == UInt8(ascii: "/") || pathBytes.elementsEqual("[vdso]".utf8)
-        else { return nil }
-        let range = fields[0].split(separator: UInt8(ascii: "-"))
-        guard range.count == 2, let start = hex(range[0]), let end = hex(range[1]), let offset = hex(fields[2])
-        else { return nil }
-        var path = String(decoding: pathBytes, as: UTF8.self)
-        if path.hasSuffix(" (deleted)") { path.removeLast(" (deleted)".count) }
-        var inode: UInt64 = 0
-        for digit in fields[4] {
-            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { break }
-            inode = inode &* 10 &+ UInt64(digit - UInt8(ascii: "0"))
-        }
-        return (start, end, offset, fields[1].contains(UInt8(ascii: "x")), inode, path)
-    }
-
-    private static func hex(_ digits: Substring.UTF8View.SubSequence) -> UInt64? {
-        guard !digits.isEmpty, digits.count <= 16 else { return nil }
-        var value: UInt64 = 0
-        for byte in digits {
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-            value = value << 4 | UInt64(digit)
-        }
-        return value
     }
 }

@@ -46,12 +46,4 @@ extension ProcFile {
         while text.hasSuffix("\n") { text.removeLast() }
         return text
     }
-
-    /// The value of a `Key:\tvalue` line of a status file.
-    package static func statusField(_ status: String, _ key: String) -> String? {
-        for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
-            return line.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces)
-        }
-        return nil
-    }
 }

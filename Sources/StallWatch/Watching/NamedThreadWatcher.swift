@@ -112,7 +112,7 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
         let pid = getpid()
         var added = false
         for tid in ThreadProbe.threadIDs(pid: pid) where tid != me && followers[tid] == nil {
-            guard let name = ProcFile.text("/proc/\(pid)/task/\(tid)/comm"), Self.matches(name, pattern) else {
+            guard let name = ProcDirectory(processID: pid, threadID: tid).comm(), Self.matches(name, pattern) else {
                 continue
             }
             let recorder = StallRecorder(configuration: configuration, loopName: name, target: target, emit: emit)

@@ -53,7 +53,7 @@ public struct ProcProgressProbe: Sendable {
         self.processID = processID
         self.threadID = threadID
         phaseStart = now
-        phaseStartSchedule = ThreadProbe.schedule(pid: processID, tid: threadID, now: now)
+        phaseStartSchedule = ProcDirectory(processID: processID, threadID: threadID).schedstat(now: now)
     }
 
     /// A probe whose follower waits with `polling`.
@@ -64,20 +64,23 @@ public struct ProcProgressProbe: Sendable {
 
     /// What the thread looks like now; nil when it is gone.
     public mutating func observe(now: UInt64) -> LoopSnapshot? {
-        let dir = "/proc/\(processID)/task/\(threadID)"
-        guard let status = ProcFile.text("\(dir)/status") else { return nil }
-        let state = ProcFile.statusField(status, "State")?.first ?? "?"
+        let directory = ProcDirectory(processID: processID, threadID: threadID)
+        guard let status = directory.status() else { return nil }
+        let state = status.state ?? "?"
         if state == "Z" || state == "X" { return nil }
         if state == "T" || state == "t" {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
         }
-        let wait = ThreadWait.read(pid: processID, tid: threadID)
-        if wait == nil ? inIdleWaitByWchan(dir) : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status)) {
+        let wait = directory.syscall()
+        let inIdleWait =
+            wait == nil
+            ? inIdleWaitByWchan(directory) : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status))
+        if inIdleWait {
             enterIdleWait(wait)
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
-        let current = readCounters(dir, status: status)
+        let current = readCounters(directory, status: status)
         let allowance = captureAllowance
         captureAllowance = [0, 0, 0]
         if idle || counters == nil
@@ -86,7 +89,7 @@ public struct ProcProgressProbe: Sendable {
             // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
-            phaseStartSchedule = ThreadProbe.schedule(pid: processID, tid: threadID, now: now)
+            phaseStartSchedule = directory.schedstat(now: now)
             idle = false
         }
         counters = current
@@ -99,10 +102,9 @@ public struct ProcProgressProbe: Sendable {
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
     /// (more voluntary switches than captures explain): it was woken and came back to the wait.
-    private func cameBack(to wait: ThreadWait?, status: String) -> Bool {
+    private func cameBack(to wait: ThreadWait?, status: ProcFields) -> Bool {
         guard let wait, wait.isWakeOnlyFutexWait, let lastWait, lastWait.isSameCall(as: wait),
-            let before = counters?.first,
-            let now = UInt64(ProcFile.statusField(status, "voluntary_ctxt_switches") ?? "")
+            let before = counters?.first, let now = status.voluntarySwitches
         else { return false }
         return now > before && now - before > captureAllowance[0]
     }
@@ -178,17 +180,18 @@ public struct ProcProgressProbe: Sendable {
 
     /// Without `syscall` (it needs ptrace-attach rights; wchan only read rights): an event wait by its kernel
     /// function, which cannot tell a nested wait from the loop's own.
-    private func inIdleWaitByWchan(_ dir: String) -> Bool {
-        guard let wchan = ProcFile.text("\(dir)/wchan") else { return false }
+    private func inIdleWaitByWchan(_ directory: ProcDirectory) -> Bool {
+        guard let wchan = directory.wchan() else { return false }
         return ["do_epoll_wait", "ep_poll", "do_sys_poll", "do_select", "core_sys_select", "io_cqring_wait"]
             .contains(where: { wchan.hasPrefix($0) })
     }
 
-    private func readCounters(_ dir: String, status: String) -> [UInt64] {
-        var values = [UInt64(ProcFile.statusField(status, "voluntary_ctxt_switches") ?? "") ?? 0]
-        if let io = ProcFile.text("\(dir)/io") {
-            values.append(UInt64(ProcFile.statusField(io, "syscr") ?? "") ?? 0)
-            values.append(UInt64(ProcFile.statusField(io, "syscw") ?? "") ?? 0)
+    /// (voluntary switches, syscr, syscw); the last two only when `io` can be read.
+    private func readCounters(_ directory: ProcDirectory, status: ProcFields) -> [UInt64] {
+        var values = [status.voluntarySwitches ?? 0]
+        if let io = directory.io() {
+            values.append(io.readCalls ?? 0)
+            values.append(io.writeCalls ?? 0)
         }
         return values
     }

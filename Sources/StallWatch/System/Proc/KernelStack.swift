@@ -14,7 +14,11 @@ import Foundation
 public enum KernelStack {
     /// The function names of the thread's kernel stack, innermost first; nil when it cannot be read.
     public static func read(pid: Int32, tid: Int32) -> [String]? {
-        guard let text = ProcFile.text("/proc/\(pid)/task/\(tid)/stack") else { return nil }
+        ProcDirectory(processID: pid, threadID: tid).kernelStack()
+    }
+
+    /// The function names of a `stack` file's text, innermost first; nil when it names none.
+    static func functions(in text: String) -> [String]? {
         let names = text.split(separator: "\n").compactMap(functionName)
         return names.isEmpty ? nil : names
     }

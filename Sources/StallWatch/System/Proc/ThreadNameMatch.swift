@@ -8,7 +8,7 @@ extension ThreadProbe {
     /// (`NIO-ELT-*`, `worker-[0-9]`), by thread id.
     public static func threadIDs(pid: Int32, nameMatching pattern: String) -> [Int32] {
         threadIDs(pid: pid).filter { tid in
-            guard let name = ProcFile.text("/proc/\(pid)/task/\(tid)/comm") else { return false }
+            guard let name = ProcDirectory(processID: pid, threadID: tid).comm() else { return false }
             return fnmatch(pattern, name, 0) == 0
         }
     }

@@ -13,4 +13,11 @@ package struct ThreadSchedule: Sendable, Equatable {
         self.runQueueWaitNanos = runQueueWaitNanos
         self.monotonicNanos = monotonicNanos
     }
+
+    /// Parses a `schedstat` file ("on-CPU ns, run-queue wait ns, timeslices") read at `monotonicNanos`.
+    package init?(parsing text: String, monotonicNanos: UInt64) {
+        let parts = text.split(separator: " ")
+        guard parts.count >= 2, let cpu = UInt64(parts[0]), let wait = UInt64(parts[1]) else { return nil }
+        self.init(cpuNanos: cpu, runQueueWaitNanos: wait, monotonicNanos: monotonicNanos)
+    }
 }

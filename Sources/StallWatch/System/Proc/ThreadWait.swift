@@ -40,7 +40,7 @@ public struct ThreadWait: Sendable, Hashable {
 
     /// Reads `/proc/<pid>/task/<tid>/syscall`; nil when it cannot be read.
     public static func read(pid: Int32, tid: Int32) -> ThreadWait? {
-        ProcFile.text("/proc/\(pid)/task/\(tid)/syscall").flatMap(ThreadWait.init(line:))
+        ProcDirectory(processID: pid, threadID: tid).syscall()
     }
 
     /// In a system call (blocked or about to be).

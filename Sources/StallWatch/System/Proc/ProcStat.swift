@@ -1,0 +1,67 @@
+// ProcStat: one reading of /proc/<pid>/stat (or a thread's): state, name, CPU time, start time.
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The fields of a `stat` file StallWatch uses (proc(5)): the name may hold spaces and parentheses, so the fields
+/// are counted from the last `)`.
+package struct ProcStat: Sendable, Equatable {
+    /// `comm`, as the parentheses hold it.
+    package var name: String
+    /// The state letter: R running, S sleeping, D disk sleep, T stopped, t tracing stop, Z zombie, X dead, I idle.
+    package var state: Character
+    /// Field 4: the parent's pid.
+    package var parentProcessID: Int32
+    /// Fields 14 and 15: user and system CPU time, in clock ticks.
+    package var userTicks: UInt64
+    package var systemTicks: UInt64
+    /// Field 22: when the process (or thread) started, in clock ticks after boot; tells a reused pid apart.
+    package var startTimeTicks: UInt64
+
+    /// Parses the file's one line; nil when it is not a `stat` line.
+    package init?(parsing text: String) {
+        guard let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")"), open < close else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // fields[0] is field 3 (state), so field n is fields[n - 3].
+        guard fields.count > 19, let state = fields[0].first, let parent = Int32(fields[1]),
+            let user = UInt64(fields[11]), let system = UInt64(fields[12]), let start = UInt64(fields[19])
+        else { return nil }
+        name = String(text[text.index(after: open)..<close])
+        self.state = state
+        parentProcessID = parent
+        userTicks = user
+        systemTicks = system
+        startTimeTicks = start
+    }
+
+    /// User + system CPU time in nanoseconds (clock-tick resolution: 10 ms).
+    package var cpuNanos: UInt64 { (userTicks + systemTicks) * 1_000_000_000 / Self.ticksPerSecond }
+
+    /// `sysconf(_SC_CLK_TCK)`, read once.
+    package static let ticksPerSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
+
+    /// "S (sleeping)" for a state letter, as proc(5) names them; "unknown (thread gone?)" for nil.
+    package static func describe(state: Character?) -> String {
+        guard let state else { return "unknown (thread gone?)" }
+        return "\(state) (\(name(ofState: state) ?? "unknown"))"
+    }
+
+    /// The meaning of a state letter (`running`, `disk sleep` …), nil for a letter proc(5) does not list.
+    package static func name(ofState state: Character) -> String? {
+        switch state {
+        case "R": "running"
+        case "S": "sleeping"
+        case "D": "disk sleep"
+        case "T": "stopped"
+        case "t": "tracing stop"
+        case "Z": "zombie"
+        case "X": "dead"
+        case "I": "idle"
+        case "P": "parked"
+        case "W": "waking"
+        case "K": "wakekill"
+        default: nil
+        }
+    }
+}
