@@ -35,22 +35,23 @@ let package = Package(
 
         // StallWatch's own C, one concern per target; every exported symbol carries the sw_ prefix and every
         // header says per function whether it is async-signal-safe.
-        // The loop-state word layout and heartbeat segment, syscall shims, libdispatch hooks. Links nothing.
+        // The loop-state word layout and heartbeat segment, the register layout, syscall shims (the clock and
+        // futex wrappers every other C target uses), libdispatch hooks. Links nothing.
         .target(name: "CStallWatchCore", cSettings: cSettings),
         // The capture signal handler, its request slots and the requesting side. Links nothing.
-        .target(name: "CStallWatchSignal", cSettings: cSettings),
+        .target(name: "CStallWatchSignal", dependencies: ["CStallWatchCore"], cSettings: cSettings),
         // Unwinding copied stacks off-thread with libunwind's remote API. libunwind-ptrace.so leaves liblzma's
         // symbols to the executable (libunwind.pc lists -llzma only as private), so it is named here.
         .target(
-            name: "CStallWatchUnwind", dependencies: ["CLibunwind"], cSettings: cSettings,
+            name: "CStallWatchUnwind", dependencies: ["CLibunwind", "CStallWatchCore"], cSettings: cSettings,
             linkerSettings: [.linkedLibrary("lzma")]),
         // Modules, symbols and source lines through libdwfl.
         .target(name: "CStallWatchSymbols", dependencies: ["CLibdw"], cSettings: cSettings),
         // One-thread ptrace capture (seize, interrupt, registers, one stack read, detach). Links nothing.
-        .target(name: "CStallWatchPtrace", cSettings: cSettings),
+        .target(name: "CStallWatchPtrace", dependencies: ["CStallWatchCore"], cSettings: cSettings),
         // Timing every Swift Concurrency job: the global enqueue hook, per-worker slots, the pool watchdog's wait.
         .target(
-            name: "CStallWatchConcurrency", cSettings: cSettings,
+            name: "CStallWatchConcurrency", dependencies: ["CStallWatchCore"], cSettings: cSettings,
             linkerSettings: [.linkedLibrary("dispatch"), .linkedLibrary("swift_Concurrency")]),
         // Test and benchmark fixtures (known call chains, a thread parked in the loader lock, a forked child that
         // captures); in no product.

@@ -32,6 +32,24 @@ uint64_t sw_monotonic_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE);
 uint64_t sw_boottime_ns(void) { return clock_ns(CLOCK_BOOTTIME); }
 uint64_t sw_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
 
+long sw_futex(_Atomic uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = (long)timeout, r8 __asm__("r8") = 0, r9 __asm__("r9") = 0;
+    long result;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"((long)SYS_futex), "D"(word), "S"((long)op), "d"((long)value), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return result;
+#else
+    int saved = errno;
+    long r = syscall(SYS_futex, (uint32_t *)word, op, value, timeout, NULL, 0);
+    long result = r < 0 ? -errno : r;
+    errno = saved;
+    return result;
+#endif
+}
+
 int sw_pidfd_open(pid_t pid) {
 #ifdef SYS_pidfd_open
     long r = syscall(SYS_pidfd_open, pid, 0);

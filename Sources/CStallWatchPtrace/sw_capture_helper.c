@@ -2,6 +2,8 @@
 // in a cloned child of a multithreaded process and therefore uses raw system calls only.
 #ifdef __linux__
 #include "sw_capture_helper.h"
+#include "sw_registers.h"
+#include "sw_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,12 +62,6 @@ static _Atomic pid_t helper;
 static void *helper_stack;
 static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: async-signal-safe
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 // A system call that returns -errno and never touches errno: the helper shares this address space and
 // the TLS of the thread that created it, so glibc's syscall() (which sets errno) would write into that
 // thread's errno behind its back.
@@ -81,18 +77,7 @@ static long raw(long n, long a, long b, long c, long d, long e, long f) {
 
 #define RAW(n, a, b, c, d, e) raw((long)(n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
 
-static long futex(_Atomic uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
-    return RAW(SYS_futex, word, op, value, timeout, 0);
-}
-
 // MARK: The helper (raw system calls only)
-
-static void copy_registers(const struct user_regs_struct *g, uint64_t *r) {
-    // UNW_X86_64_RAX … UNW_X86_64_RIP (DWARF order)
-    r[0] = g->rax, r[1] = g->rdx, r[2] = g->rcx, r[3] = g->rbx, r[4] = g->rsi, r[5] = g->rdi;
-    r[6] = g->rbp, r[7] = g->rsp, r[8] = g->r8, r[9] = g->r9, r[10] = g->r10, r[11] = g->r11;
-    r[12] = g->r12, r[13] = g->r13, r[14] = g->r14, r[15] = g->r15, r[16] = g->rip;
-}
 
 static void fail(sw_ptrace_record *r, sw_ptrace_step step, long result) {
     r->failed_step = step;
@@ -113,7 +98,7 @@ static int await_stop(pid_t tid, uint64_t start, uint64_t timeout_ns, int *signa
             return 0;
         }
         if (got < 0 && got != -EINTR) return -ESRCH;
-        uint64_t now = now_ns();
+        uint64_t now = sw_monotonic_ns();
         if (now - start >= timeout_ns) return -ETIMEDOUT;
         if (now - start <= SPIN_NS) RAW(SYS_sched_yield, 0, 0, 0, 0, 0);
         else {
@@ -133,7 +118,7 @@ static int capture(channel *c) {
         fail(r, SW_PTRACE_STEP_SEIZE, rc);
         return 0;
     }
-    uint64_t start = now_ns();
+    uint64_t start = sw_monotonic_ns();
     rc = RAW(SYS_ptrace, PTRACE_INTERRUPT, c->tid, 0, 0, 0);
     if (rc != 0) {
         fail(r, SW_PTRACE_STEP_INTERRUPT, rc);
@@ -150,7 +135,7 @@ static int capture(channel *c) {
     if (rc != 0) {
         fail(r, SW_PTRACE_STEP_GETREGS, rc);
     } else {
-        copy_registers(&regs, r->registers);
+        sw_registers_from_user_regs(&regs, r->registers);
         r->stack_pointer = regs.rsp;
         r->pending_signal = pending;
         // A call the stop alone cut short runs again after the detach: no EINTR (sw_ptrace.h).
@@ -188,10 +173,10 @@ static int capture(channel *c) {
     rc = RAW(SYS_ptrace, PTRACE_DETACH, c->tid, 0, pending, 0);
     if (rc != 0) {
         fail(r, SW_PTRACE_STEP_DETACH, rc);
-        r->pause_ns = now_ns() - start;
+        r->pause_ns = sw_monotonic_ns() - start;
         return 1;  // exiting detaches
     }
-    r->pause_ns = now_ns() - start;
+    r->pause_ns = sw_monotonic_ns() - start;
     return 0;
 }
 
@@ -233,7 +218,7 @@ static int helper_main(void *argument) {
         if (leave) atomic_store(&c->exiting, 1);
         served = seq;
         atomic_store_explicit(&c->done_seq, seq, memory_order_release);
-        futex(&c->done_seq, FUTEX_WAKE, 1, NULL);
+        sw_futex(&c->done_seq, FUTEX_WAKE, 1, NULL);
         if (leave) break;
     }
     atomic_store(&c->exiting, 1);
@@ -359,11 +344,11 @@ static int exchange(uint64_t timeout_ns) {
     atomic_store_explicit(&shared->request_seq, seq, memory_order_release);
     char byte = 1;
     (void)!write(shared->wake_write, &byte, 1);  // EAGAIN (full): the helper's periodic check finds it
-    uint64_t start = now_ns(), deadline = start + timeout_ns + ANSWER_MARGIN_NS;
+    uint64_t start = sw_monotonic_ns(), deadline = start + timeout_ns + ANSWER_MARGIN_NS;
     for (;;) {
         uint32_t done = atomic_load_explicit(&shared->done_seq, memory_order_acquire);
         if (done == seq) return 0;
-        uint64_t now = now_ns();
+        uint64_t now = sw_monotonic_ns();
         if (now >= deadline) break;
         if (now - start < SPIN_NS) {
             sched_yield();
@@ -371,7 +356,7 @@ static int exchange(uint64_t timeout_ns) {
         }
         uint64_t left = deadline - now;
         struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
-        futex(&shared->done_seq, FUTEX_WAIT, done, &ts);
+        sw_futex(&shared->done_seq, FUTEX_WAIT, done, &ts);
     }
     kill_helper();  // a killed tracer leaves its tracee running
     return -ETIMEDOUT;

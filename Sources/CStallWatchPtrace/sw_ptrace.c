@@ -4,6 +4,8 @@
 #error "sw_ptrace.c reads x86_64 struct user_regs_struct with PTRACE_GETREGS; a port needs its architecture's register set (PTRACE_GETREGSET with NT_PRSTATUS) mapped to the unwinder's register numbering"
 #endif
 #include "sw_ptrace.h"
+#include "sw_registers.h"
+#include "sw_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,12 +41,6 @@ typedef struct job {
     int stats_fd;
     uint64_t delay_at_interrupt, interrupt_at_ns;
 } job;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 // Reads the address ranges of /proc/PID/maps into a malloc'd array. Returns the count, or 0.
 size_t sw_ptrace_read_maps(pid_t pid, range **out) {
@@ -89,15 +85,6 @@ static const range *find_range(const range *ranges, size_t count, uint64_t addre
     return NULL;
 }
 
-static void copy_registers(const struct user_regs_struct *g, uint64_t *r) {
-    // UNW_X86_64_RAX … UNW_X86_64_RIP (DWARF order)
-    const uint64_t ordered[SW_PTRACE_REGISTER_COUNT] = {
-        g->rax, g->rdx, g->rcx, g->rbx, g->rsi, g->rdi, g->rbp, g->rsp, g->r8,
-        g->r9,  g->r10, g->r11, g->r12, g->r13, g->r14, g->r15, g->rip,
-    };
-    memcpy(r, ordered, sizeof ordered);
-}
-
 static int fail(job *j, sw_ptrace_step step, int err) {
     j->record->failed_step = step;
     j->record->failed_errno = err;
@@ -111,7 +98,7 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
     for (;;) {
         if (ptrace(PTRACE_GETREGS, j->tid, NULL, regs) == 0) return 0;
         if (errno != ESRCH) return -errno;
-        uint64_t now = now_ns();
+        uint64_t now = sw_monotonic_ns();
         int spinning = now - start <= SPIN_NS;
         // GETREGS says ESRCH for a running tracee and for a dead one alike: tell them apart.
         if ((!spinning || now >= deadline) && syscall(SYS_tgkill, j->pid, j->tid, 0) != 0 && errno == ESRCH)
@@ -188,7 +175,7 @@ static void *tracer_main(void *arg) {
     }
     schedstat at_interrupt;
     if (j->stats_fd >= 0 && read_schedstat(j->stats_fd, &at_interrupt) == 0) j->delay_at_interrupt = at_interrupt.delay_ns;
-    uint64_t start = now_ns();
+    uint64_t start = sw_monotonic_ns();
     j->interrupt_at_ns = start;
     if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) != 0) {
         fail(j, SW_PTRACE_STEP_INTERRUPT, errno);
@@ -201,8 +188,8 @@ static void *tracer_main(void *arg) {
              -stopped);
         return NULL;  // not stopped (or gone): thread exit detaches
     }
-    r->stop_wait_ns = now_ns() - start;
-    copy_registers(&regs, r->registers);
+    r->stop_wait_ns = sw_monotonic_ns() - start;
+    sw_registers_from_user_regs(&regs, r->registers);
     r->stack_pointer = regs.rsp;
     r->pending_signal = pending_signal(j->tid);
     // A call the stop alone cut short runs again after the detach: no EINTR (sw_ptrace.h).
@@ -212,7 +199,7 @@ static void *tracer_main(void *arg) {
     read_stack(j);
     if (ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(intptr_t)r->pending_signal) != 0)
         fail(j, SW_PTRACE_STEP_DETACH, errno);  // thread exit still detaches
-    r->detached_at_ns = now_ns();
+    r->detached_at_ns = sw_monotonic_ns();
     r->pause_ns = r->detached_at_ns - start;
     return NULL;
 }
@@ -305,9 +292,9 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
         // Stopped, then woken at the detach: once the target has run again, run_delay holds its wait for a
         // CPU. A remote wake-up (an idle CPU, a virtual CPU the host must schedule) is not in run_delay: the
         // time until the target is seen running again is counted instead when longer.
-        uint64_t detached = now_ns(), deadline = detached + 20000000ull, resumed = 0;
+        uint64_t detached = sw_monotonic_ns(), deadline = detached + 20000000ull, resumed = 0;
         while (read_schedstat(stats, &after) == 0) {
-            resumed = now_ns();
+            resumed = sw_monotonic_ns();
             if (after.slices > before.slices || resumed >= deadline) break;
             sched_yield();
         }

@@ -57,14 +57,14 @@ static void wait_for_change(slot *s, uint32_t w, uint64_t deadline) {
     }
     struct timespec ts, *timeout = NULL;
     if (deadline) {
-        uint64_t now = now_ns();
+        uint64_t now = sw_monotonic_ns();
         if (now >= deadline) return;
         uint64_t left = deadline - now;
         ts.tv_sec = (time_t)(left / 1000000000ull);
         ts.tv_nsec = (long)(left % 1000000000ull);
         timeout = &ts;
     }
-    futex(&s->word, FUTEX_WAIT, w, timeout);  // EAGAIN/EINTR/ETIMEDOUT: the caller re-examines
+    sw_futex(&s->word, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, w, timeout);  // EAGAIN/EINTR/ETIMEDOUT: the caller re-examines
 }
 
 // Waits for DONE until `deadline`; then cancels unless the handler already started copying.
@@ -74,7 +74,7 @@ static int finish(slot *s, uint64_t deadline) {
     for (;;) {
         uint32_t w = atomic_load_explicit(&s->word, memory_order_acquire);
         if (STATE(w) == ST_DONE) return 1;
-        uint64_t now = now_ns();
+        uint64_t now = sw_monotonic_ns();
         if (STATE(w) == ST_REQUESTED && now >= deadline) {
             if (atomic_compare_exchange_strong_explicit(&s->word, &w, WITH_STATE(w, ST_CANCELLED),
                                                         memory_order_acq_rel, memory_order_acquire))
@@ -115,7 +115,7 @@ int sw_capture_thread(pid_t tid, uint64_t stack_low, uint64_t stack_high, int ap
     s->copy_limit = stack_capacity;
     memset(&s->record, 0, sizeof s->record);
     s->record.thread_id = tid;
-    s->record.sent_ns = now_ns();
+    s->record.sent_ns = sw_monotonic_ns();
     atomic_store_explicit(&s->word, WITH_STATE(w, ST_REQUESTED), memory_order_release);
 
     int saved_errno = errno;

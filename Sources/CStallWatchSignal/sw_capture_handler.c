@@ -15,11 +15,14 @@ static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void copy_registers(const ucontext_t *uc, uint64_t *r) {
     const greg_t *g = uc->uc_mcontext.gregs;
-    static const int order[SW_CAPTURE_REGISTER_COUNT] = {  // UNW_X86_64_RAX … UNW_X86_64_RIP (DWARF order)
-        REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
-        REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP,
+    static const int order[SW_REGISTER_COUNT] = {  // sw_registers.h's layout, from ucontext's
+        [SW_REG_RAX] = REG_RAX, [SW_REG_RDX] = REG_RDX, [SW_REG_RCX] = REG_RCX, [SW_REG_RBX] = REG_RBX,
+        [SW_REG_RSI] = REG_RSI, [SW_REG_RDI] = REG_RDI, [SW_REG_RBP] = REG_RBP, [SW_REG_RSP] = REG_RSP,
+        [SW_REG_R8] = REG_R8,   [SW_REG_R9] = REG_R9,   [SW_REG_R10] = REG_R10, [SW_REG_R11] = REG_R11,
+        [SW_REG_R12] = REG_R12, [SW_REG_R13] = REG_R13, [SW_REG_R14] = REG_R14, [SW_REG_R15] = REG_R15,
+        [SW_REG_RIP] = REG_RIP,
     };
-    for (int i = 0; i < SW_CAPTURE_REGISTER_COUNT; i++) r[i] = (uint64_t)g[order[i]];
+    for (int i = 0; i < SW_REGISTER_COUNT; i++) r[i] = (uint64_t)g[order[i]];
 }
 
 // Copies `n` bytes of this process's memory at `src` without faulting: process_vm_readv on our own pid returns
@@ -71,10 +74,10 @@ static void capture_handler(int sig, siginfo_t *info, void *context) {
     uint32_t w;
     slot *s = claim_for_handler(self, &w);
     if (s) {
-        uint64_t start = now_ns();
+        uint64_t start = sw_monotonic_ns();
         sw_capture_record *r = &s->record;
         copy_registers((const ucontext_t *)context, r->registers);
-        uint64_t sp = r->registers[7];  // UNW_X86_64_RSP
+        uint64_t sp = r->registers[SW_REG_RSP];
         size_t capacity = atomic_load_explicit(&sw_capture_slot_bytes, memory_order_relaxed);
         if (s->copy_limit < capacity) capacity = s->copy_limit;
         r->stack_pointer = sp;
@@ -100,9 +103,9 @@ static void capture_handler(int sig, siginfo_t *info, void *context) {
             r->flags |= SW_CAPTURE_SP_OUTSIDE_STACK;
         }
         r->handler_start_ns = start;
-        r->handler_end_ns = now_ns();
+        r->handler_end_ns = sw_monotonic_ns();
         uint32_t old = atomic_exchange_explicit(&s->word, WITH_STATE(w, ST_DONE), memory_order_acq_rel);
-        if (old & WAITER_BIT) futex(&s->word, FUTEX_WAKE, 1, NULL);  // only when a requester sleeps
+        if (old & WAITER_BIT) sw_futex(&s->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL);  // only when a requester sleeps
     }
     errno = saved_errno;
 }
@@ -138,11 +141,11 @@ static int is_forbidden(int signo) {  // owned by the Swift runtime's crash hand
 static void warm_up(void) {
     static uint8_t scratch[64];
     static _Atomic uint32_t dummy;
-    volatile uint64_t t = now_ns();
+    volatile uint64_t t = sw_monotonic_ns();
     (void)t;
     memcpy(scratch, scratch + 32, 16);
     (void)syscall(SYS_gettid);
-    futex(&dummy, FUTEX_WAKE, 1, NULL);
+    sw_futex(&dummy, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL);
 }
 
 int sw_capture_install(int signo, size_t stack_bytes) {

@@ -7,6 +7,7 @@
 #error "in-process capture is written for x86_64: a port needs the handler's ucontext register copy (copy_registers and the SP index in sw_capture_handler.c, in the unwinder's register numbering) and a spin hint for __builtin_ia32_pause in sw_capture.c"
 #endif
 #include "sw_capture.h"
+#include "sw_sys.h"
 
 #include <linux/futex.h>
 #include <stdatomic.h>
@@ -45,16 +46,6 @@ typedef struct slot {
 extern slot sw_capture_slots[SW_CAPTURE_SLOT_COUNT];
 /// The per-slot stack buffer size; 0 until the handler is installed.
 extern _Atomic size_t sw_capture_slot_bytes;
-
-static inline uint64_t now_ns(void) {  // clock_gettime is async-signal-safe (POSIX) and a vDSO call here
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline long futex(_Atomic uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
-    return syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, value, timeout, NULL, 0);
-}
 
 #endif
 #endif

@@ -12,6 +12,13 @@
 #include <string.h>
 #include <sys/uio.h>
 
+// sw_registers.h writes the layout down once; it must be libunwind's, since access_reg indexes it by regnum.
+_Static_assert(SW_REG_RAX == UNW_X86_64_RAX && SW_REG_RDX == UNW_X86_64_RDX && SW_REG_RCX == UNW_X86_64_RCX &&
+                   SW_REG_RBX == UNW_X86_64_RBX && SW_REG_RSI == UNW_X86_64_RSI && SW_REG_RDI == UNW_X86_64_RDI &&
+                   SW_REG_RBP == UNW_X86_64_RBP && SW_REG_RSP == UNW_X86_64_RSP && SW_REG_R8 == UNW_X86_64_R8 &&
+                   SW_REG_R15 == UNW_X86_64_R15 && SW_REG_RIP == UNW_X86_64_RIP && SW_REGISTER_COUNT == UNW_X86_64_RIP + 1,
+               "sw_registers.h must follow libunwind's x86_64 register numbering");
+
 #define PAGE 4096u
 #define CACHE_PAGES 16u
 

@@ -1,4 +1,5 @@
 // The off-thread unwinder's reads of a stack copy: garbage registers end an unwind, they never crash the process.
+import CStallWatchCore
 import Testing
 
 @testable import StallWatch
@@ -17,9 +18,10 @@ import Testing
         // Somewhere a real stack could be; the copy stands for it.
         let stackPointer: UInt64 = 0x7f00_0000_0000
         var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
-        registers[6] = framePointer  // rbp
-        registers[7] = stackPointer  // rsp
-        registers[16] = 0x1000  // rip: no unwind information there, so libunwind follows the frame chain
+        registers[Int(SW_REG_RBP)] = framePointer
+        registers[Int(SW_REG_RSP)] = stackPointer
+        // No unwind information at this pc, so libunwind follows the frame chain.
+        registers[Int(SW_REG_RIP)] = 0x1000
         let capture = StackCapture(
             threadID: StallWatchTestSupport.currentThreadID(), registers: registers, stackPointer: stackPointer,
             stack: stack, pauseNanoseconds: 0,

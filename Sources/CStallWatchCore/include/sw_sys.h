@@ -1,8 +1,10 @@
 // Thin syscall and libdispatch shims that Swift cannot reach directly.
 #ifndef SW_SYS_H
 #define SW_SYS_H
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +27,12 @@ uint64_t sw_boottime_ns(void);
 
 /// CLOCK_REALTIME in nanoseconds since the epoch. Async-signal-safe.
 uint64_t sw_realtime_ns(void);
+
+/// futex(2) on `word` (`op` as the call takes it: add FUTEX_PRIVATE_FLAG for a word of one process), made with
+/// the raw `syscall` instruction: returns the call's result or -errno and never touches errno, so it is safe in
+/// a signal handler and in a cloned child that shares its creator's thread-local storage (the capture helper).
+/// The one futex wrapper of StallWatch's C. Async-signal-safe.
+long sw_futex(_Atomic uint32_t *word, int op, uint32_t value, const struct timespec *timeout);
 
 /// The Dispatch main queue's wake-up handle (an eventfd on Linux), as Foundation's run loop uses it.
 /// Returns -1 where libdispatch does not export the hook. Not async-signal-safe.

@@ -6,12 +6,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sw_registers.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/// Register count, in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP).
-#define SW_PTRACE_REGISTER_COUNT 17
 /// The x86-64 red zone below the stack pointer, copied with the stack: a leaf function keeps data there, and at an
 /// epilogue's `ret` some CFI still locates the caller's RBP at CFA-16, the word just popped (see sw_capture.h).
 #define SW_PTRACE_RED_ZONE_BYTES 128
@@ -30,9 +30,10 @@ typedef enum sw_ptrace_step {
 
 /// What one ptrace capture produced (the stack bytes go to a caller buffer).
 typedef struct sw_ptrace_record {
-    uint64_t registers[SW_PTRACE_REGISTER_COUNT];
+    /// The general registers, in the layout of sw_registers.h.
+    uint64_t registers[SW_REGISTER_COUNT];
     /// Where the stack copy starts: SP less the red zone, or SP itself when that would leave the stack
-    /// (registers[7] holds SP).
+    /// (registers[SW_REG_RSP] holds SP).
     uint64_t stack_pointer;
     /// The mapping that holds SP (from /proc/PID/maps), or 0/0 if none was found.
     uint64_t stack_low, stack_high;

@@ -9,12 +9,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sw_registers.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/// General registers per capture, in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP).
-#define SW_CAPTURE_REGISTER_COUNT 17
 /// Concurrent requests the handler can serve (one slot each).
 #define SW_CAPTURE_SLOT_COUNT 32
 /// Stack bytes copied per capture unless `sw_capture_install` is told otherwise.
@@ -52,9 +52,10 @@ enum {
 typedef struct sw_capture_record {
     pid_t thread_id;
     int flags;
-    uint64_t registers[SW_CAPTURE_REGISTER_COUNT];
+    /// The general registers, in the layout of sw_registers.h.
+    uint64_t registers[SW_REGISTER_COUNT];
     /// Where the copy starts: the stack pointer less the red zone (SW_CAPTURE_RED_ZONE_BYTES), or the stack
-    /// pointer itself when that would leave the stack (registers[7] holds the stack pointer).
+    /// pointer itself when that would leave the stack (registers[SW_REG_RSP] holds the stack pointer).
     uint64_t stack_pointer;
     /// Bytes of stack copied, starting at `stack_pointer`.
     size_t stack_size;

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sw_registers.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,7 +18,7 @@ typedef struct sw_unwinder sw_unwinder;
 
 /// A captured thread to unwind.
 typedef struct sw_unwind_input {
-    /// 17 general registers in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP).
+    /// SW_REGISTER_COUNT general registers, in the layout of sw_registers.h (libunwind's x86_64 numbering).
     const uint64_t *registers;
     /// The address of `stack[0]`.
     uint64_t stack_pointer;

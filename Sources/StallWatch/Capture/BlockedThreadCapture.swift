@@ -69,17 +69,13 @@ enum BlockedThreadCapture {
         else { return nil }
         let code = ExecutableRanges()
         var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
-        // libunwind's x86_64 order: RAX RDX RCX RBX RSI RDI RBP RSP R8 … R15 RIP; arguments in rdi rsi rdx r10 r8 r9.
-        registers[0] = UInt64(call.number ?? 0)
-        registers[5] = call.arguments[0]
-        registers[4] = call.arguments[1]
-        registers[1] = call.arguments[2]
-        registers[10] = call.arguments[3]
-        registers[8] = call.arguments[4]
-        registers[9] = call.arguments[5]
-        registers[7] = call.stackPointer
-        registers[16] = call.programCounter
-        registers[6] = frameRecord(in: stack, base: call.stackPointer, high: high, code: code) ?? 0
+        // The system call's number in rax, its arguments in rdi rsi rdx r10 r8 r9 (the kernel's convention).
+        let order = [SW_REG_RDI, SW_REG_RSI, SW_REG_RDX, SW_REG_R10, SW_REG_R8, SW_REG_R9]
+        registers[Int(SW_REG_RAX)] = UInt64(call.number ?? 0)
+        for (register, argument) in zip(order, call.arguments) { registers[Int(register)] = argument }
+        registers[Int(SW_REG_RSP)] = call.stackPointer
+        registers[Int(SW_REG_RIP)] = call.programCounter
+        registers[Int(SW_REG_RBP)] = frameRecord(in: stack, base: call.stackPointer, high: high, code: code) ?? 0
         return StackCapture(
             threadID: thread.threadID, registers: registers, stackPointer: call.stackPointer, stack: stack,
             pauseNanoseconds: 0, handlerNanoseconds: 0, stackLow: low, stackHigh: high)

@@ -1,4 +1,5 @@
 // StackCapture: a copy of one thread's registers and live stack, the input of the unwinder.
+import CStallWatchCore
 
 /// A copy of a thread's registers and live stack, taken in a signal handler (``SignalSampler``) or through
 /// ptrace (``PtraceSampler``).
@@ -6,16 +7,16 @@
 /// The copy is self-contained: ``StackUnwinder`` turns it into return addresses later, off the sampled thread,
 /// while the thread runs on.
 public struct StackCapture: Sendable {
-    /// Number of entries in ``registers``.
-    public static let registerCount = 17
+    /// Number of entries in ``registers`` (`SW_REGISTER_COUNT` of `sw_registers.h`).
+    public static let registerCount = Int(SW_REGISTER_COUNT)
 
     public var threadID: Int32
-    /// General registers in libunwind's x86_64 numbering (UNW_X86_64_RAX … UNW_X86_64_RIP), 17 values:
-    /// RAX, RDX, RCX, RBX, RSI, RDI, RBP, RSP, R8 … R15, RIP.
+    /// General registers in the layout of `sw_registers.h` (libunwind's x86_64 numbering, index `SW_REG_RAX` …
+    /// `SW_REG_RIP`): RAX, RDX, RCX, RBX, RSI, RDI, RBP, RSP, R8 … R15, RIP.
     public var registers: [UInt64]
     /// Where the copy starts (`stack[0]` is the byte at this address): the stack pointer less the x86-64 red zone
     /// (128 bytes) for the signal and ptrace captures, the stack pointer itself for the others; the stack pointer
-    /// is `registers[7]`. The red zone matters: at an epilogue's `ret`, some CFI (libswiftSwiftOnoneSupport's)
+    /// is `registers[SW_REG_RSP]`. The red zone matters: at an epilogue's `ret`, some CFI (libswiftSwiftOnoneSupport's)
     /// still reads the caller's RBP at CFA-16, the word just popped, below the stack pointer.
     public var stackPointer: UInt64
     public var stack: [UInt8]
@@ -54,6 +55,6 @@ public struct StackCapture: Sendable {
         self.stopWaitNanoseconds = stopWaitNanoseconds
     }
 
-    /// The instruction pointer at capture (`registers[16]`), or 0 if the registers are missing.
-    public var instructionPointer: UInt64 { registers.count == Self.registerCount ? registers[16] : 0 }
+    /// The instruction pointer at capture (`registers[SW_REG_RIP]`), or 0 if the registers are missing.
+    public var instructionPointer: UInt64 { registers.count == Self.registerCount ? registers[Int(SW_REG_RIP)] : 0 }
 }

@@ -70,7 +70,8 @@ public final class StackUnwinder: @unchecked Sendable {
         let start = sw_monotonic_ns()
         guard capture.registers.count == StackCapture.registerCount else {
             return UnwoundStack(
-                addresses: [], error: "capture has \(capture.registers.count) registers, expected 17",
+                addresses: [],
+                error: "capture has \(capture.registers.count) registers, expected \(StackCapture.registerCount)",
                 unwindNanoseconds: 0)
         }
         let limit = max(0, maxFrames)
