@@ -63,7 +63,7 @@ struct EventOutput {
             if let cause = value("cause") { text += " [\(cause)]" }
             text += ", \(value("samples") ?? "0") samples"
             if let id = value("id") {
-                text += "; report \(reportDirectory)/\(ReportWriter.fileName(forReportID: id))"
+                text += "; report \(ReportWriter.path(ofReportID: id, in: reportDirectory))"
             }
             return text
         case "watching":

@@ -22,7 +22,7 @@ func runInspectorFloorBenchmarks() {
     for index in 0..<3000 {
         let id = "20261201T000000.000Z-1-\(index)"
         let copy = text.replacingOccurrences(of: "\"id\":\"\(report.id)\"", with: "\"id\":\"\(id)\"")
-        let path = directory + "/" + ReportWriter.fileName(forReportID: id)
+        let path = ReportWriter.path(ofReportID: id, in: directory)
         _ = FileManager.default.createFile(atPath: path, contents: Data(copy.utf8))
         paths.append(path)
     }

@@ -166,7 +166,7 @@ enum SymbolicationBenchmarks {
                     $0.finalSymbols.append((report.capture.symbolicationMicros ?? .nan) / 1000)
                     if report.linesPending { $0.writtenPending += 1 }
                 }
-                lastFile.withLock { $0 = directory + "/" + ReportWriter.fileName(forReportID: report.id) }
+                lastFile.withLock { $0 = ReportWriter.path(ofReportID: report.id, in: directory) }
                 ended.signal()
             default: break
             }

@@ -53,7 +53,7 @@ public final class OTLPLogExporter: Sendable {
     /// Queues a record for an ended stall; other events are ignored. Never blocks. Any thread.
     public func observe(_ event: StallEvent) {
         guard case .ended(let report) = event else { return }
-        let path = reportDirectory.map { $0 + "/" + ReportWriter.fileName(forReportID: report.id) }
+        let path = reportDirectory.map { ReportWriter.path(ofReportID: report.id, in: $0) }
         let body = OTLPLogRecord.body(for: report, reportPath: path, serviceName: serviceName)
         let dropped = queue.withLock { queue -> Bool in
             guard !queue.stopping else { return true }

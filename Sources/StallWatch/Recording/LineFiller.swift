@@ -56,14 +56,10 @@ final class LineFiller: Sendable {
         let symbols = symbols
         queue.async { [self] in
             let filled = Self.filled(report, evidence: evidence, maxThreadFrames: maxThreadFrames, with: symbols)
-            // A report pruned or deleted meanwhile stays gone.
-            let path = writer.directory + "/" + ReportWriter.fileName(forReportID: id)
-            if access(path, F_OK) == 0 {
-                do throws(StallWatchError) {
-                    try writer.write(filled)
-                } catch {
-                    emit(.reportFailed(error))
-                }
+            do throws(StallWatchError) {
+                try writer.rewrite(filled)
+            } catch {
+                emit(.reportFailed(error))
             }
             state.withLock { state in
                 state.outstanding.remove(id)

@@ -28,7 +28,7 @@ struct StallPublisher {
         lineFiller: LineFiller? = nil
     ) {
         self.lineFiller = lineFiller
-        writer = ReportWriter(directory: configuration.reportDirectoryPath, maxReports: configuration.maxReports)
+        writer = ReportWriter(configuration: configuration)
         writer.removeLeftovers()
         deduplicator = StallDeduplicator(
             windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)
@@ -65,11 +65,11 @@ struct StallPublisher {
             persist(report, final: true)
             if report.signature != "unknown" { recent[report.signature] = (report, now) }
         case .fold(let existingID, let occurrences):
-            removeFile(of: report.id)
+            writer.removeFile(ofReportID: report.id)
             fold(report, into: existingID, occurrences: occurrences, now: now)
             report.occurrences = occurrences
         case .suppress:
-            removeFile(of: report.id)
+            writer.removeFile(ofReportID: report.id)
         }
         return report
     }
@@ -82,9 +82,7 @@ struct StallPublisher {
             lineFiller.waitForFills()
             absorbFilledReports()
         }
-        guard var existing = recent[report.signature]?.report, existing.id == id,
-            access(path(of: id), F_OK) == 0
-        else {
+        guard var existing = recent[report.signature]?.report, existing.id == id, writer.hasFile(ofReportID: id) else {
             persist(report, final: true)
             return
         }
@@ -113,9 +111,4 @@ struct StallPublisher {
             emit(.reportFailed(error))
         }
     }
-
-    private func path(of id: String) -> String { writer.directory + "/" + ReportWriter.fileName(forReportID: id) }
-
-    /// Removes the provisional report of a stall that gets no file of its own.
-    private func removeFile(of id: String) { unlink(path(of: id)) }
 }

@@ -5,7 +5,8 @@ import Foundation
     import Glibc
 #endif
 
-/// Writes one JSON file per stall (`stall-<id>.json`), atomically, mode 0600, in a 0700 directory.
+/// Writes one JSON file per stall (`stall-<id>.json`), atomically, mode 0600, in a 0700 directory: the one place
+/// that names report files, builds their paths, rewrites them and keeps the directory bounded.
 ///
 /// Each write goes to a fresh temporary name in the same directory (`openat` with
 /// `O_CREAT | O_EXCL | O_NOFOLLOW`), is `fsync`ed, renamed over the final name and the directory is `fsync`ed:
@@ -27,10 +28,11 @@ public struct ReportWriter: Sendable {
 
     /// - Parameters:
     ///   - directory: created (mode 0700, with missing parents) on the first write if missing.
-    ///   - maxReports: report files to keep; at least 1.
+    ///   - maxReports: report files to keep; at least 1. The default is the `maxReports` setting's.
     ///   - maxTotalBytes: bytes of report files to keep, or nil.
     public init(
-        directory: String = ReportWriter.defaultDirectory, maxReports: Int = 100, maxTotalBytes: Int? = 64 << 20
+        directory: String = ReportWriter.defaultDirectory, maxReports: Int = StallWatchConfiguration().maxReports,
+        maxTotalBytes: Int? = 64 << 20
     ) {
         self.directory = directory
         self.maxReports = max(1, maxReports)
@@ -48,6 +50,34 @@ public struct ReportWriter: Sendable {
         return "stall-" + String(safe) + ".json"
     }
 
+    /// The writer of the reports `configuration` describes: its report directory and `maxReports`.
+    public init(configuration: StallWatchConfiguration) {
+        self.init(directory: configuration.reportDirectoryPath, maxReports: configuration.maxReports)
+    }
+
+    /// The path of the file of report `id` in `directory`.
+    public static func path(ofReportID id: String, in directory: String) -> String {
+        (directory as NSString).appendingPathComponent(fileName(forReportID: id))
+    }
+
+    /// The path of the file of report `id` in this writer's directory.
+    public func path(ofReportID id: String) -> String { Self.path(ofReportID: id, in: directory) }
+
+    /// Whether the file of report `id` is still there (not pruned, not deleted).
+    func hasFile(ofReportID id: String) -> Bool { access(path(ofReportID: id), F_OK) == 0 }
+
+    /// Removes the file of report `id`, if there is one (a provisional report that gets no file of its own).
+    func removeFile(ofReportID id: String) { unlink(path(ofReportID: id)) }
+
+    /// Replaces the file of `report` only if it is still there: a report pruned or deleted meanwhile stays gone.
+    /// - Returns: Whether it was written.
+    @discardableResult
+    func rewrite(_ report: StallReport) throws(StallWatchError) -> Bool {
+        guard hasFile(ofReportID: report.id) else { return false }
+        try write(report)
+        return true
+    }
+
     /// Whether `name` is a report file name this writer creates (and may therefore remove).
     public static func isReportFileName(_ name: String) -> Bool {
         name.hasPrefix("stall-") && name.hasSuffix(".json") && name.count > "stall-.json".count
@@ -63,7 +93,7 @@ public struct ReportWriter: Sendable {
         let directoryFD = try ReportDirectory.open(directory, forWriting: true)
         defer { close(directoryFD) }
         let name = Self.fileName(forReportID: report.id)
-        let path = (directory as NSString).appendingPathComponent(name)
+        let path = path(ofReportID: report.id)
         let temporary = try writeTemporary(data, in: directoryFD, for: name)
         guard renameat(directoryFD, temporary, directoryFD, name) == 0 else {
             let error = errno
