@@ -70,7 +70,7 @@ let package = Package(
         // child process `run` starts, and one-shot dumps of a live process.
         .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore", "CStallWatchSignal"]),
         // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
-        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CStallWatchSymbols", "CZlib"]),
+        .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CZlib"]),
         // The command line: command table, arguments, console, exit codes; watch/run/daemon/dump/reports as glue.
         .target(name: "StallWatchCommands", dependencies: ["StallWatch", "StallWatchInspector", "StallWatchSidecar"]),
         // Loop-friendly tools for the problems reports reveal: thread-safe array, debouncer, throttler,

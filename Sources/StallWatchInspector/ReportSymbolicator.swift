@@ -1,5 +1,4 @@
 // ReportSymbolicator: fills in a report's missing symbols and file:line offline, from binaries matched by build-id.
-import CStallWatchSymbols
 import Foundation
 import StallWatch
 
@@ -40,46 +39,32 @@ public struct ReportSymbolicator {
                 wanted.append(frame.image!)
             }
         }
-        var sessions: [String: OpaquePointer] = [:]
-        defer { for session in sessions.values { sw_symbols_destroy(session) } }
+        var images: [String: ImageSymbols] = [:]
         for path in wanted {
             guard let file = try fileToRead(for: path, in: report, warnings: &outcome.warnings) else { continue }
-            var code: Int32 = 0
-            guard let session = sw_symbols_open_file(file, &code) else {
-                let reason = code > 0 ? String(cString: strerror(code)) : String(cString: sw_symbols_last_error())
-                outcome.warnings.append("\(path): cannot read \(file) (\(reason)); left as is")
+            guard let symbols = SymbolCache.shared.symbols(ofFile: file) else {
+                outcome.warnings.append("\(path): cannot read \(file) (not an ELF file libdw reads); left as is")
                 continue
             }
-            sessions[path] = session
+            images[path] = symbols
             outcome.filesUsed.append(file)
         }
         var filledFrames: [StackFrame: StackFrame] = [:]
         for (sampleIndex, sample) in report.samples.enumerated() {
             for (frameIndex, frame) in sample.frames.enumerated() {
-                guard let path = frame.image, let session = sessions[path], let offset = frame.offset
-                else { continue }
+                guard let path = frame.image, let symbols = images[path], let offset = frame.offset else { continue }
                 // Callers' addresses are return addresses: look up the call instruction before them. An async
                 // frame's address is a resume point, the first instruction of its partial function: look it up as is.
                 let back: UInt64 = frameIndex == 0 || offset == 0 || frame.kind == .async ? 0 : 1
-                var address: UInt64 = 0
-                guard sw_symbols_file_address(session, offset - back, &address) == 0 else { continue }
                 var filled = frame
-                if filled.symbol == nil {
-                    var symbolOffset: UInt64 = 0
-                    if let name = sw_symbols_name(session, address, &symbolOffset) {
-                        let raw = String(cString: name)
-                        let full = Demangler.demangle(raw)
-                        filled.symbol = full
-                        filled.shortSymbol = StackFrame.shortSymbol(raw: raw, full: full)
-                        filled.symbolOffset = Int(truncatingIfNeeded: symbolOffset + back)
-                    }
+                if filled.symbol == nil, let symbol = symbols.symbol(atOffset: offset - back) {
+                    filled.symbol = symbol.name
+                    filled.shortSymbol = symbol.shortName
+                    filled.symbolOffset = Int(truncatingIfNeeded: symbol.offset + back)
                 }
-                if filled.file == nil {
-                    var line: Int32 = 0
-                    if let source = sw_symbols_source(session, address, &line) {
-                        filled.file = String(cString: source)
-                        filled.line = line > 0 ? Int(line) : nil
-                    }
+                if filled.file == nil, let source = symbols.sourceLine(atOffset: offset - back) {
+                    filled.file = source.file
+                    filled.line = source.line
                 }
                 if filled != frame {
                     outcome.framesFilled += 1

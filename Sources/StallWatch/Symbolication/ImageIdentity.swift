@@ -25,7 +25,7 @@ final class ImageIdentity {
 
     /// Opens and checks the file behind `image` in `processID`; nil for the vDSO and for files that cannot be
     /// opened or are not the mapped one.
-    init?(image: ImageMap.Image, processID: Int32) {
+    convenience init?(image: ImageMap.Image, processID: Int32) {
         guard image.path.hasPrefix("/") else { return nil }
         var info = stat()
         let own = processID == getpid()
@@ -37,8 +37,22 @@ final class ImageIdentity {
             fd = Self.open("/proc/\(processID)/map_files/\(range)", inode: image.inode, &info)
         }
         guard fd >= 0 else { return nil }
+        self.init(descriptor: fd, path: image.path, info: info)
+    }
+
+    /// The file at `path` itself (a binary or debug file named by a report, not a process's image); nil when it
+    /// is not a regular file that can be opened.
+    convenience init?(file path: String) {
+        var info = stat()
+        let fd = Self.open(path, inode: 0, &info)
+        guard fd >= 0 else { return nil }
+        self.init(descriptor: fd, path: path, info: info)
+    }
+
+    /// Takes `fd`, open on the file `info` describes.
+    private init(descriptor fd: Int32, path: String, info: stat) {
         descriptor = fd
-        path = image.path
+        self.path = path
         buildID = BuildID.ofFile(descriptor: fd)
         let size = Int64(info.st_size)
         if let buildID {

@@ -75,6 +75,12 @@ public final class SymbolCache: Sendable {
     }
 
     /// The entry for the file `identity` checked, opened on first use; nil when libdwfl cannot read it.
+    /// The symbols of the ELF file at `path` (a binary or a separate debug file, not a process's image), shared
+    /// like any image's; nil when the file cannot be opened or libdwfl cannot read it.
+    package func symbols(ofFile path: String) -> ImageSymbols? {
+        ImageIdentity(file: path).flatMap(symbols(for:))
+    }
+
     func symbols(for identity: ImageIdentity) -> ImageSymbols? {
         let key = identity.key
         let cached: Entry? = state.withLock { state in
