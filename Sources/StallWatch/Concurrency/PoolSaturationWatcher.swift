@@ -49,14 +49,9 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
             follower.recorder.nextTask = nil
         }
         guard saturated || follower.isFollowing else { return nil }
-        switch follower.look(timedOut: false) {
-        case .lookAgain: return now
-        case .sourceEnded: return nil
-        case .wait(let wait, let nextSampleAt):
-            var deadline = nextSampleAt
-            if case .until(let t) = wait { deadline = min(deadline ?? t, t) }
-            return deadline
-        }
+        var looks = StallFollower<PoolSaturationSource>.Looks()
+        guard looks.fold(follower.look(timedOut: false)) else { return nil }
+        return looks.lookAgain ? now : looks.deadline
     }
 
     func stop() {

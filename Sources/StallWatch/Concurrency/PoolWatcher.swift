@@ -61,24 +61,18 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
                 recorders: { $0 < followers.count ? followers[$0].recorder : nil },
                 known: { $0 < tasks.count ? tasks[$0] : nil })
             // The saturation first: its end is seen by this look, not after the workers' final reports.
-            var deadline = saturation.look(now: sw_monotonic_ns(), symbolicator: Self.quickSymbolicator)
-            var lookAgain = false
+            var looks = StallFollower<PoolWorkerProgressSource>.Looks(
+                deadline: saturation.look(now: sw_monotonic_ns(), symbolicator: Self.quickSymbolicator))
             for index in followers.indices {
                 tasks[index] = PoolWorkerProgressSource.task(ofSlot: Int32(index), previous: tasks[index])
                 followers[index].recorder.nextTask = tasks[index]?.task
                 // Never "timed out" for the late-wake-up guard: one thread serves every worker, so waking late for
                 // one worker is usually this thread writing another's report, not the process going unscheduled
                 // (the worker measures its job's duration itself either way; the suspend guard still applies).
-                switch followers[index].look(timedOut: false) {
-                case .lookAgain: lookAgain = true
-                case .sourceEnded: break
-                case .wait(let wait, let nextSampleAt):
-                    if case .until(let t) = wait { deadline = min(deadline ?? t, t) }
-                    if let next = nextSampleAt { deadline = min(deadline ?? next, next) }
-                }
+                _ = looks.fold(followers[index].look(timedOut: false))
             }
-            if lookAgain { continue }
-            if let deadline {
+            if looks.lookAgain { continue }
+            if let deadline = looks.deadline {
                 _ = sw_pool_sleep_until(deadline, seen)
                 continue
             }

@@ -93,6 +93,16 @@ public struct StallDetector: Sendable {
         case park
         /// Sleep until this time (or a signal from the loop).
         case until(UInt64)
+
+        /// When to look again: this wait's time or `nextSampleAt` (a stall's next sample), whichever comes first;
+        /// nil when there is neither (park). The one place a wait and a sample time are folded into a deadline.
+        package func deadline(nextSampleAt: UInt64?) -> UInt64? {
+            switch (self, nextSampleAt) {
+            case (.until(let time), let next?): min(time, next)
+            case (.until(let time), nil): time
+            case (.park, let next): next
+            }
+        }
     }
 
     public let configuration: Configuration

@@ -36,10 +36,7 @@ struct LoopProgressSource: ProgressSource {
     func stallEnded() { sw_loop_state_follow(state.storage, 0) }
 
     func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
-        var deadline: UInt64?
-        if case .until(let t) = wait { deadline = t }
-        if let next = nextSampleAt { deadline = min(deadline ?? next, next) }
-        return sleep(until: deadline)
+        sleep(until: wait.deadline(nextSampleAt: nextSampleAt))
     }
 
     /// Sleeps until `deadline` (or parks when nil). Returns true if the wait timed out.

@@ -70,24 +70,12 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
                 rescan(excluding: me)
                 nextRescan = now &+ rescanNanos
             }
-            // With nothing to follow, the next look is the next rescan.
-            var deadline = nextRescan
+            var looks = StallFollower<ProcProgressProbe>.Looks()
+            for tid in Array(followers.keys) where !looks.fold(followers[tid]!.look(timedOut: false)) { drop(tid) }
             // True while every followed thread sits in its idle wait (the detector parks on it).
-            var allIdle = true
-            for tid in Array(followers.keys) {
-                switch followers[tid]!.look(timedOut: false) {
-                case .sourceEnded: drop(tid)
-                case .lookAgain:
-                    deadline = now
-                    allIdle = false
-                case .wait(let wait, let nextSampleAt):
-                    if case .until(let t) = wait {
-                        deadline = min(deadline, t)
-                        allIdle = false
-                    }
-                    if let next = nextSampleAt { deadline = min(deadline, next) }
-                }
-            }
+            let allIdle = !looks.lookAgain && looks.deadline == nil
+            // With nothing to follow, the next look is the next rescan.
+            var deadline = min(nextRescan, looks.lookAgain ? now : looks.deadline ?? nextRescan)
             // One poll interval while a thread is busy (its stall is seen as it crosses the threshold); the longer
             // idle interval while all of them are idle (a thread that leaves its wait is seen that much later).
             if !followers.isEmpty { deadline = min(deadline, now &+ (allIdle ? idlePollNanos : pollNanos)) }

@@ -20,8 +20,7 @@ package struct PollingWait: Sendable {
     package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         let after = sw_monotonic_ns()
         var deadline = after &+ intervalNanos
-        if case .until(let t) = wait, t > after { deadline = min(deadline, t) }
-        if let next = nextSampleAt { deadline = min(deadline, max(next, after)) }
+        if let due = wait.deadline(nextSampleAt: nextSampleAt) { deadline = min(deadline, max(due, after)) }
         let now = sw_monotonic_ns()
         if deadline > now { _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) }
         return true

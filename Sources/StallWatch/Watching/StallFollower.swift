@@ -56,6 +56,33 @@ package struct StallFollower<Source: ProgressSource> {
         case sourceEnded
     }
 
+    /// When to look next at several followers served by one thread (the thread watchdog's, the pool watchdog's):
+    /// each look's answer folded in, the earliest deadline kept.
+    package struct Looks: Sendable, Equatable {
+        /// A follower asked to look again at once.
+        package private(set) var lookAgain = false
+        /// The earliest deadline any follower (or other work of the thread) gave; nil while all of them park.
+        package private(set) var deadline: UInt64?
+
+        package init(deadline: UInt64? = nil) { self.deadline = deadline }
+
+        /// Folds one follower's answer; returns false when its source ended (the caller drops it).
+        package mutating func fold(_ next: Next) -> Bool {
+            switch next {
+            case .sourceEnded: return false
+            case .lookAgain: lookAgain = true
+            case .wait(let wait, let nextSampleAt): fold(wait.deadline(nextSampleAt: nextSampleAt))
+            }
+            return true
+        }
+
+        /// Folds a deadline of the thread's own (a rescan, a pool-wide look).
+        package mutating func fold(_ time: UInt64?) {
+            guard let time else { return }
+            deadline = min(deadline ?? time, time)
+        }
+    }
+
     /// Follows stalls until `keepGoing` returns false (asked before every look) or the source ends, waiting
     /// between looks as the source says. Blocks the calling thread.
     package mutating func run(while keepGoing: () -> Bool) -> Outcome {
