@@ -1,4 +1,5 @@
 // Arguments: the small command-line parser behind every stallwatch subcommand.
+import StallWatch
 
 /// The arguments of one subcommand after parsing: positionals, flags and valued options.
 public struct Arguments: Sendable, Equatable {
@@ -72,5 +73,40 @@ public struct Arguments: Sendable, Equatable {
                     : "\(command): missing argument")
         }
         return result
+    }
+}
+
+extension Arguments {
+    /// The options that override a setting of the configuration, and the setting each one overrides.
+    static let settingOptions = [
+        ("--report-dir", "reportDirectory"), ("--threshold-ms", "thresholdMs"),
+        ("--sample-interval-ms", "sampleIntervalMs"), ("--heartbeat-dir", "heartbeatDirectory"),
+    ]
+
+    /// The configuration of a subcommand: the defaults, `STALLWATCH_<KEY>` variables of `environment`, then the
+    /// ``settingOptions`` given, each checked by its setting's own rule
+    /// (``StallWatchConfiguration/override(_:with:flag:)``).
+    /// - Throws: `StallWatchError` `.invalidConfiguration` (exit code 2) naming the variable or option.
+    func configuration(environment: [String: String]) throws(StallWatchError) -> StallWatchConfiguration {
+        var configuration = try StallWatchConfiguration.load(environment: environment)
+        for (flag, key) in Self.settingOptions {
+            if let text = options[flag] { try configuration.override(key, with: text, flag: flag) }
+        }
+        return configuration
+    }
+
+    /// The integer value of option `name` when given; it must lie in `range`.
+    /// - Throws: ``CommandError`` (usage) naming the option, its value and the range.
+    func number(_ name: String, in range: ClosedRange<Int>) throws(CommandError) -> Int? {
+        guard let text = options[name] else { return nil }
+        return try Self.number(text, name, range)
+    }
+
+    /// `text`, the value of option `name`, as an integer in `range`.
+    static func number(_ text: String, _ name: String, _ range: ClosedRange<Int>) throws(CommandError) -> Int {
+        guard let value = Int(text), range.contains(value) else {
+            throw .usage("\(name) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
     }
 }

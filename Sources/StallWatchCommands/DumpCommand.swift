@@ -11,11 +11,8 @@ enum DumpCommand {
     static func run(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
         guard let pidText = args.options["--pid"] else { throw CommandError.usage("dump: --pid PID is required") }
-        guard let pid = Int32(pidText), pid > 0 else {
-            throw CommandError.usage("--pid \(pidText): expected an integer from 1 to \(Int32.max)")
-        }
-        var configuration = try StallWatchConfiguration.load(environment: invocation.environment)
-        if let directory = args.options["--heartbeat-dir"] { configuration.heartbeatDirectory = directory }
+        let pid = Int32(try Arguments.number(pidText, "--pid", 1...Int(Int32.max)))
+        let configuration = try args.configuration(environment: invocation.environment)
         let dumper = ProcessDumper(
             processID: pid, allThreads: args.has("--all-threads"), configuration: configuration)
         let dump = try dumper.dump()

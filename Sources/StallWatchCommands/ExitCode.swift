@@ -57,15 +57,26 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     }
 }
 
-/// An error the CLI reports to the user: a one-line message and the exit code it maps to.
+/// The command line's one error type: a one-line message and the exit code it maps to, or (`stallwatch run`) the
+/// command's own exit status, which is none of ``ExitCode``'s.
 public struct CommandError: Error, Sendable, Equatable, CustomStringConvertible {
     public var exitCode: ExitCode
     public var message: String
+    /// `run`: the command's exit status, or 128 + the signal that killed it, which `stallwatch` exits with; nil
+    /// for every other error.
+    public var commandStatus: Int32?
     public var description: String { message }
 
     public init(_ exitCode: ExitCode, _ message: String) {
         self.exitCode = exitCode
         self.message = message
+    }
+
+    /// `run`'s command ended with `status` (not 0): `stallwatch` exits with it and prints nothing more.
+    public static func commandExited(status: Int32) -> CommandError {
+        var error = CommandError(.failure, "the command exited with status \(status)")
+        error.commandStatus = status
+        return error
     }
 
     public static func usage(_ message: String) -> CommandError { CommandError(.usage, message) }

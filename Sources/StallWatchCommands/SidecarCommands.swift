@@ -2,12 +2,6 @@
 import StallWatch
 import StallWatchSidecar
 
-/// `stallwatch run` ends with the command's own status, which is not one of ``ExitCode``'s: `main` exits with it.
-public struct ChildExitStatus: Error, Sendable, Equatable {
-    /// The child's exit status, or 128 + the signal that killed it.
-    public var status: Int32
-}
-
 enum SidecarCommands {
     static let watchOptions: Set<String> = [
         "--pid", "--tid", "--threads", "--threshold-ms", "--report-dir", "--sample-interval-ms", "--heartbeat-dir",
@@ -26,13 +20,16 @@ enum SidecarCommands {
     static func watch(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
         guard let pidText = args.options["--pid"] else { throw CommandError.usage("watch: --pid PID is required") }
-        let pid = try number(pidText, "--pid", 1...Int(Int32.max))
-        var options = TargetWatcher.Options(pid: Int32(pid), configuration: try configuration(args, invocation))
+        let pid = try Arguments.number(pidText, "--pid", 1...Int(Int32.max))
+        var options = TargetWatcher.Options(
+            pid: Int32(pid), configuration: try args.configuration(environment: invocation.environment))
         try apply(args, to: &options)
-        let tids = try (args.repeated["--tid"] ?? []).map { Int32(try number($0, "--tid", 1...Int(Int32.max))) }
+        let tids = try (args.repeated["--tid"] ?? []).map {
+            Int32(try Arguments.number($0, "--tid", 1...Int(Int32.max)))
+        }
         let executable = ProcessIdentity.of(pid: Int32(pid)).executable
         let rules = try threadRules(args, "watch").filter { $0.applies(toExecutable: executable) }
-        let rescanMs = try args.options["--rescan-ms"].map { try number($0, "--rescan-ms", 10...600_000) } ?? 1000
+        let rescanMs = try args.number("--rescan-ms", in: 10...600_000) ?? 1000
         if args.has("--proc") { options.mode = .proc }
         let output = EventOutput(
             console: invocation.console, arguments: args, reportDirectory: options.configuration.reportDirectoryPath)
@@ -72,11 +69,12 @@ enum SidecarCommands {
 
     static func run(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
-        var options = TargetWatcher.Options(pid: 0, configuration: try configuration(args, invocation))
+        var options = TargetWatcher.Options(
+            pid: 0, configuration: try args.configuration(environment: invocation.environment))
         try apply(args, to: &options)
         if args.has("--proc") { options.mode = .proc }
         let waitMs =
-            try args.options["--heartbeat-wait-ms"].map { try number($0, "--heartbeat-wait-ms", 0...60_000) } ?? 1000
+            try args.number("--heartbeat-wait-ms", in: 0...60_000) ?? 1000
         let console = invocation.console
         let output = EventOutput(
             console: console, toError: true, arguments: args,
@@ -98,16 +96,16 @@ enum SidecarCommands {
             }
         }
         if status == 0 { return .ok }
-        throw ChildExitStatus(status: status)
+        throw CommandError.commandExited(status: status)
     }
 
     // MARK: daemon
 
     static func daemon(_ invocation: Invocation) throws -> ExitCode {
         let args = invocation.arguments
-        let configuration = try configuration(args, invocation)
+        let configuration = try args.configuration(environment: invocation.environment)
         let directory = configuration.heartbeatDirectoryPath
-        let scanMs = try args.options["--scan-ms"].map { try number($0, "--scan-ms", 10...600_000) } ?? 1000
+        let scanMs = try args.number("--scan-ms", in: 10...600_000) ?? 1000
         let output = EventOutput(
             console: invocation.console, arguments: args, reportDirectory: configuration.reportDirectoryPath)
         let (metrics, server) = try startMetrics(args, output: output, labelsByProcess: true)
@@ -166,24 +164,10 @@ enum SidecarCommands {
         return try OTLPLogExporter(endpoint: endpoint, reportDirectory: reportDirectory)
     }
 
-    private static func configuration(_ args: Arguments, _ invocation: Invocation) throws -> StallWatchConfiguration {
-        var configuration = try StallWatchConfiguration.load(environment: invocation.environment)
-        if let dir = args.options["--report-dir"] { configuration.reportDirectory = dir }
-        if let text = args.options["--threshold-ms"] {
-            configuration.thresholdMs = try number(text, "--threshold-ms", 10...600_000)
-            configuration.hangThresholdMs = max(configuration.hangThresholdMs, configuration.thresholdMs)
-        }
-        if let text = args.options["--sample-interval-ms"] {
-            configuration.sampleIntervalMs = try number(text, "--sample-interval-ms", 1...60_000)
-        }
-        if let dir = args.options["--heartbeat-dir"] { configuration.heartbeatDirectory = dir }
-        return configuration
-    }
-
     private static func apply(_ args: Arguments, to options: inout TargetWatcher.Options) throws {
         options.thresholdFixed = args.options["--threshold-ms"] != nil
         options.heartbeatDirectory = options.configuration.heartbeatDirectoryPath
-        if let text = args.options["--poll-ms"] { options.pollIntervalMs = try number(text, "--poll-ms", 1...60_000) }
+        if let poll = try args.number("--poll-ms", in: 1...60_000) { options.pollIntervalMs = poll }
     }
 
     /// `--threads [PROGRAM=]GLOB`, repeatable.
@@ -195,13 +179,5 @@ enum SidecarCommands {
                 throw CommandError.usage("\(command): --threads \(text): expected GLOB or PROGRAM=GLOB")
             }
         }
-    }
-
-    private static func number(_ text: String, _ name: String, _ range: ClosedRange<Int>) throws -> Int {
-        guard let value = Int(text), range.contains(value) else {
-            throw CommandError.usage(
-                "\(name) \(text): expected an integer from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return value
     }
 }

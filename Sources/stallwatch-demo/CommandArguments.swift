@@ -27,6 +27,16 @@ struct CommandArguments {
         return n
     }
 
+    /// The next value overriding the setting `key` of `configuration` (``StallWatchConfiguration/override(_:with:flag:)``).
+    mutating func override(_ configuration: inout StallWatchConfiguration, _ key: String, flag: String) {
+        let text = value(flag)
+        do {
+            try configuration.override(key, with: text, flag: flag)
+        } catch {
+            fail(error.message)
+        }
+    }
+
     /// One of `choices`' raw values.
     mutating func choice<T: RawRepresentable & CaseIterable>(_ flag: String, _ type: T.Type) -> T
     where T.RawValue == String {

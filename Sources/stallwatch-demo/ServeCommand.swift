@@ -36,16 +36,13 @@ struct ServeCommand {
             case "--port": port = args.number(arg, 0...65535)
             case "--fixed": fixed = true
             case "--sessions": sessions = args.number(arg, 1...2_000_000)
-            case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
-            case "--report-dir": configuration.reportDirectory = args.value(arg)
+            case "--threshold-ms": args.override(&configuration, "thresholdMs", flag: arg)
+            case "--report-dir": args.override(&configuration, "reportDirectory", flag: arg)
             case "-h", "--help":
                 print(serveUsage)
                 exit(0)
             default: fail("unknown argument \(arg)\n\(serveUsage)")
             }
-        }
-        if configuration.hangThresholdMs < configuration.thresholdMs {
-            configuration.hangThresholdMs = configuration.thresholdMs
         }
     }
 

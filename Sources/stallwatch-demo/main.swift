@@ -55,9 +55,9 @@ struct StallCommand {
             case "--loop": loop = args.choice(arg, DemoLoop.self)
             case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
             case "--threads": threadCount = args.number(arg, 1...64)
-            case "--threshold-ms": configuration.thresholdMs = args.number(arg, 10...600_000)
-            case "--report-dir": configuration.reportDirectory = args.value(arg)
-            case "--strategy": configuration.strategy = args.choice(arg, DetectionStrategy.self)
+            case "--threshold-ms": args.override(&configuration, "thresholdMs", flag: arg)
+            case "--report-dir": args.override(&configuration, "reportDirectory", flag: arg)
+            case "--strategy": args.override(&configuration, "strategy", flag: arg)
             case "--no-watchdog": watchdogEnabled = false
             case "--no-heartbeat": configuration.heartbeat = false
             case "--sampling-signal": signalChange = args.choice(arg, SamplingSignalChange.self)
@@ -67,9 +67,6 @@ struct StallCommand {
                 exit(0)
             default: fail("unknown argument \(arg)\n\(usage)")
             }
-        }
-        if configuration.hangThresholdMs < configuration.thresholdMs {
-            configuration.hangThresholdMs = configuration.thresholdMs
         }
     }
 

@@ -12,8 +12,8 @@ let status: Int32
 do {
     status = try StallWatchCLI.run(Array(CommandLine.arguments.dropFirst()), console: console, environment: environment)
         .rawValue
-} catch let child as ChildExitStatus {
-    status = child.status  // `stallwatch run`: the command's own status
+} catch let error as CommandError where error.commandStatus != nil {
+    status = error.commandStatus!  // `stallwatch run`: the command's own status
 } catch {
     console.printError(ExitCode.message(for: error))
     status = ExitCode(for: error).rawValue

@@ -65,6 +65,27 @@ extension StallWatchConfiguration {
         }
     }
 
+    /// Applies one command-line override, `flag text` (`--threshold-ms 100`) for the setting `key`
+    /// (`thresholdMs`): the value must pass the key's own rule (its range or choices), and the settings that depend
+    /// on it follow it: a stall threshold above the hang threshold raises the hang threshold with it. The one path
+    /// every command line (the CLI's, the demo's) overrides settings through.
+    ///
+    /// - Throws: `.invalidConfiguration` naming the flag, the value and what is allowed
+    ///   (`--threshold-ms 5: expected an integer from 10 to 600000`).
+    public mutating func override(_ key: String, with text: String, flag: String) throws(StallWatchError) {
+        guard let setting = Self.keys.first(where: { $0.name == key }) else {
+            throw StallWatchError(.invalidConfiguration, "\(flag): no setting \"\(key)\"", context: ["key": key])
+        }
+        do {
+            try set(setting, text: text, source: flag)
+        } catch {
+            throw StallWatchError(
+                .invalidConfiguration, "\(flag) \(text): expected \(setting.allowed)",
+                context: ["key": key, "value": text, "source": flag])
+        }
+        if key == "thresholdMs" { hangThresholdMs = max(hangThresholdMs, thresholdMs) }
+    }
+
     /// Cross-key rules.
     public func validate(source: String) throws(StallWatchError) {
         if hangThresholdMs < thresholdMs {

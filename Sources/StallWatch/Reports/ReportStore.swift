@@ -69,7 +69,7 @@ public struct ReportStore: Sendable {
                 let path = join(name)
                 switch result {
                 case .success(let report): body(Entry(path: path, report: report))
-                case .failure(let reason): onProblem(Problem(path: path, reason: reason.text))
+                case .failure(let reason): onProblem(Problem(path: path, reason: reason.message))
                 }
             }
             start += batchSize
@@ -77,9 +77,9 @@ public struct ReportStore: Sendable {
     }
 
     private static func decodeConcurrently(_ names: [String], in directoryFD: Int32, listing: Bool)
-        -> [Result<StallReport, DecodeFailure>]
+        -> [Result<StallReport, StallWatchError>]
     {
-        let slots = UnsafeMutableBufferPointer<Result<StallReport, DecodeFailure>?>.allocate(capacity: names.count)
+        let slots = UnsafeMutableBufferPointer<Result<StallReport, StallWatchError>?>.allocate(capacity: names.count)
         slots.initialize(repeating: nil)
         defer {
             slots.deinitialize()
@@ -106,7 +106,7 @@ public struct ReportStore: Sendable {
     /// are skipped silently.
     public func lookup(id: String) throws(StallWatchError) -> Lookup {
         guard !id.isEmpty else { return .notFound }
-        let exact = (directory as NSString).appendingPathComponent(ReportWriter.fileName(forReportID: id))
+        let exact = ReportWriter.path(ofReportID: id, in: directory)
         if let report = try? Self.load(path: exact), report.id == id {
             return .found(Entry(path: exact, report: report))
         }
@@ -150,54 +150,56 @@ public struct ReportStore: Sendable {
         switch read(path, in: AT_FDCWD) {
         case .success(let report): return report
         case .failure(let reason):
-            throw StallWatchError(.report, "\(path): \(reason.text)", context: ["path": path], errno: reason.errno)
+            throw StallWatchError(.report, "\(path): \(reason.message)", context: ["path": path], errno: reason.errno)
         }
     }
 
     /// Decodes report JSON, classifying what is wrong when it is not a report this build reads.
     /// - Parameter listing: skip the heavy parts (see ``StallReport/listingDecodeKey``).
-    public static func decode(_ data: Data, listing: Bool = false) -> Result<StallReport, DecodeFailure> {
+    public static func decode(_ data: Data, listing: Bool = false) -> Result<StallReport, StallWatchError> {
         let trimmed = data.drop { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
-        guard let first = trimmed.first else { return .failure(DecodeFailure("empty file")) }
+        guard let first = trimmed.first else { return .failure(decodeFailure("empty file")) }
         guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {
-            return .failure(DecodeFailure("not JSON"))
+            return .failure(decodeFailure("not JSON"))
         }
         do {
             let decoder = StallReport.makeDecoder()
             if listing { decoder.userInfo[StallReport.listingDecodeKey] = true }
             return .success(try decoder.decode(VersionedReport.self, from: data).report)
-        } catch let error as DecodeFailure {
-            return .failure(error)
-        } catch let error as ReportValidationError {
-            return .failure(DecodeFailure("not a valid report: \(error)"))
+        } catch let error as Unreadable {
+            return .failure(error.error)
+        } catch let error as StallWatchError where error.isInvalidReportField {
+            return .failure(decodeFailure("not a valid report: \(error.message)"))
         } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
-            if let reason = ReportNumberCheck.outOfRange(in: data) { return .failure(DecodeFailure(reason)) }
+            if let reason = ReportNumberCheck.outOfRange(in: data) { return .failure(decodeFailure(reason)) }
             let last = data.reversed().first { $0 != 0x20 && $0 != 0x0a && $0 != 0x0d && $0 != 0x09 }
             let closer = first == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
-            return .failure(DecodeFailure(last == closer ? "invalid JSON" : "truncated JSON (\(data.count) bytes)"))
+            return .failure(decodeFailure(last == closer ? "invalid JSON" : "truncated JSON (\(data.count) bytes)"))
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
-            return .failure(DecodeFailure("JSON but not a StallWatch report (the top level is not an object)"))
+            return .failure(decodeFailure("JSON but not a StallWatch report (the top level is not an object)"))
         } catch DecodingError.keyNotFound(let key, let context) {
-            return .failure(DecodeFailure("not a valid report: missing \"\(dotted(context.codingPath + [key]))\""))
+            return .failure(decodeFailure("not a valid report: missing \"\(dotted(context.codingPath + [key]))\""))
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            return .failure(DecodeFailure("not a valid report: wrong type at \"\(dotted(context.codingPath))\""))
+            return .failure(decodeFailure("not a valid report: wrong type at \"\(dotted(context.codingPath))\""))
         } catch DecodingError.dataCorrupted(let context) {
             return .failure(
-                DecodeFailure(
+                decodeFailure(
                     "not a valid report: bad value at \"\(dotted(context.codingPath))\" (\(context.debugDescription))"))
         } catch {
-            return .failure(DecodeFailure("not a valid report: \(error)"))
+            return .failure(decodeFailure("not a valid report: \(error)"))
         }
     }
 
-    /// Why a file is not a report this build reads.
-    public struct DecodeFailure: Error, Sendable, Equatable {
-        public let text: String
-        public let errno: Int32?
-        init(_ text: String, errno: Int32? = nil) {
-            self.text = text
-            self.errno = errno
-        }
+    /// Why a file is not a report this build reads: `StallWatchError` `.report`, with the file's `errno` when
+    /// reading it failed.
+    private static func decodeFailure(_ text: String, errno: Int32? = nil) -> StallWatchError {
+        StallWatchError(.report, text, errno: errno)
+    }
+
+    /// Thrown inside the decoder to end it with a reason of its own (caught in ``decode(_:listing:)``).
+    private struct Unreadable: Error {
+        let error: StallWatchError
+        init(_ text: String) { error = ReportStore.decodeFailure(text) }
     }
 
     // MARK: - Internals
@@ -210,13 +212,13 @@ public struct ReportStore: Sendable {
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: Keys.self)
             guard let version = try? container.decode(Int.self, forKey: .schemaVersion) else {
-                throw DecodeFailure("JSON but not a StallWatch report (no integer \"schemaVersion\")")
+                throw Unreadable("JSON but not a StallWatch report (no integer \"schemaVersion\")")
             }
             guard version <= StallReport.currentSchemaVersion else {
-                throw DecodeFailure(
+                throw Unreadable(
                     "schemaVersion \(version) is newer than this build reads (\(StallReport.currentSchemaVersion))")
             }
-            guard version >= 1 else { throw DecodeFailure("unsupported schemaVersion \(version)") }
+            guard version >= 1 else { throw Unreadable("unsupported schemaVersion \(version)") }
             report = try StallReport(from: decoder)
         }
     }
@@ -229,21 +231,21 @@ public struct ReportStore: Sendable {
     private static let maximumFileSize = 64 << 20
 
     private static func read(_ name: String, in directoryFD: Int32, listing: Bool = false)
-        -> Result<StallReport, DecodeFailure>
+        -> Result<StallReport, StallWatchError>
     {
         let fd = openat(directoryFD, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             let error = errno
-            return .failure(DecodeFailure(String(cString: strerror(error)), errno: error))
+            return .failure(decodeFailure(String(cString: strerror(error)), errno: error))
         }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
-            return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno))
+            return .failure(decodeFailure(String(cString: strerror(errno)), errno: errno))
         }
-        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(DecodeFailure("not a regular file")) }
+        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(decodeFailure("not a regular file")) }
         guard Int(info.st_size) <= maximumFileSize else {
-            return .failure(DecodeFailure("too large for a report (\(info.st_size) bytes)"))
+            return .failure(decodeFailure("too large for a report (\(info.st_size) bytes)"))
         }
         var data = Data(count: Int(info.st_size))
         var filled = 0
@@ -254,7 +256,7 @@ public struct ReportStore: Sendable {
             while filled < want {
                 let count = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, want - filled) }
                 if count < 0, errno == EINTR { continue }
-                if count < 0 { return .failure(DecodeFailure(String(cString: strerror(errno)), errno: errno)) }
+                if count < 0 { return .failure(decodeFailure(String(cString: strerror(errno)), errno: errno)) }
                 if count == 0 { break }
                 filled += count
             }

@@ -1,23 +1,18 @@
 // Validation on decode: the ranges, dates and sizes a report may hold, checked in one place for every reader.
 import Foundation
 
-/// A report field whose value no StallWatch writer produces and no reader may trust: the dotted path of the
-/// field, the value as text, and the rule it breaks.
-public struct ReportValidationError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// `durationMs`, `samples[3].offsetMs`, `annotations["user"]`.
-    public let field: String
-    /// The offending value, shortened and with control characters escaped, so it is safe to print.
-    public let value: String
-    /// What the value should have been (`a finite number in 0…1e+11`).
-    public let rule: String
-
-    public init(field: String, value: String, rule: String) {
-        self.field = field
-        self.value = value
-        self.rule = rule
+extension StallWatchError {
+    /// A report field whose value no StallWatch writer produces and no reader may trust (code `.report`): the
+    /// dotted path of the field, the value as text (shortened, control characters escaped, so it is safe to print)
+    /// and the rule it breaks, in `context` (`field`, `value`, `rule`) and in the message
+    /// (`durationMs = -1: not a finite number in 0…1e+11`).
+    init(field: String, value: String, rule: String) {
+        self.init(
+            .report, "\(field) = \(value): not \(rule)", context: ["field": field, "value": value, "rule": rule])
     }
 
-    public var description: String { "\(field) = \(value): not \(rule)" }
+    /// Whether this is a report field's invalid value (``init(field:value:rule:)``).
+    var isInvalidReportField: Bool { code == .report && context["rule"] != nil }
 }
 
 extension StallReport {
@@ -40,8 +35,8 @@ extension StallReport {
 
     /// Checks every numeric, date and string field against ``Limits``; the decoder calls this, so a report
     /// that decoded is safe to format, export and do arithmetic on. A v2 reader calls it on what it built.
-    /// - Throws: the first ``ReportValidationError`` met.
-    public func validate() throws(ReportValidationError) {
+    /// - Throws: the first invalid field met, as `StallWatchError` `.report` naming the field, value and rule.
+    public func validate() throws(StallWatchError) {
         var check = ReportValidator()
         try check.run(self)
     }
@@ -49,7 +44,7 @@ extension StallReport {
 
 /// Walks a report; one function per rule kind, each naming the field it checks.
 struct ReportValidator {
-    typealias Failure = ReportValidationError
+    typealias Failure = StallWatchError
     private typealias Limits = StallReport.Limits
 
     mutating func run(_ report: StallReport) throws(Failure) {
