@@ -53,9 +53,10 @@ public struct ReportSymbolicator {
         for (sampleIndex, sample) in report.samples.enumerated() {
             for (frameIndex, frame) in sample.frames.enumerated() {
                 guard let path = frame.image, let symbols = images[path], let offset = frame.offset else { continue }
-                // Callers' addresses are return addresses: look up the call instruction before them. An async
-                // frame's address is a resume point, the first instruction of its partial function: look it up as is.
-                let back: UInt64 = frameIndex == 0 || offset == 0 || frame.kind == .async ? 0 : 1
+                // Looked up as the frame's kind says: a return address inside its call, the program counter and
+                // an async resume point (the first instruction of its partial function) as they are.
+                let captured = UnwoundFrame(frame, innermost: frameIndex == 0)
+                let back = offset == 0 ? 0 : captured.address &- captured.lookupAddress
                 var filled = frame
                 if filled.symbol == nil, let symbol = symbols.symbol(atOffset: offset - back) {
                     filled.symbol = symbol.name

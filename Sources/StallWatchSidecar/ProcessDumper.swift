@@ -70,10 +70,7 @@ public struct ProcessDumper: Sendable {
                 snapshot.waitAddress = address
                 snapshot.waitingForThreadId = graph.waitsFor[tid]
             }
-            snapshot.frames = symbolicator.symbolicate(sample.addresses, asyncFrames: sample.asyncFrames)
-            for switched in sample.stackSwitches where snapshot.frames.indices.contains(switched) {
-                snapshot.frames[switched].kind = .stackSwitch
-            }
+            snapshot.frames = symbolicator.symbolicate(sample.frames)
             allFrames += snapshot.frames
             if let error = sample.error ?? (snapshot.frames.isEmpty ? "stack not captured" : nil) {
                 snapshot.error = error

@@ -9,11 +9,15 @@ final class TableResolver: FrameResolving {
     let names: [UInt64: String] = [0x1000: "work", 0x2000: "caller", 0x3000: "main", 0x4000: "pthread_mutex_lock"]
     var errors: [String] = []
 
-    func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
-        addresses.map { address in
-            guard let name = names[address] else { return StackFrame(address: address) }
-            return StackFrame(
-                address: address, image: "/usr/bin/service", offset: address, symbol: name)
+    func symbolicate(_ frames: [UnwoundFrame]) -> [StackFrame] {
+        frames.map { captured in
+            let address = captured.address
+            var frame = StackFrame(address: address)
+            if let name = names[address] {
+                frame = StackFrame(address: address, image: "/usr/bin/service", offset: address, symbol: name)
+            }
+            frame.kind = captured.reportKind
+            return frame
         }
     }
 
@@ -51,13 +55,13 @@ final class TableResolver: FrameResolving {
             stall: stall, threadID: 42, reportID: "r1", wallAtBegin: 1_790_000_000_000 * ms, monoAtBegin: 1_260 * ms,
             intervalNanos: 50 * ms)
         evidence.firstProbe = probe(cpuMs: 500)
-        let stack: [UInt64] = [0x1000, 0x2000, 0x3000]
+        let stack = UnwoundFrame.backtrace([0x1000, 0x2000, 0x3000])
         evidence.samples = [
-            .init(offsetNanos: 260 * ms, addresses: stack, pauseNanos: 20_000, probe: probe(cpuMs: 500)),
-            .init(offsetNanos: 310 * ms, addresses: stack, pauseNanos: 40_000, probe: probe(cpuMs: 550)),
+            .init(offsetNanos: 260 * ms, frames: stack, pauseNanos: 20_000, probe: probe(cpuMs: 500)),
+            .init(offsetNanos: 310 * ms, frames: stack, pauseNanos: 40_000, probe: probe(cpuMs: 550)),
         ]
         evidence.threads = [
-            .init(snapshot: .init(threadId: 42, name: "service", state: "R"), addresses: stack),
+            .init(snapshot: .init(threadId: 42, name: "service", state: "R"), frames: stack),
             .init(snapshot: .init(threadId: 43, name: "worker", state: "S")),
         ]
         evidence.context = StallReport.SystemContext()
@@ -134,7 +138,7 @@ final class TableResolver: FrameResolving {
         var evidence = Self.onCPUEvidence()
         let futex = 202
         for index in evidence.samples.indices {
-            evidence.samples[index].addresses = [0x4000, 0x2000, 0x3000]
+            evidence.samples[index].frames = UnwoundFrame.backtrace([0x4000, 0x2000, 0x3000])
             evidence.samples[index].probe = Self.probe(state: "S", syscall: futex, arg0: 0x7f00, cpuMs: 500)
             evidence.samples[index].lockOwner = 43
         }

@@ -30,43 +30,40 @@ struct AsyncFrameWalker {
         self.processID = processID
     }
 
-    /// `addresses` with the awaiting callers inserted above the job's partial function, and the indices of those
-    /// inserted resume points; unchanged (and no indices) when no job's async frame is on the stack.
+    /// `frames` with the awaiting callers (`.asyncResumePoint` frames) inserted above the job's partial function;
+    /// unchanged when no job's async frame is on the stack.
     ///
     /// - Parameters:
-    ///   - addresses: The unwound stack, innermost first.
-    ///   - frames: Each address's stack and frame pointer, from the same unwind.
+    ///   - frames: The unwound stack, innermost first.
+    ///   - registers: Each frame's stack and frame pointer, from the same unwind.
     ///   - capture: The copy the unwind read (the context slot of the frame record is in it).
-    ///   - maxFrames: The most addresses to return.
+    ///   - maxFrames: The most frames to return.
     mutating func insertAsyncFrames(
-        into addresses: [UInt64], frames: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
-    ) -> (addresses: [UInt64], asyncFrames: [Int]) {
-        guard addresses.count >= 2, frames.count == addresses.count, let runtime = runtimeImage() else {
-            return (addresses, [])
+        into frames: [UnwoundFrame], registers: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
+    ) -> [UnwoundFrame] {
+        let addresses = frames.map(\.address)
+        guard addresses.count >= 2, registers.count == addresses.count, let runtime = runtimeImage() else {
+            return frames
         }
         let inRuntime = { (address: UInt64) in address &- runtime.base < runtime.size }
         // From the outermost frame in: the job's function is the last one the runtime called. Frames further in
         // may be called by Swift code of the same library (`ContinuousClock.now`, `TaskLocal.withValue`).
         for index in (0..<(addresses.count - 1)).reversed() where inRuntime(addresses[index + 1] &- 1) {
             guard !inRuntime(addresses[index]) else { continue }
-            let pointer = frames[index].frame_pointer
+            let pointer = registers[index].frame_pointer
             // A frame record inside the frame (between its SP and its CFA; a partial function may reserve stack
             // before it) whose saved RBP is the one the unwinder restored for the caller.
-            let caller = frames[index + 1]
-            guard pointer != 0, pointer % 8 == 0, pointer > frames[index].stack_pointer,
+            let caller = registers[index + 1]
+            guard pointer != 0, pointer % 8 == 0, pointer > registers[index].stack_pointer,
                 pointer &+ 16 <= caller.stack_pointer, Self.stackWord(at: pointer, in: capture) == caller.frame_pointer,
                 let context = Self.stackWord(at: pointer &- 8, in: capture)
-            else { return (addresses, []) }
+            else { return frames }
             let chain = resumePoints(from: context)
-            guard !chain.isEmpty else { return (addresses, []) }
-            var result = Array(addresses[...index])
-            let first = result.count
-            result += chain
-            result += addresses[(index + 1)...]
-            let kept = Array(result.prefix(maxFrames))
-            return (kept, Array(first..<min(first + chain.count, kept.count)))
+            guard !chain.isEmpty else { return frames }
+            let walked = frames[...index] + chain.map(UnwoundFrame.asyncResumePoint) + frames[(index + 1)...]
+            return Array(walked.prefix(maxFrames))
         }
-        return (addresses, [])
+        return frames
     }
 
     /// The resume points of the awaiting callers, innermost first, from the running function's context.

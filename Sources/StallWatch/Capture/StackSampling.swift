@@ -4,13 +4,9 @@
     import Glibc
 #endif
 
-/// One sample's outcome: the return addresses (innermost first) and what it cost the target.
+/// One sample's outcome: the frames (innermost first, see ``UnwoundStack``) and what it cost the target.
 public struct StackSample: Sendable {
-    public var addresses: [UInt64] = []
-    /// Indices in ``addresses`` of Swift async frames (awaiting callers' resume points), see ``UnwoundStack``.
-    public var asyncFrames: [Int] = []
-    /// Indices in ``addresses`` of the first frame past a stack switch, see ``UnwoundStack``.
-    public var stackSwitches: [Int] = []
+    public var frames: [UnwoundFrame] = []
     /// How long the sampled thread was held (signal handler or ptrace stop), nanoseconds.
     public var pauseNanos: UInt64?
     /// Unwinding the copied stack, nanoseconds.
@@ -26,15 +22,18 @@ public struct StackSample: Sendable {
     public var stopWaitNanos: UInt64?
 
     public init(
-        addresses: [UInt64] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
+        frames: [UnwoundFrame] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
         failure: String? = nil
     ) {
-        self.addresses = addresses
+        self.frames = frames
         self.pauseNanos = pauseNanos
         self.unwindNanos = unwindNanos
         self.error = error
         self.failure = failure
     }
+
+    /// The frames' addresses.
+    public var addresses: [UInt64] { frames.map(\.address) }
 }
 
 /// Takes a stack sample of one thread of the watched process. Called on the recorder's thread only.
@@ -85,10 +84,8 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
         case .success(let capture):
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
             var result = StackSample(
-                addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
-            result.asyncFrames = stack.asyncFrames
-            result.stackSwitches = stack.stackSwitches
-            if let error = stack.error, stack.addresses.count < 2 { result.error = error }
+                frames: stack.frames, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+            if let error = stack.error, stack.frames.count < 2 { result.error = error }
             return result
         case .failure(let error):
             var result = StackSample(error: error.message, failure: error.message)
@@ -118,7 +115,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
         switch sampler.capture(target, timeout: timeout, maxStackBytes: configuration.maxStackBytes) {
         case .success(let capture):
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxThreadFrames)
-            return StackSample(addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds)
+            return StackSample(frames: stack.frames, pauseNanos: capture.pauseNanoseconds)
         case .failure(let error):
             return StackSample(error: error.message)
         }
@@ -130,11 +127,8 @@ extension StackSample {
     /// that stopped before two frames is the sample's error, and the capture's notes are its failure.
     package init(unwinding capture: StackCapture, with unwinder: StackUnwinder, maxFrames: Int) {
         let stack = unwinder.unwind(capture, maxFrames: maxFrames)
-        self.init(
-            addresses: stack.addresses, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
-        asyncFrames = stack.asyncFrames
-        stackSwitches = stack.stackSwitches
-        if let error = stack.error, stack.addresses.count < 2 { self.error = error }
+        self.init(frames: stack.frames, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
+        if let error = stack.error, stack.frames.count < 2 { self.error = error }
         if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds
     }

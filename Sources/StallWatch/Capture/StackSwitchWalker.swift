@@ -38,10 +38,10 @@ struct StackSwitchWalker {
 
     /// The unwind continued past a switch.
     struct Result {
-        var addresses: [UInt64]
-        var frames: [sw_unwind_frame]
-        /// The index of the first address on the other stack.
-        var firstSwitched: Int?
+        /// The frames up to the switch, then those of the other stack (the first of them `.stackSwitch`).
+        var frames: [UnwoundFrame]
+        /// Each frame's stack and frame pointer.
+        var registers: [sw_unwind_frame]
         /// Why the unwind ended; nil when the walk reached the other stack's outermost frame.
         var error: String?
     }
@@ -70,26 +70,29 @@ struct StackSwitchWalker {
         failedLookups.removeAll()
     }
 
-    /// The unwind continued past the first stack switch in `addresses` (a return address inside a trampoline), or
+    /// The unwind continued past the first stack switch in `frames` (a return address inside a trampoline), or
     /// nil when there is none.
+    ///
+    /// - Parameters:
+    ///   - frames: The CFI unwind's frames, innermost first.
+    ///   - registers: Each frame's stack and frame pointer, from the same unwind.
     mutating func continueAcrossSwitch(
-        addresses: [UInt64], frames: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
+        frames: [UnwoundFrame], registers: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
     ) -> Result? {
-        guard !rules.isEmpty, addresses.count >= 2, frames.count == addresses.count else { return nil }
+        guard !rules.isEmpty, frames.count >= 2, registers.count == frames.count else { return nil }
         refreshed = false
-        for index in 1..<addresses.count {
-            guard let trampoline = trampoline(containing: addresses[index] &- 1) else { continue }
-            var result = Result(
-                addresses: Array(addresses[...index]), frames: Array(frames[...index]), firstSwitched: nil,
-                error: nil)
+        for index in 1..<frames.count {
+            let address = frames[index].address
+            guard let trampoline = trampoline(containing: address &- 1) else { continue }
+            var result = Result(frames: Array(frames[...index]), registers: Array(registers[...index]), error: nil)
             let name = trampoline.rule.stackName
-            guard callInstructionPrecedes(addresses[index], trampoline.rule.callInstruction) else {
+            guard callInstructionPrecedes(address, trampoline.rule.callInstruction) else {
                 result.error = "a return address inside a stack-switch trampoline is not its foreign call"
                 return result
             }
             switch trampoline.rule.layout {
             case .goSystemStackCall(let goroutineOffset, let depthOffset, let stackLowOffset, let stackHighOffset):
-                let sp = frames[index].stack_pointer
+                let sp = registers[index].stack_pointer
                 guard let goroutine = AsyncFrameWalker.stackWord(at: sp &+ goroutineOffset, in: capture),
                     let depth = AsyncFrameWalker.stackWord(at: sp &+ depthOffset, in: capture)
                 else {
@@ -114,7 +117,7 @@ struct StackSwitchWalker {
                     return result
                 }
                 walkFramePointers(
-                    from: frames[index].frame_pointer, stackPointer: switchSP, stackHigh: high, name: name,
+                    from: registers[index].frame_pointer, stackPointer: switchSP, stackHigh: high, name: name,
                     maxFrames: maxFrames, into: &result)
             }
             return result
@@ -149,12 +152,11 @@ struct StackSwitchWalker {
             result.error = "stack switch: no return address at the \(name)'s saved stack pointer"
             return
         }
-        result.firstSwitched = result.addresses.count
         var framePointer = framePointer
-        result.addresses.append(first)
-        result.frames.append(sw_unwind_frame(stack_pointer: stackPointer &+ 8, frame_pointer: framePointer))
+        result.frames.append(.stackSwitch(first))
+        result.registers.append(sw_unwind_frame(stack_pointer: stackPointer &+ 8, frame_pointer: framePointer))
         var below = stackPointer
-        while result.addresses.count < maxFrames {
+        while result.frames.count < maxFrames {
             guard framePointer > below, let caller = word(framePointer), let returnAddress = word(framePointer &+ 8)
             else {
                 result.error =
@@ -168,8 +170,8 @@ struct StackSwitchWalker {
                 result.error = "stack switch: a return address outside any image on the \(name)"
                 return
             }
-            result.addresses.append(returnAddress)
-            result.frames.append(sw_unwind_frame(stack_pointer: framePointer &+ 16, frame_pointer: caller))
+            result.frames.append(.returnAddress(returnAddress))
+            result.registers.append(sw_unwind_frame(stack_pointer: framePointer &+ 16, frame_pointer: caller))
             // The outermost frame saved no frame pointer (a goroutine starts with BP 0).
             if caller == 0 { return }
             below = framePointer

@@ -2,26 +2,24 @@
 import CStallWatchCore
 import CStallWatchUnwind
 
-/// The return addresses recovered from one capture, innermost first.
+/// The frames recovered from one capture, innermost first.
 public struct UnwoundStack: Sendable {
-    /// The PC at capture, then the return address of each caller, outermost last.
-    public var addresses: [UInt64]
-    /// Indices in ``addresses`` of the Swift async frames recovered from the async context chain (resume points,
-    /// not return addresses: symbolicate them exactly, not at address − 1); see ``AsyncFrameWalker``.
-    public var asyncFrames: [Int] = []
-    /// Indices in ``addresses`` of the first frame past each stack switch: a runtime called foreign code on another
-    /// stack below it (Go's cgo), and it and the frames above were found on the stack it left; see
-    /// ``StackSwitchWalker``.
-    public var stackSwitches: [Int] = []
+    /// The program counter at capture, then each caller: return addresses, the Swift async frames recovered from
+    /// the async context chain (``AsyncFrameWalker``) and the first frame past a stack switch
+    /// (``StackSwitchWalker``), each saying which it is.
+    public var frames: [UnwoundFrame]
     /// Why unwinding stopped early, if it did (nil when it reached the outermost frame).
     public var error: String?
     public var unwindNanoseconds: UInt64
 
-    public init(addresses: [UInt64], error: String?, unwindNanoseconds: UInt64) {
-        self.addresses = addresses
+    public init(frames: [UnwoundFrame], error: String?, unwindNanoseconds: UInt64) {
+        self.frames = frames
         self.error = error
         self.unwindNanoseconds = unwindNanoseconds
     }
+
+    /// The frames' addresses.
+    public var addresses: [UInt64] { frames.map(\.address) }
 }
 
 /// Unwinds copied stacks of one process with libunwind's remote API.
@@ -63,32 +61,34 @@ public final class StackUnwinder: @unchecked Sendable {
     /// - Parameters:
     ///   - capture: Registers and stack copy from ``SignalSampler`` or ``PtraceSampler``.
     ///   - maxFrames: The most addresses to return.
-    /// - Returns: The addresses (innermost first: the PC, then return addresses), why unwinding stopped early
-    ///   if it did, and how long it took. Partial stacks are normal (a truncated copy, code without unwind
+    /// - Returns: The frames (innermost first: the PC, then its callers), why unwinding stopped early if it did,
+    ///   and how long it took. Partial stacks are normal (a truncated copy, code without unwind
     ///   information) and come back with `error` set.
     public func unwind(_ capture: StackCapture, maxFrames: Int) -> UnwoundStack {
         let start = sw_monotonic_ns()
         guard capture.registers.count == StackCapture.registerCount else {
             return UnwoundStack(
-                addresses: [],
+                frames: [],
                 error: "capture has \(capture.registers.count) registers, expected \(StackCapture.registerCount)",
                 unwindNanoseconds: 0)
         }
         let limit = max(0, maxFrames)
         var result = sw_unwind_result()
-        var frames = [sw_unwind_frame](repeating: sw_unwind_frame(), count: limit)
-        var addresses = capture.registers.withUnsafeBufferPointer { registers in
+        var registers = [sw_unwind_frame](repeating: sw_unwind_frame(), count: limit)
+        let addresses = capture.registers.withUnsafeBufferPointer { captured in
             capture.stack.withUnsafeBufferPointer { stack in
                 var input = sw_unwind_input(
-                    registers: registers.baseAddress, stack_pointer: capture.stackPointer,
+                    registers: captured.baseAddress, stack_pointer: capture.stackPointer,
                     stack: stack.baseAddress, stack_size: stack.count, stack_low: capture.stackLow,
                     stack_high: capture.stackHigh)
                 return [UInt64](unsafeUninitializedCapacity: limit) { buffer, count in
-                    count = sw_unwind_frames(handle, &input, buffer.baseAddress, &frames, limit, &result)
+                    count = sw_unwind_frames(handle, &input, buffer.baseAddress, &registers, limit, &result)
                 }
             }
         }
-        frames.removeSubrange(addresses.count...)
+        registers.removeSubrange(addresses.count...)
+        // libunwind's first frame is the register state itself; each later one a caller's return address.
+        var frames = UnwoundFrame.backtrace(addresses)
         let reason = String(cString: result.reason)
         var error: String?
         switch result.stop {
@@ -99,23 +99,24 @@ public final class StackUnwinder: @unchecked Sendable {
         default: error = "\(reason) after \(addresses.count) frames"
         }
         // Past a runtime's stack switch, the CFI unwind's frames are guesses: the walk of the other stack replaces them.
-        var stackSwitches: [Int] = []
         if let switched = switchWalker.continueAcrossSwitch(
-            addresses: addresses, frames: frames, capture: capture, maxFrames: limit)
+            frames: frames, registers: registers, capture: capture, maxFrames: limit)
         {
-            addresses = switched.addresses
             frames = switched.frames
+            registers = switched.registers
             error = switched.error
-            if let first = switched.firstSwitched { stackSwitches = [first] }
         }
         let walked = asyncWalker.insertAsyncFrames(
-            into: addresses, frames: frames, capture: capture, maxFrames: limit)
-        addresses = walked.addresses
-        var stack = UnwoundStack(addresses: addresses, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
-        stack.asyncFrames = walked.asyncFrames
-        // Async frames are only inserted at a Swift job's frame, which a stack switch of another runtime never precedes.
-        stack.stackSwitches = walked.asyncFrames.isEmpty ? stackSwitches : []
-        return stack
+            into: frames, registers: registers, capture: capture, maxFrames: limit)
+        if walked.contains(where: { if case .asyncResumePoint = $0 { true } else { false } }) {
+            // Async frames are only inserted at a Swift job's frame, which a stack switch of another runtime never
+            // precedes: a switch seen with them is none.
+            frames = walked.map { frame in
+                if case .stackSwitch(let address) = frame { return .returnAddress(address) }
+                return frame
+            }
+        }
+        return UnwoundStack(frames: frames, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
     }
 
     /// Forgets cached unwind information, for example after the process unloaded libraries (`dlclose`), whose

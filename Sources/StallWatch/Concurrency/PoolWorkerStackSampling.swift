@@ -45,7 +45,7 @@ final class PoolWorkerStackSampling: StackSampling, @unchecked Sendable {  // Us
     ) -> [(frames: [StackFrame], error: String?)] {
         threadIDs.map { id in
             let taken = sample(SampledThread(threadID: id, stackLow: 0, stackHigh: 0), configuration: configuration)
-            let frames = symbolicator.symbolicate(taken.addresses, asyncFrames: taken.asyncFrames)
+            let frames = symbolicator.symbolicate(taken.frames)
             return (frames, frames.isEmpty ? (taken.error ?? "stack not captured") : taken.error)
         }
     }

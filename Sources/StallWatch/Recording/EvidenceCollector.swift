@@ -107,7 +107,7 @@ struct EvidenceCollector {
         guard var evidence else { return nil }
         defer { self.evidence = evidence }
         nextSampleAt = evidence.samples.count + 1 < configuration.maxSamples ? now &+ evidence.intervalNanos : nil
-        var sample = StallEvidence.Sample(offsetNanos: now &- evidence.stall.startNanos, addresses: [])
+        var sample = StallEvidence.Sample(offsetNanos: now &- evidence.stall.startNanos, frames: [])
         guard let thread else {
             sample.error = "the loop thread is unknown"
             evidence.samples.append(sample)
@@ -129,9 +129,7 @@ struct EvidenceCollector {
         }
         if let sampler = target.sampler {
             let taken = sampler.sample(thread, configuration: configuration)
-            sample.addresses = taken.addresses
-            sample.asyncFrames = taken.asyncFrames
-            sample.stackSwitches = taken.stackSwitches
+            sample.frames = taken.frames
             sample.pauseNanos = taken.pauseNanos
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
@@ -188,8 +186,7 @@ struct EvidenceCollector {
             // Past the stack cap, only threads that are part of the wait graph are listed.
             let withStack = index < configuration.maxThreads
             if !withStack, waitsFor == nil, !holders.contains(tid) { continue }
-            var addresses: [UInt64] = []
-            var stackSwitches: [Int] = []
+            var frames: [UnwoundFrame] = []
             var snapshot = StallReport.ThreadSnapshot(
                 threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
             if probe.syscallKind == .lock, let address = probe.syscallArg0 {
@@ -197,18 +194,16 @@ struct EvidenceCollector {
                 snapshot.waitingForThreadId = waitsFor
             }
             if tid == loopTID, let first = evidence?.samples.first {
-                addresses = first.addresses
-                stackSwitches = first.stackSwitches
+                frames = first.frames
                 snapshot.error = first.error
             } else if withStack, over {
                 snapshot.error = "the stall ended before this thread's stack was taken"
             } else if withStack, let sampler = target.sampler {
                 let taken = sampler.sampleThread(id: tid, configuration: configuration)
-                addresses = taken.addresses
-                stackSwitches = taken.stackSwitches
+                frames = taken.frames
                 snapshot.error = taken.error
             }
-            result.append(StallEvidence.Thread(snapshot: snapshot, addresses: addresses, stackSwitches: stackSwitches))
+            result.append(StallEvidence.Thread(snapshot: snapshot, frames: frames))
         }
         return result
     }

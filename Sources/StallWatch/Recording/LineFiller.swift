@@ -40,7 +40,7 @@ final class LineFiller: Sendable {
     }
 
     /// Loads the line tables of `stacks`' images into the shared symbol cache, in the background.
-    func prefetch(_ stacks: [[UInt64]]) {
+    func prefetch(_ stacks: [[UnwoundFrame]]) {
         let symbols = symbols
         queue.async { for stack in stacks { _ = symbols.symbolicator.symbolicate(stack) } }
     }
@@ -98,12 +98,12 @@ final class LineFiller: Sendable {
             return zip(old, new).map { $0.address == $1.address ? $1 : $0 }
         }
         for (index, raw) in evidence.samples.enumerated() where report.samples.indices.contains(index) {
-            let frames = symbols.symbolicator.symbolicate(raw.addresses, asyncFrames: raw.asyncFrames)
+            let frames = symbols.symbolicator.symbolicate(raw.frames)
             report.samples[index].frames = refill(report.samples[index].frames, frames)
         }
         if var threads = report.threads {
             for (index, raw) in evidence.threads.enumerated() where threads.indices.contains(index) {
-                let frames = symbols.symbolicator.symbolicate(Array(raw.addresses.prefix(maxThreadFrames)))
+                let frames = symbols.symbolicator.symbolicate(Array(raw.frames.prefix(maxThreadFrames)))
                 threads[index].frames = refill(threads[index].frames, frames)
             }
             report.threads = threads

@@ -11,11 +11,7 @@ struct StallEvidence: Sendable {
         /// Since the stall's start (the moment the loop entered the stuck phase).
         var offsetNanos: UInt64
         /// Innermost first; empty when the capture failed.
-        var addresses: [UInt64]
-        /// Indices in ``addresses`` of Swift async frames (resume points, symbolicated exactly).
-        var asyncFrames: [Int] = []
-        /// Indices in ``addresses`` of the first frame past a runtime's stack switch (frame kind `stackSwitch`).
-        var stackSwitches: [Int] = []
+        var frames: [UnwoundFrame]
         var pauseNanos: UInt64?
         var unwindNanos: UInt64?
         var error: String?
@@ -33,9 +29,8 @@ struct StallEvidence: Sendable {
     /// A thread of the all-thread snapshot with its stack still as raw addresses.
     struct Thread: Sendable {
         var snapshot: StallReport.ThreadSnapshot
-        var addresses: [UInt64] = []
-        /// Indices in ``addresses`` of the first frame past a runtime's stack switch (frame kind `stackSwitch`).
-        var stackSwitches: [Int] = []
+        /// Innermost first; empty when the stack was not taken.
+        var frames: [UnwoundFrame] = []
     }
 
     var stall: StallDetector.Stall

@@ -125,7 +125,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often.
-        let first = evidence.samples.first?.addresses ?? []
+        let first = evidence.samples.first?.frames ?? []
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
         let scale = publisher.withLock { $0.samplingScale(signature: firstSignature, now: now) }
         collector.slowDown(by: scale, now: now)
@@ -138,10 +138,10 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
         if target.processID != getpid() {
             let symbolicator = symbolicator
-            writes.async { symbolicator.prepare(addresses: first) }
+            writes.async { symbolicator.prepare(addresses: first.map(\.address)) }
         }
         if configuration.symbolication == .full {
-            prefetchLines([first] + evidence.threads.map { Array($0.addresses.prefix(configuration.maxThreadFrames)) })
+            prefetchLines([first] + evidence.threads.map { Array($0.frames.prefix(configuration.maxThreadFrames)) })
         }
     }
 
@@ -149,7 +149,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// the background while the stall goes on, so the final report has the lines at once when the tables are
     /// ready by the stall's end (the first DWARF load of an image takes tens to hundreds of ms). The final report
     /// never waits for it: what is not loaded by then is filled in afterwards (``LineFiller``).
-    private func prefetchLines(_ stacks: [[UInt64]]) {
+    private func prefetchLines(_ stacks: [[UnwoundFrame]]) {
         lineFiller.prefetch(stacks)
     }
 

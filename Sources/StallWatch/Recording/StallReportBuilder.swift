@@ -1,12 +1,11 @@
 // StallReportBuilder: turns recorded StallEvidence into a StallReport; no threads, signals or /proc reads.
 import Foundation
 
-/// What the builder needs of a symbolicator: frames for addresses, the images those frames point into, and the
-/// problems met. ``Symbolicator`` is one; tests give a table.
+/// What the builder needs of a symbolicator: report frames for captured ones, the images those frames point into,
+/// and the problems met. ``Symbolicator`` is one; tests give a table.
 protocol FrameResolving: AnyObject {
-    func symbolicate(_ addresses: [UInt64]) -> [StackFrame]
-    /// Frames for `addresses` where those at `asyncFrames` are Swift async resume points (kind `async`).
-    func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame]
+    /// One report frame per captured frame, looked up as its kind says, with the report kind it implies.
+    func symbolicate(_ frames: [UnwoundFrame]) -> [StackFrame]
     func images(for frames: [StackFrame]) -> [ImageInfo]
     var errors: [String] { get }
     /// Whether frames get file:line (symbolication `full`).
@@ -22,13 +21,6 @@ extension Symbolicator: FrameResolving {
 extension FrameResolving {
     var looksUpLines: Bool { true }
     var pendingLineLookups: Int { 0 }
-
-    /// By default, async frames are resolved like return addresses and only marked.
-    func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame] {
-        var frames = symbolicate(addresses)
-        for index in asyncFrames where frames.indices.contains(index) { frames[index].kind = .async }
-        return frames
-    }
 }
 
 /// Builds the report of one stall from its evidence: frames, call tree and point stack, signature, cause,
@@ -81,17 +73,10 @@ struct StallReportBuilder {
         let symbolStart = clock()
         let pendingBefore = symbols.pendingLineLookups
         let chosen = final ? samples : Array(samples.prefix(1))
-        let sampleFrames = chosen.map { sample in
-            var frames = symbols.symbolicate(sample.addresses, asyncFrames: sample.asyncFrames)
-            for index in sample.stackSwitches where frames.indices.contains(index) { frames[index].kind = .stackSwitch }
-            return frames
-        }
+        let sampleFrames = chosen.map { symbols.symbolicate($0.frames) }
         var threads = evidence.threads.map(\.snapshot)
         for (index, raw) in evidence.threads.enumerated() {
-            threads[index].frames = symbols.symbolicate(Array(raw.addresses.prefix(configuration.maxThreadFrames)))
-            for switched in raw.stackSwitches where threads[index].frames.indices.contains(switched) {
-                threads[index].frames[switched].kind = .stackSwitch
-            }
+            threads[index].frames = symbols.symbolicate(Array(raw.frames.prefix(configuration.maxThreadFrames)))
             if threads[index].frames.isEmpty && threads[index].error == nil {
                 threads[index].error = "stack not captured"
             }

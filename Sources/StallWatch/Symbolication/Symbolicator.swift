@@ -77,35 +77,33 @@ public final class Symbolicator: @unchecked Sendable {
 
     deinit { if let session { sw_symbols_destroy(session) } }
 
-    /// Symbolicates one backtrace.
-    ///
-    /// `addresses[0]` is the exact program counter; later ones are return addresses, looked up at address − 1
-    /// so that a call at the very end of a function is attributed to it. Every frame keeps its original address
-    /// and `symbolOffset` is measured from that original address.
+    /// Symbolicates a plain backtrace (``UnwoundFrame/backtrace(_:)``): `addresses[0]` is the program counter,
+    /// the later ones return addresses.
     /// - Parameter addresses: innermost first.
     /// - Returns: one frame per address; a frame in no image has only its address.
     public func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
-        symbolicate(addresses, asyncFrames: [])
+        symbolicate(UnwoundFrame.backtrace(addresses))
     }
 
-    /// Symbolicates one backtrace in which the addresses at `asyncFrames` are Swift async resume points (the
-    /// first instruction of the partial function where an awaiting caller resumes): they are looked up exactly,
-    /// like the program counter, and their frames have kind `async`.
-    public func symbolicate(_ addresses: [UInt64], asyncFrames: [Int]) -> [StackFrame] {
+    /// Symbolicates one captured stack, each frame looked up as its kind says (``UnwoundFrame/lookupAddress``: a
+    /// return address at address − 1, so that a call at the very end of a function is attributed to it; the
+    /// program counter and async resume points exactly) and given the report kind it implies. Every frame keeps
+    /// its original address, and `symbolOffset` is measured from that original address.
+    /// - Parameter unwound: innermost first.
+    /// - Returns: one frame per captured frame; a frame in no image has only its address.
+    public func symbolicate(_ unwound: [UnwoundFrame]) -> [StackFrame] {
         var refreshed = false
         var frames: [StackFrame] = []
-        frames.reserveCapacity(addresses.count)
-        let resumePoints = Set(asyncFrames)
-        for (index, address) in addresses.enumerated() {
-            let isAsync = resumePoints.contains(index)
-            let exact = index == 0 || isAsync
-            let key = FrameKey(address: address, exact: exact)
+        frames.reserveCapacity(unwound.count)
+        for captured in unwound {
+            let address = captured.address
+            let lookup = captured.lookupAddress
+            let key = FrameKey(address: address, exact: lookup == address)
             if var frame = frameCache[key] {
-                if isAsync { frame.kind = .async }
+                frame.kind = captured.reportKind
                 frames.append(frame)
                 continue
             }
-            let lookup = exact || address == 0 ? address : address - 1
             guard let resolved = resolve(lookup, refreshed: &refreshed) else {
                 // Not cached: the address may belong to a library loaded later, or to JIT code.
                 var frame = StackFrame(address: address)
@@ -113,7 +111,7 @@ public final class Symbolicator: @unchecked Sendable {
                     frame.symbol = jit.name
                     frame.symbolOffset = Int(truncatingIfNeeded: jit.offset &+ (address &- lookup))
                 }
-                if isAsync { frame.kind = .async }
+                frame.kind = captured.reportKind
                 frames.append(frame)
                 continue
             }
@@ -130,7 +128,7 @@ public final class Symbolicator: @unchecked Sendable {
                 if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
                 frameCache[key] = frame
             }
-            if isAsync { frame.kind = .async }
+            frame.kind = captured.reportKind
             frames.append(frame)
         }
         return frames
