@@ -31,7 +31,7 @@ public enum TerminalText {
     public static func escaped(_ report: StallReport) -> StallReport {
         var r = report
         r.id = escape(r.id)
-        r.detection.source = escape(r.detection.source)
+        r.detection.source = DetectionSource(rawValue: escape(r.detection.source.rawValue))
         r.process.executable = escape(r.process.executable)
         r.process.buildId = r.process.buildId.map(escape)
         r.process.host = escape(r.process.host)
@@ -51,7 +51,7 @@ public enum TerminalText {
             return i
         }
         r.signature = escape(r.signature)
-        r.capture.method = escape(r.capture.method)
+        r.capture.method = CaptureMethod(rawValue: escape(r.capture.method.rawValue))
         r.capture.errors = r.capture.errors.map(escape)
         r.notes = r.notes.map(escape)
         r.annotations = Dictionary(

@@ -78,7 +78,7 @@ public enum CommandRunner {
         while !stopped.load(ordering: .acquiring) {
             do throws(SidecarError) {
                 let candidate = try TargetWatcher(options: options) { onEvent(.target($0)) }
-                if candidate.source == "heartbeat" || options.mode == .proc || ContinuousClock.now >= deadline {
+                if candidate.source == .heartbeat || options.mode == .proc || ContinuousClock.now >= deadline {
                     watcher = candidate
                     break
                 }

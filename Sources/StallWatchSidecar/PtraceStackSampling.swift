@@ -6,7 +6,7 @@ import StallWatch
 /// target runs again. Failures (the target exited mid-capture, permission, a thread that would not stop) become
 /// the sample's error.
 public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
-    public let captureMethod = "ptrace"
+    public let captureMethod = CaptureMethod.ptrace
     public let processID: Int32
     private let sampler: PtraceSampler
     private let unwinder: StackUnwinder?

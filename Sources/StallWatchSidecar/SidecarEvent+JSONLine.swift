@@ -14,7 +14,7 @@ extension SidecarEvent {
         case .watching(let pid, let tid, let source, let threshold):
             [
                 "event": .string("watching"), "pid": .int(Int(pid)), "threadId": .int(Int(tid)),
-                "source": .string(source), "thresholdMs": .int(threshold),
+                "source": .string(source.rawValue), "thresholdMs": .int(threshold),
             ]
         case .heartbeatRejected(let error): ["event": .string("heartbeatRejected"), "error": .string(error.message)]
         case .targetExited(let pid): ["event": .string("targetExited"), "pid": .int(Int(pid))]

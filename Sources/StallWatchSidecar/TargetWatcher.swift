@@ -11,7 +11,7 @@ import Synchronization
 /// What a sidecar tells its caller, on the watching thread.
 public enum SidecarEvent: Sendable {
     /// Watching began: the target, the thread, `heartbeat` or `proc`, and the threshold in use.
-    case watching(pid: Int32, threadID: Int32, source: String, thresholdMs: Int)
+    case watching(pid: Int32, threadID: Int32, source: DetectionSource, thresholdMs: Int)
     /// A heartbeat was found but rejected (or lost); watching goes on from /proc.
     case heartbeatRejected(SidecarError)
     /// A stall event, as an embedded watchdog would deliver it.
@@ -72,7 +72,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     public let options: Options
     public let threadID: Int32
     /// `heartbeat` or `proc`.
-    public let source: String
+    public let source: DetectionSource
     public let thresholdMs: Int
     /// The loop's name in reports and metrics: the heartbeat's, else the thread's name, else `main`.
     public let loopName: String
@@ -135,7 +135,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         }
         heartbeat = reader
         threadID = tid
-        source = reader == nil ? "proc" : "heartbeat"
+        source = reader == nil ? .proc : .heartbeat
         thresholdMs = configuration.thresholdMs
         sampling = PtraceStackSampling(
             processID: pid, captureTimeout: .milliseconds(configuration.captureTimeoutMs))
@@ -147,7 +147,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         recorder = StallRecorder(
             configuration: configuration, loopName: loopName,
             target: StallRecorder.Target(
-                processID: pid, detectionSource: reader == nil ? "proc" : "heartbeat", sampler: sampling,
+                processID: pid, detectionSource: source, sampler: sampling,
                 process: ProcessIdentity.of(pid: pid), phaseKnown: reader != nil,
                 setupErrors: sampling.setupError.map { [$0] } ?? []),
             emit: { onEvent(.stall($0)) })
@@ -188,7 +188,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         ) { [onEvent] in onEvent(.heartbeatRejected($0)) }
         var follower = StallFollower(
             source: progress, recorder: recorder, configuration: options.configuration.detectorConfiguration,
-            watcherName: "sidecar")
+            watcher: .sidecar)
         let turning = {
             self.lastTurn.store(sw_monotonic_ns(), ordering: .relaxed)
             return !self.stopRequested.load(ordering: .acquiring)

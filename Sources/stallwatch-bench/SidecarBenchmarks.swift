@@ -100,7 +100,7 @@ private func benchmarkWatcherCPU(demo: String) {
             let wall = sw_monotonic_ns() - start
             print(
                 String(
-                    format: "| %@ | %@ | %.1f | %.1f ms | %.2f%% |", label, watcher.source, Double(wall) / 1e9,
+                    format: "| %@ | %@ | %.1f | %.1f ms | %.2f%% |", label, watcher.source.rawValue, Double(wall) / 1e9,
                     Double(cpu) / 1e6, Double(cpu) / Double(wall) * 100))
         }
     }

@@ -86,7 +86,7 @@ final class EventNames: Sendable {
             })
         return StallFollower(
             source: ScriptedSource(script: script), recorder: recorder,
-            configuration: configuration.detectorConfiguration, watcherName: "test")
+            configuration: configuration.detectorConfiguration, watcher: .watchdog)
     }
 
     @Test func aBusyPhasePastTheThresholdIsFollowedToItsEnd() throws {

@@ -37,7 +37,7 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
 
     static let snapshotTimeoutMs = 20
 
-    var captureMethod: String { helper != nil ? ThreadCaptureHelper.captureMethod : "signal" }
+    var captureMethod: CaptureMethod { helper != nil ? ThreadCaptureHelper.captureMethod : .signal }
 
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
         capture(thread, maxFrames: configuration.maxFrames, configuration: configuration, waitForRunnable: true)

@@ -38,8 +38,8 @@ public struct StackSample: Sendable {
 
 /// Takes a stack sample of one thread of the watched process. Called on the recorder's thread only.
 public protocol StackSampling: AnyObject, Sendable {
-    /// `signal` (in-process) or `ptrace` (sidecar): the report's `capture.method`.
-    var captureMethod: String { get }
+    /// The report's `capture.method`.
+    var captureMethod: CaptureMethod { get }
     /// Captures and unwinds `thread`'s stack now; problems are recorded in the result, never thrown.
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample
 
@@ -67,7 +67,7 @@ extension StackSampling {
 
 /// In-process sampling: a real-time signal to the loop thread copies its stack; the copy is unwound here.
 final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used by one watchdog thread.
-    let captureMethod = "signal"
+    let captureMethod = CaptureMethod.signal
     private let sampler: SignalSampler
     private let unwinder: StackUnwinder
     /// This process's stack mappings, read once per all-threads snapshot.

@@ -25,7 +25,7 @@ import CStallWatchPtrace
 /// calling thread.
 public final class ThreadCaptureHelper: Sendable {
     /// The report's `capture.method` for samples taken this way.
-    public static let captureMethod = "ptrace-helper"
+    public static let captureMethod = CaptureMethod.ptraceHelper
 
     private static let installation: Result<ThreadCaptureHelper, StallWatchError> = install()
 

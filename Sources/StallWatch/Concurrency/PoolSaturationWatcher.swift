@@ -23,7 +23,7 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
             emit: PoolCounters.counting(saturation: true, emit), quickSymbolicator: PoolWatcher.quickSymbolicator)
         follower = StallFollower(
             source: PoolSaturationSource(), recorder: recorder, configuration: configuration.detectorConfiguration,
-            watcherName: "pool watchdog")
+            watcher: .poolWatchdog)
     }
 
     /// Looks at the pool now; returns when it wants to look again (nil: when a worker's deadline says).

@@ -100,7 +100,7 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             followers.append(
                 StallFollower(
                     source: PoolWorkerProgressSource(slot: Int32(followers.count)), recorder: recorder,
-                    configuration: configuration.detectorConfiguration, watcherName: "pool watchdog"))
+                    configuration: configuration.detectorConfiguration, watcher: .poolWatchdog))
         }
     }
 }

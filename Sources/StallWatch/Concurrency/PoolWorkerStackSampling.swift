@@ -21,7 +21,7 @@ final class PoolWorkerStackSampling: StackSampling, @unchecked Sendable {  // Us
         self.setupError = setupError
     }
 
-    var captureMethod: String { inner?.captureMethod ?? "none" }
+    var captureMethod: CaptureMethod { inner?.captureMethod ?? .none }
 
     /// A sample of the stuck worker, with the loop's full frame budget.
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
@@ -56,7 +56,7 @@ extension StallRecorder.Target {
     static func concurrencyPool() -> Self {
         var target = Self.inProcess()
         target.sampler = PoolWorkerStackSampling(inner: target.sampler, setupError: target.setupErrors.last)
-        target.detectionSource = "concurrency-pool"
+        target.detectionSource = .concurrencyPool
         return target
     }
 }

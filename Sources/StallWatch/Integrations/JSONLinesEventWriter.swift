@@ -67,7 +67,8 @@ public final class JSONLinesEventWriter: Sendable {
         case .began(let r):
             return [
                 "event": .string("began"), "id": .string(r.id), "pid": .int(Int(r.process.pid)),
-                "loop": .string(r.loop.name), "phase": .string(r.loop.phase), "source": .string(r.detection.source),
+                "loop": .string(r.loop.name), "phase": .string(r.loop.phase),
+                "source": .string(r.detection.source.rawValue),
                 "thresholdMs": .double(r.detection.thresholdMs),
             ]
         case .escalated(let r):

@@ -8,8 +8,8 @@ extension StallRecorder {
     package struct Target: Sendable {
         /// The process whose loop is watched (and whose /proc files and maps are read).
         package var processID: Int32
-        /// `in-process`, `heartbeat` or `proc`: the report's `detection.source`.
-        package var detectionSource: String
+        /// The report's `detection.source`.
+        package var detectionSource: DetectionSource
         /// Takes the stack samples; nil records samples without frames.
         package var sampler: (any StackSampling)?
         /// The report's `process` block.
@@ -20,7 +20,7 @@ extension StallRecorder {
         package var setupErrors: [String]
 
         package init(
-            processID: Int32, detectionSource: String, sampler: (any StackSampling)?,
+            processID: Int32, detectionSource: DetectionSource, sampler: (any StackSampling)?,
             process: StallReport.ProcessDescription, phaseKnown: Bool, setupErrors: [String] = []
         ) {
             self.processID = processID
@@ -62,7 +62,7 @@ extension StallRecorder {
                 }
             }
             return Target(
-                processID: getpid(), detectionSource: "in-process", sampler: sampler, process: ProcessIdentity.current,
+                processID: getpid(), detectionSource: .inProcess, sampler: sampler, process: ProcessIdentity.current,
                 phaseKnown: true, setupErrors: errors)
         }
     }

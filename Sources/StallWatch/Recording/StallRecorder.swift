@@ -87,7 +87,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         builder = StallReportBuilder(
             configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
             process: target.process, phaseKnown: target.phaseKnown,
-            captureMethod: target.sampler?.captureMethod ?? "none", clock: { sw_monotonic_ns() })
+            captureMethod: target.sampler?.captureMethod ?? .none, clock: { sw_monotonic_ns() })
         publisher = Mutex(StallPublisher(configuration: configuration, emit: serialEmit, lineFiller: lineFiller))
     }
 

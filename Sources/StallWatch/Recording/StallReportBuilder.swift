@@ -32,17 +32,17 @@ struct StallReportBuilder {
     let configuration: StallWatchConfiguration
     let loopName: String
     /// The report's `detection.source`, `process` block, and whether the loop's phase is known.
-    let detectionSource: String
+    let detectionSource: DetectionSource
     let process: StallReport.ProcessDescription
     let phaseKnown: Bool
     /// The report's `capture.method`.
-    let captureMethod: String
+    let captureMethod: CaptureMethod
     /// CLOCK_MONOTONIC, read around symbolication.
     var clock: () -> UInt64
 
     init(
-        configuration: StallWatchConfiguration, loopName: String, detectionSource: String,
-        process: StallReport.ProcessDescription, phaseKnown: Bool, captureMethod: String,
+        configuration: StallWatchConfiguration, loopName: String, detectionSource: DetectionSource,
+        process: StallReport.ProcessDescription, phaseKnown: Bool, captureMethod: CaptureMethod,
         clock: @escaping () -> UInt64
     ) {
         self.configuration = configuration

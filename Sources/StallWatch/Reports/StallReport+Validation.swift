@@ -98,7 +98,7 @@ struct ReportValidator {
     }
 
     private func detection(_ detection: StallReport.Detection) throws(Failure) {
-        try string("detection.source", detection.source)
+        try string("detection.source", detection.source.rawValue)
         try milliseconds("detection.thresholdMs", detection.thresholdMs, signed: false)
         try milliseconds("detection.hangThresholdMs", detection.hangThresholdMs, signed: false)
         try date("detection.detectedAt", detection.detectedAt)
@@ -106,7 +106,7 @@ struct ReportValidator {
     }
 
     private func capture(_ capture: StallReport.CaptureSummary) throws(Failure) {
-        try string("capture.method", capture.method)
+        try string("capture.method", capture.method.rawValue)
         try milliseconds("capture.sampleIntervalMs", capture.sampleIntervalMs, signed: false)
         try count("capture.samplesTaken", capture.samplesTaken)
         try count("capture.samplesFailed", capture.samplesFailed)

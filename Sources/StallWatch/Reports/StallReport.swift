@@ -183,9 +183,9 @@ extension StallReport {
 extension StallReport {
     /// How the stall was noticed.
     public struct Detection: Codable, Sendable, Equatable {
-        /// `in-process` (embedded watchdog), `heartbeat` (sidecar reading the heartbeat segment) or `proc`
-        /// (sidecar without instrumentation, from /proc evidence).
-        public var source: String
+        /// `in-process` (embedded watchdog), `heartbeat` (sidecar reading the heartbeat segment), `proc`
+        /// (from /proc evidence, without instrumentation) or `concurrency-pool`.
+        public var source: DetectionSource
         /// `deadline` (the default) or `classic` (signal per transition, N consecutive timeouts).
         public var strategy: DetectionStrategy
         public var thresholdMs: Double
@@ -196,7 +196,8 @@ extension StallReport {
         public var latencyMs: Double
 
         public init(
-            source: String, strategy: DetectionStrategy, thresholdMs: Double, hangThresholdMs: Double, detectedAt: Date,
+            source: DetectionSource, strategy: DetectionStrategy, thresholdMs: Double, hangThresholdMs: Double,
+            detectedAt: Date,
             latencyMs: Double
         ) {
             self.source = source
@@ -265,8 +266,8 @@ extension StallReport {
 
     /// What capturing the samples cost, and what went wrong on the way.
     public struct CaptureSummary: Codable, Sendable, Equatable {
-        /// `signal` (in-process) or `ptrace` (sidecar).
-        public var method: String
+        /// `ptrace-helper` or `signal` (in-process), `ptrace` (sidecar), `none`.
+        public var method: CaptureMethod
         public var sampleIntervalMs: Double
         public var samplesTaken: Int
         public var samplesFailed: Int
@@ -281,7 +282,7 @@ extension StallReport {
         public var errors: [String]
 
         public init(
-            method: String, sampleIntervalMs: Double, samplesTaken: Int = 0, samplesFailed: Int = 0,
+            method: CaptureMethod, sampleIntervalMs: Double, samplesTaken: Int = 0, samplesFailed: Int = 0,
             pauseMicrosMedian: Double? = nil, pauseMicrosMax: Double? = nil, unwindMicrosMedian: Double? = nil,
             symbolicationMicros: Double? = nil, errors: [String] = []
         ) {

@@ -54,7 +54,7 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
         self.emit = emit
         self.isStopping = isStopping
         var target = StallRecorder.Target.inProcess()
-        target.detectionSource = "proc"
+        target.detectionSource = .proc
         target.phaseKnown = false
         self.target = target
     }
@@ -110,7 +110,7 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
             }
             followers[tid] = StallFollower(
                 source: ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns()), recorder: recorder,
-                configuration: configuration.detectorConfiguration, watcherName: "thread watchdog")
+                configuration: configuration.detectorConfiguration, watcher: .threadWatchdog)
             watched.withLock { $0.append(Watched(threadID: tid, name: name)) }
             added = true
         }

@@ -1,6 +1,14 @@
 // StallFollower: the one loop that follows stalls, shared by the embedded watchdog and the sidecar.
 import CStallWatchCore
 
+/// Who follows stalls, as notes name it ("the pool watchdog woke 120 ms late during the stall").
+package enum Watcher: String, Sendable {
+    case watchdog
+    case sidecar
+    case threadWatchdog = "thread watchdog"
+    case poolWatchdog = "pool watchdog"
+}
+
 /// Reads a ``ProgressSource``, feeds a ``StallDetector``, and drives a ``StallRecorder`` through each stall:
 /// begin (first sample, provisional report), samples while it lasts, escalation to a hang, end (final report).
 /// Between looks it waits as the source says.
@@ -21,8 +29,8 @@ package struct StallFollower<Source: ProgressSource> {
     package private(set) var source: Source
     package let recorder: StallRecorder
     private var detector: StallDetector
-    /// Who watches, in notes: `watchdog` or `sidecar`.
-    private let watcherName: String
+    /// Who watches, for notes.
+    private let watcher: Watcher
     /// Told true just before a stall's first sample and false once its final report is out.
     private let following: (Bool) -> Void
 
@@ -30,16 +38,16 @@ package struct StallFollower<Source: ProgressSource> {
     ///   - source: Where progress is read and how to wait.
     ///   - recorder: Samples and reports the stalls.
     ///   - configuration: The detector's thresholds and strategy.
-    ///   - watcherName: `watchdog` or `sidecar`, for the late wake-up note.
+    ///   - watcher: Who watches, for the late wake-up note.
     ///   - following: Called on the watching thread when following a stall starts and stops.
     package init(
-        source: Source, recorder: StallRecorder, configuration: StallDetector.Configuration, watcherName: String,
+        source: Source, recorder: StallRecorder, configuration: StallDetector.Configuration, watcher: Watcher,
         following: @escaping (Bool) -> Void = { _ in }
     ) {
         self.source = source
         self.recorder = recorder
         self.detector = StallDetector(configuration: configuration)
-        self.watcherName = watcherName
+        self.watcher = watcher
         self.following = following
     }
 
@@ -152,7 +160,7 @@ package struct StallFollower<Source: ProgressSource> {
                 recorder.end(endNanos: endNanos)
                 following(false)
             case .lateWakeup(let delay):
-                recorder.addNote("the \(watcherName) woke \(delay / 1_000_000) ms late during the stall")
+                recorder.addNote("the \(watcher.rawValue) woke \(delay / 1_000_000) ms late during the stall")
                 recorder.noteLateWakeup(delay)
                 recorder.emit(.lateWakeup(delayMs: StallRecorder.millis(delay)))
             }

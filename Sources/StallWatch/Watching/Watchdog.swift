@@ -139,7 +139,7 @@ public final class Watchdog: @unchecked Sendable {
         let source = LoopProgressSource(loop: loop) { [self] in stopRequested.load(ordering: .acquiring) }
         var follower = StallFollower(
             source: source, recorder: recorder, configuration: configuration.detectorConfiguration,
-            watcherName: "watchdog"
+            watcher: .watchdog
         ) { [self] in stallInProgress.store($0, ordering: .releasing) }
         _ = follower.run { !stopRequested.load(ordering: .acquiring) }
         recorder.abandon(now: sw_monotonic_ns())
