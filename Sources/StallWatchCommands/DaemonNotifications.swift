@@ -26,9 +26,7 @@ final class DaemonNotifications: Sendable {
         notifier = try SystemdNotifier(environment: environment)
         self.daemon = daemon
         self.directory = directory
-        let (seconds, attoseconds) = scanInterval.components
-        let intervalNanos = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
-        healthyWithinNanos = max(3 * intervalNanos, 3_000_000_000)
+        healthyWithinNanos = max(3 &* scanInterval.nanoseconds, 3_000_000_000)
     }
 
     private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

@@ -47,8 +47,7 @@ public struct ProcessDumper: Sendable {
         let chosen = allThreads ? graph.relevanceOrder(loop: loops.first) : Self.ownerChains(of: loops, in: graph)
         let owners = Set(Self.ownerChains(of: loops, in: graph)).subtracting(loops)
 
-        let sampling = PtraceStackSampling(
-            processID: pid, captureTimeout: .milliseconds(configuration.captureTimeoutMs))
+        let sampling = PtraceStackSampling(processID: pid, captureTimeoutNanos: configuration.intervals.captureTimeout)
         var limits = configuration
         limits.maxThreadFrames = configuration.maxFrames
         sampling.beginThreadSnapshot()

@@ -19,9 +19,10 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
     /// threads come and go).
     static let mapsLifetimeNanos: UInt64 = 2_000_000_000
 
-    public init(processID: Int32, captureTimeout: Duration) {
+    /// - Parameter captureTimeoutNanos: How long a capture waits for a thread to stop.
+    public init(processID: Int32, captureTimeoutNanos: UInt64) {
         self.processID = processID
-        sampler = PtraceSampler(processID: processID, timeout: captureTimeout)
+        sampler = PtraceSampler(processID: processID, timeoutNanos: captureTimeoutNanos)
         do {
             unwinder = try StackUnwinder(processID: processID)
         } catch {

@@ -120,9 +120,8 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
                 }
             }
             onScan(watchers.withLock { $0.count })
-            let (seconds, attoseconds) = scanInterval.components
             _ = wakeup.wait(
-                timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+                timeout: .now() + .nanoseconds(Int(clamping: scanInterval.nanoseconds)))
         }
         let running = watchers.withLock { $0 }
         for (_, entry) in running { entry.group.stop(reason: "the daemon stopped while the loop was still stuck") }

@@ -73,7 +73,10 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     public let threadID: Int32
     /// `heartbeat` or `proc`.
     public let source: DetectionSource
-    public let thresholdMs: Int
+    /// The thresholds stalls are judged by: the configuration's, or the heartbeat's own.
+    public let detector: StallDetector.Configuration
+    /// The stall threshold in whole milliseconds, for event lines.
+    public var thresholdMs: Int { Int(detector.thresholdNanos / 1_000_000) }
     /// The loop's name in reports and metrics: the heartbeat's, else the thread's name, else `main`.
     public let loopName: String
     private let heartbeat: HeartbeatReader?
@@ -122,11 +125,14 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         }
         var configuration = options.configuration
         configuration.strategy = .deadline  // a sidecar cannot ask for a signal per transition
+        var detector = configuration.detectorConfiguration
         if let reader, !options.thresholdFixed {
-            configuration.thresholdMs = Int(reader.segment.thresholdNanos / 1_000_000)
-            configuration.hangThresholdMs = max(
-                configuration.thresholdMs, Int(reader.segment.hangThresholdNanos / 1_000_000))
+            // The loop's own thresholds, as its segment holds them (nanoseconds).
+            detector = StallDetector.Configuration(
+                thresholdNanos: reader.segment.thresholdNanos, hangThresholdNanos: reader.segment.hangThresholdNanos,
+                lateWakeupToleranceNanos: detector.lateWakeupToleranceNanos, strategy: .deadline)
         }
+        self.detector = detector
         let tid = options.threadID ?? reader.map { $0.segment.loopThreadID == 0 ? pid : $0.segment.loopThreadID } ?? pid
         let thread = ProcDirectory(processID: pid, threadID: tid)
         guard thread.exists else { throw SidecarError.noSuchProcess(pid: pid, tid: tid) }
@@ -136,16 +142,14 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         heartbeat = reader
         threadID = tid
         source = reader == nil ? .proc : .heartbeat
-        thresholdMs = configuration.thresholdMs
-        sampling = PtraceStackSampling(
-            processID: pid, captureTimeout: .milliseconds(configuration.captureTimeoutMs))
+        sampling = PtraceStackSampling(processID: pid, captureTimeoutNanos: configuration.intervals.captureTimeout)
         var finalOptions = options
         finalOptions.configuration = configuration
         self.options = finalOptions
         let named = reader?.segment.loopName ?? (thread.comm() ?? "main")
         loopName = named.isEmpty ? "main" : named
         recorder = StallRecorder(
-            configuration: configuration, loopName: loopName,
+            configuration: configuration, detector: detector, loopName: loopName,
             target: StallRecorder.Target(
                 processID: pid, detectionSource: source, sampler: sampling,
                 process: ProcessIdentity.of(pid: pid), phaseKnown: reader != nil,
@@ -160,7 +164,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
 
     /// The longest a healthy watcher goes between turns, give or take one capture: its poll interval.
     public var pollIntervalNanos: UInt64 {
-        UInt64(max(10, options.pollIntervalMs ?? options.configuration.thresholdMs / 5)) * 1_000_000
+        max(10_000_000, options.pollIntervalMs.map { UInt64(max(0, $0)) * 1_000_000 } ?? detector.thresholdNanos / 5)
     }
 
     /// Where reports go.
@@ -187,7 +191,7 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             polling: PollingWait(intervalNanos: poll, wakeup: wakeup), now: sw_monotonic_ns()
         ) { [onEvent] in onEvent(.heartbeatRejected($0)) }
         var follower = StallFollower(
-            source: progress, recorder: recorder, configuration: options.configuration.detectorConfiguration,
+            source: progress, recorder: recorder, configuration: detector,
             watcher: .sidecar)
         let turning = {
             self.lastTurn.store(sw_monotonic_ns(), ordering: .relaxed)

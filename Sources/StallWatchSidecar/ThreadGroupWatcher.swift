@@ -102,9 +102,8 @@ public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop(
                 wakeup.wait()
             } else {
                 rescan()
-                let (seconds, attoseconds) = options.rescanInterval.components
                 _ = wakeup.wait(
-                    timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+                    timeout: .now() + .nanoseconds(Int(clamping: options.rescanInterval.nanoseconds)))
             }
         }
         if stopRequested.load(ordering: .acquiring) {

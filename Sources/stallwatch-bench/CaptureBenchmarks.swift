@@ -67,7 +67,7 @@ private func benchmarkHelperCapture(_ thread: SampledThread, count: Int) throws 
     var roundTrips: [UInt64] = []
     for _ in 0..<count {
         let start = sw_monotonic_ns()
-        let capture = try helper.capture(thread, maxStackBytes: 65536, timeout: .seconds(2)).get()
+        let capture = try helper.capture(thread, maxStackBytes: 65536, timeoutNanos: 2_000_000_000).get()
         roundTrips.append(sw_monotonic_ns() - start)
         pauses.append(capture.pauseNanoseconds)
     }

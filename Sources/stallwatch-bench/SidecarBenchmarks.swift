@@ -29,7 +29,7 @@ func runSidecarBenchmarks() {
     print("| what | n | median | p99 | notes |")
     print("|---|---|---|---|---|")
     let configuration = StallWatchConfiguration()
-    let sampling = PtraceStackSampling(processID: pid, captureTimeout: .milliseconds(250))
+    let sampling = PtraceStackSampling(processID: pid, captureTimeoutNanos: 250_000_000)
     let thread = SampledThread(threadID: pid, stackLow: 0, stackHigh: 0)
     var pauses: [UInt64] = [], ends: [UInt64] = [], frames: [Int] = []
     for _ in 0..<1000 {

@@ -120,7 +120,7 @@ func runTargetPauseBenchmarks() {
     let stallwatch = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         .appendingPathComponent("stallwatch").path
     for round in 1...3 {
-        let sampling = PtraceStackSampling(processID: pid, captureTimeout: .milliseconds(250))
+        let sampling = PtraceStackSampling(processID: pid, captureTimeoutNanos: 250_000_000)
         var windows: [(UInt64, UInt64)] = [], reported: [UInt64] = [], frames: [Int] = []
         for _ in 0..<200 {
             let start = sw_monotonic_ns()

@@ -158,7 +158,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         learnCurrentThread()
         guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
         answered.add(1, ordering: .relaxed)
-        clock.arm(at: DispatchTime.now().uptimeNanoseconds + EventLoop.nanos(interval), generation: sent)
+        clock.arm(at: DispatchTime.now().uptimeNanoseconds + interval.nanoseconds, generation: sent)
     }
 
     /// Remembers the calling thread (reading stack bounds once per thread: for the main thread glibc parses

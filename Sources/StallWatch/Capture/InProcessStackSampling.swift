@@ -35,23 +35,25 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         self.helperUnavailable = helperUnavailable
     }
 
-    static let snapshotTimeoutMs = 20
+    /// The longest a snapshot thread's capture waits for it: 20 ms.
+    static let snapshotTimeoutNanos: UInt64 = 20_000_000
 
     var captureMethod: CaptureMethod { helper != nil ? ThreadCaptureHelper.captureMethod : .signal }
 
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
-        capture(thread, maxFrames: configuration.maxFrames, configuration: configuration, waitForRunnable: true)
+        capture(
+            thread, maxFrames: configuration.maxFrames, timeoutNanos: configuration.intervals.captureTimeout,
+            maxStackBytes: configuration.maxStackBytes, waitForRunnable: true)
     }
 
     /// A snapshot thread waits at most 20 ms for its stop, as on the signal path: a thread that cannot stop soon
     /// (in `vfork()` until its child execs, inside one long `write()`) must not hold up the stuck thread's
     /// samples, which go on between the snapshot's threads.
     func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
-        var limited = configuration
-        limited.captureTimeoutMs = min(configuration.captureTimeoutMs, Self.snapshotTimeoutMs)
         var sample = capture(
             SampledThread(threadID: id, stackLow: 0, stackHigh: 0), maxFrames: configuration.maxThreadFrames,
-            configuration: limited, waitForRunnable: false)
+            timeoutNanos: min(configuration.intervals.captureTimeout, Self.snapshotTimeoutNanos),
+            maxStackBytes: configuration.maxStackBytes, waitForRunnable: false)
         sample.failure = nil  // a snapshot thread's problem is its own error, not a capture failure
         return sample
     }
@@ -59,21 +61,21 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     /// - Parameter waitForRunnable: The stuck thread's samples wait longer for a runnable thread to stop
     ///   (``stopTimeout(_:_:)``); a snapshot's other threads do not.
     private func capture(
-        _ thread: SampledThread, maxFrames: Int, configuration: StallWatchConfiguration, waitForRunnable: Bool
+        _ thread: SampledThread, maxFrames: Int, timeoutNanos timeout: UInt64, maxStackBytes: Int,
+        waitForRunnable: Bool
     ) -> StackSample {
-        let timeout = Duration.milliseconds(configuration.captureTimeoutMs)
         let result: Result<StackCapture, StallWatchError>
         if let call = BlockedThreadCapture.blocked(thread.threadID), BlockedThreadCapture.interruptedByStop(call) != nil
         {
             // Neither a signal nor a ptrace stop: either would make this call fail with EINTR.
             guard
-                let capture = BlockedThreadCapture.capture(thread, call, maxStackBytes: configuration.maxStackBytes)
+                let capture = BlockedThreadCapture.capture(thread, call, maxStackBytes: maxStackBytes)
             else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
             result = .success(capture)
         } else if let helper {
             result = helper.capture(
-                thread, maxStackBytes: configuration.maxStackBytes,
-                timeout: waitForRunnable ? Self.stopTimeout(thread, timeout) : timeout)
+                thread, maxStackBytes: maxStackBytes,
+                timeoutNanos: waitForRunnable ? Self.stopTimeout(thread, timeout) : timeout)
         } else if let refusal = signalRefusal(thread) {
             // Listed in capture.errors once per new reason, not once per sample.
             defer { lastRefusal = refusal }
@@ -81,11 +83,11 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         } else if let signal {
             var target = thread
             if target.stackHigh == 0 {
-                guard let located = ThreadStackLocator().thread(target.threadID, sampler: signal, timeout: timeout)
+                guard let located = ThreadStackLocator().thread(target.threadID, sampler: signal, timeoutNanos: timeout)
                 else { return StackSample(error: "stack bounds not found") }
                 target = located
             }
-            result = signal.capture(target, timeout: timeout, maxStackBytes: configuration.maxStackBytes)
+            result = signal.capture(target, timeoutNanos: timeout, maxStackBytes: maxStackBytes)
         } else {
             return StackSample(error: "no capture path available")
         }
@@ -99,14 +101,15 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
 
     /// How long a ptrace capture may wait for `thread` to stop. A runnable thread (state R) stops as soon as the
     /// scheduler runs it, and it makes no progress before that (a stall on the CPU cannot end while its thread
-    /// waits for one), so on a loaded machine it gets up to ``runnableStopTimeoutMs``: the sample still shows
+    /// waits for one), so on a loaded machine it gets up to ``runnableStopTimeoutNanos``: the sample still shows
     /// the stall. `captureTimeoutMs` bounds the others (a thread in uninterruptible sleep never stops soon).
-    static func stopTimeout(_ thread: SampledThread, _ timeout: Duration) -> Duration {
+    static func stopTimeout(_ thread: SampledThread, _ timeout: UInt64) -> UInt64 {
         guard ProcDirectory(processID: getpid(), threadID: thread.threadID).stat()?.state == "R" else { return timeout }
-        return max(timeout, .milliseconds(runnableStopTimeoutMs))
+        return max(timeout, runnableStopTimeoutNanos)
     }
 
-    static let runnableStopTimeoutMs = 1000
+    /// A runnable thread's stop waits up to a second.
+    static let runnableStopTimeoutNanos: UInt64 = 1_000_000_000
 
     /// Why `thread` must not be signalled now, or nil if the signal path may be used.
     func signalRefusal(_ thread: SampledThread) -> String? {

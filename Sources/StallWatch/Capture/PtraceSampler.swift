@@ -15,15 +15,22 @@ import CStallWatchPtrace
 /// arrive during the stop are passed on at detach.
 public final class PtraceSampler: Sendable {
     public let processID: Int32
+    /// How long to wait for the thread to stop after `PTRACE_INTERRUPT`, nanoseconds.
+    package let timeoutNanos: UInt64
     /// How long to wait for the thread to stop after `PTRACE_INTERRUPT`.
-    public let timeout: Duration
+    public var timeout: Duration { .nanoseconds(Int64(clamping: timeoutNanos)) }
 
     /// - Parameters:
     ///   - processID: The process to sample (not this one: a process cannot trace its own threads).
     ///   - timeout: How long to wait for a thread to stop.
-    public init(processID: Int32, timeout: Duration = .milliseconds(250)) {
+    public convenience init(processID: Int32, timeout: Duration = .milliseconds(250)) {
+        self.init(processID: processID, timeoutNanos: timeout.nanoseconds)
+    }
+
+    /// A sampler whose captures wait `timeoutNanos` for the thread to stop.
+    package init(processID: Int32, timeoutNanos: UInt64) {
         self.processID = processID
-        self.timeout = timeout
+        self.timeoutNanos = timeoutNanos
     }
 
     /// Stops thread `threadID` of the process briefly and copies its registers and stack.
@@ -44,7 +51,6 @@ public final class PtraceSampler: Sendable {
         let capacity = max(0, maxStackBytes)
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
-        let timeoutNanos = CaptureSupport.nanoseconds(timeout)
         // Job control waits for the detach (CaptureGate): a suspended sidecar never holds the target stopped.
         let status = CaptureGate.capturing {
             if let maps {
@@ -95,7 +101,7 @@ public final class PtraceSampler: Sendable {
             if let state { context["threadState"] = String(state) }
             return StallWatchError(
                 .captureTimedOut,
-                "\(target) did not stop within \(CaptureSupport.describe(timeout)); thread state "
+                "\(target) did not stop within \(describeNanoseconds(timeoutNanos)); thread state "
                     + ProcStat.describe(state: state) + "; released without a sample",
                 context: context)
         default:

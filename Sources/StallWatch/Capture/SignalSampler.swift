@@ -138,15 +138,24 @@ public final class SignalSampler: Sendable {
     public func capture(_ thread: SampledThread, timeout: Duration, maxStackBytes: Int? = nil)
         -> Result<StackCapture, StallWatchError>
     {
+        capture(thread, timeoutNanos: timeout.nanoseconds, maxStackBytes: maxStackBytes)
+    }
+
+    /// ``capture(_:timeout:maxStackBytes:)`` with the timeout in nanoseconds, as the samplers hold it.
+    func capture(_ thread: SampledThread, timeoutNanos: UInt64, maxStackBytes: Int? = nil)
+        -> Result<StackCapture, StallWatchError>
+    {
         var record = sw_capture_record()
         let capacity = min(stackBufferSize, max(0, maxStackBytes ?? stackBufferSize))
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
         let status = sw_capture_thread(
             thread.threadID, thread.stackLow, thread.stackHigh, thread.boundsAreApproximate ? 1 : 0,
-            CaptureSupport.nanoseconds(timeout), &record,
+            timeoutNanos, &record,
             scratch.baseAddress, capacity)
-        guard Int(status) == SW_CAPTURE_OK else { return .failure(error(status, thread: thread, timeout: timeout)) }
+        guard Int(status) == SW_CAPTURE_OK else {
+            return .failure(error(status, thread: thread, timeoutNanos: timeoutNanos))
+        }
 
         var notes: [String] = []
         if record.flags & Int32(SW_CAPTURE_SP_OUTSIDE_STACK) != 0 {
@@ -168,7 +177,7 @@ public final class SignalSampler: Sendable {
                 stackLow: thread.stackLow, stackHigh: thread.stackHigh, notes: notes))
     }
 
-    private func error(_ status: Int32, thread: SampledThread, timeout: Duration) -> StallWatchError {
+    private func error(_ status: Int32, thread: SampledThread, timeoutNanos: UInt64) -> StallWatchError {
         let tid = thread.threadID
         let context = ["threadID": String(tid), "signal": String(signal)]
         switch Int(status) {
@@ -178,7 +187,7 @@ public final class SignalSampler: Sendable {
             if let state { context["threadState"] = String(state) }
             return StallWatchError(
                 .captureTimedOut,
-                "handler did not run within \(CaptureSupport.describe(timeout)); thread state "
+                "handler did not run within \(describeNanoseconds(timeoutNanos)); thread state "
                     + ProcStat.describe(state: state)
                     + (state == "D" ? "" : " (is signal \(signal) blocked on thread \(tid)?)"),
                 context: context)

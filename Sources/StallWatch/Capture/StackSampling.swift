@@ -79,8 +79,8 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
     }
 
     func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
-        let timeout = Duration.milliseconds(configuration.captureTimeoutMs)
-        switch sampler.capture(thread, timeout: timeout, maxStackBytes: configuration.maxStackBytes) {
+        let timeout = configuration.intervals.captureTimeout
+        switch sampler.capture(thread, timeoutNanos: timeout, maxStackBytes: configuration.maxStackBytes) {
         case .success(let capture):
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxFrames)
             var result = StackSample(
@@ -108,11 +108,11 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             return StackSample(
                 error: "the thread is in system call \(call); a signal would interrupt it (EINTR): not sampled")
         }
-        let timeout = Duration.milliseconds(min(configuration.captureTimeoutMs, 20))
-        guard let target = (locator ?? ThreadStackLocator()).thread(id, sampler: sampler, timeout: timeout) else {
+        let timeout = min(configuration.intervals.captureTimeout, InProcessStackSampling.snapshotTimeoutNanos)
+        guard let target = (locator ?? ThreadStackLocator()).thread(id, sampler: sampler, timeoutNanos: timeout) else {
             return StackSample(error: "stack bounds not found")
         }
-        switch sampler.capture(target, timeout: timeout, maxStackBytes: configuration.maxStackBytes) {
+        switch sampler.capture(target, timeoutNanos: timeout, maxStackBytes: configuration.maxStackBytes) {
         case .success(let capture):
             let stack = unwinder.unwind(capture, maxFrames: configuration.maxThreadFrames)
             return StackSample(frames: stack.frames, pauseNanos: capture.pauseNanoseconds)

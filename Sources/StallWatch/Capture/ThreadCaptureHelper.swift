@@ -52,7 +52,7 @@ public final class ThreadCaptureHelper: Sendable {
             return .failure(Syscall.error("clone (capture helper)", errno: -started))
         }
         let helper = ThreadCaptureHelper()
-        switch helper.capture(threadID: sw_gettid(), maxStackBytes: 4096, timeout: .milliseconds(500)) {
+        switch helper.capture(threadID: sw_gettid(), maxStackBytes: 4096, timeoutNanos: 500_000_000) {
         case .success: return .success(helper)
         case .failure(let error):
             sw_helper_stop()
@@ -79,29 +79,38 @@ public final class ThreadCaptureHelper: Sendable {
     public func capture(
         threadID: Int32, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, maxStackBytes: Int, timeout: Duration
     ) -> Result<StackCapture, StallWatchError> {
+        capture(
+            threadID: threadID, stackLow: stackLow, stackHigh: stackHigh, maxStackBytes: maxStackBytes,
+            timeoutNanos: timeout.nanoseconds)
+    }
+
+    /// The capture with the timeout in nanoseconds, as the samplers hold it.
+    func capture(
+        threadID: Int32, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, maxStackBytes: Int, timeoutNanos: UInt64
+    ) -> Result<StackCapture, StallWatchError> {
         var record = sw_ptrace_record()
         let capacity = max(1, min(maxStackBytes, SignalSampler.slotBytes))
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: capacity)
         defer { scratch.deallocate() }
         let status = sw_helper_capture(
-            threadID, stackLow, stackHigh, CaptureSupport.nanoseconds(timeout), &record, scratch.baseAddress,
+            threadID, stackLow, stackHigh, timeoutNanos, &record, scratch.baseAddress,
             capacity)
         return StackCapture.fromPtraceRecord(
             record, status: status, threadID: threadID, stack: scratch, pauseNanoseconds: record.pause_ns,
             detachNote: "PTRACE_DETACH failed; the helper's exit detached instead"
-        ) { error($0, threadID: threadID, timeout: timeout) }
+        ) { error($0, threadID: threadID, timeoutNanos: timeoutNanos) }
     }
 
     /// Captures `thread` (its registered stack bounds bound the copy).
-    public func capture(_ thread: SampledThread, maxStackBytes: Int, timeout: Duration)
+    package func capture(_ thread: SampledThread, maxStackBytes: Int, timeoutNanos: UInt64)
         -> Result<StackCapture, StallWatchError>
     {
         capture(
             threadID: thread.threadID, stackLow: thread.stackLow, stackHigh: thread.stackHigh,
-            maxStackBytes: maxStackBytes, timeout: timeout)
+            maxStackBytes: maxStackBytes, timeoutNanos: timeoutNanos)
     }
 
-    private func error(_ record: sw_ptrace_record, threadID: Int32, timeout: Duration) -> StallWatchError {
+    private func error(_ record: sw_ptrace_record, threadID: Int32, timeoutNanos: UInt64) -> StallWatchError {
         let err = record.failed_errno
         let context = ["threadID": String(threadID), "helper": String(sw_helper_pid())]
         switch (record.failed_step, err) {
@@ -123,7 +132,7 @@ public final class ThreadCaptureHelper: Sendable {
             let state = ProcDirectory(processID: getpid(), threadID: threadID).stat()?.state
             return StallWatchError(
                 .captureTimedOut,
-                "thread \(threadID) did not stop within \(CaptureSupport.describe(timeout)); thread state "
+                "thread \(threadID) did not stop within \(describeNanoseconds(timeoutNanos)); thread state "
                     + ProcStat.describe(state: state) + "; released without a sample", context: context)
         default:
             return Syscall.error("ptrace (capture helper)", errno: err)

@@ -19,11 +19,11 @@ struct ThreadStackLocator {
     }
 
     /// Thread `tid` with the bounds of the mapping its stack pointer is in; nil when they cannot be found.
-    func thread(_ tid: Int32, sampler: SignalSampler, timeout: Duration) -> SampledThread? {
+    func thread(_ tid: Int32, sampler: SignalSampler, timeoutNanos: UInt64) -> SampledThread? {
         var sp = Self.blockedStackPointer(tid)
         if sp == nil,
             case .success(let registersOnly) = sampler.capture(
-                SampledThread(threadID: tid, stackLow: 0, stackHigh: 0), timeout: timeout)
+                SampledThread(threadID: tid, stackLow: 0, stackHigh: 0), timeoutNanos: timeoutNanos)
         {
             sp = registersOnly.stackPointer
         }

@@ -68,7 +68,7 @@ public enum ConcurrencyWatchdog {
             let ready = DispatchSemaphore(value: 0)
             let thread = try NamedThread(name: "stallwatch-pool") { watcher.run { ready.signal() } }
             ready.wait()
-            sw_pool_set_threshold(UInt64(configuration.thresholdMs) * 1_000_000)
+            sw_pool_set_threshold(configuration.detectorConfiguration.thresholdNanos)
             guard sw_pool_enable() == 0 else {
                 stop.value.store(true, ordering: .releasing)
                 sw_pool_wake()

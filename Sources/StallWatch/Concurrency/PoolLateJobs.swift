@@ -33,14 +33,14 @@ struct PoolLateJobs {
         _ record: sw_pool_late_job, recorder: StallRecorder,
         seen: (sequence: UInt64, task: StallReport.TaskDescription)?
     ) {
-        let threshold = UInt64(configuration.thresholdMs) * 1_000_000
+        let detector = configuration.detectorConfiguration
         let now = sw_monotonic_ns()
-        let crossed = record.start_ns &+ threshold
+        let crossed = record.start_ns &+ detector.thresholdNanos
         let duration = record.end_ns &- record.start_ns
         let stall = StallDetector.Stall(
             sequence: record.job_number &* 2, activity: .beforeSources, startNanos: record.start_ns,
             detectedNanos: now, latencyNanos: now > crossed ? now - crossed : 0,
-            isHang: duration >= UInt64(configuration.hangThresholdMs) * 1_000_000, notes: [])
+            isHang: detector.isHang(durationNanos: duration), notes: [])
         var notes: [String] = []
         var task: StallReport.TaskDescription
         if let seen, seen.sequence == record.job_number {
@@ -48,7 +48,7 @@ struct PoolLateJobs {
         } else {
             task = StallReport.TaskDescription(
                 id: record.task_id, priority: Int(record.priority),
-                queuedMs: StallReportBuilder.millis(record.queued_ns))
+                queuedMs: StallReport.milliseconds(record.queued_ns))
             if record.named != 0 {
                 notes.append(
                     "the task has a name, but it was not read: the job returned before the pool watchdog looked at it")
@@ -63,7 +63,7 @@ struct PoolLateJobs {
         let cause = StallReport.Cause(
             kind: .unknown,
             evidence: [
-                "not sampled: the job crossed the threshold and returned \(StallReportBuilder.millis(record.end_ns &- min(crossed, record.end_ns))) ms "
+                "not sampled: the job crossed the threshold and returned \(StallReport.milliseconds(record.end_ns &- min(crossed, record.end_ns))) ms "
                     + "later, before the pool watchdog looked at its worker (the watchdog was busy with other workers)",
                 "the duration is the worker's own timing of the job, from its start to its return",
             ])

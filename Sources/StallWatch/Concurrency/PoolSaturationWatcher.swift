@@ -7,13 +7,14 @@ import CStallWatchCore
 /// listing every busy worker's job and stack, followed until a worker finishes its job or nothing waits any more.
 final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool watchdog's thread only.
     private var follower: StallFollower<PoolSaturationSource>
-    private let threshold: UInt64
+    /// Judges which jobs are past the threshold (the detector's rule).
+    private let detector: StallDetector.Configuration
     private let width: Int
     private let configuration: StallWatchConfiguration
     private let sampler: PoolWorkerStackSampling?
 
     init(configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void) {
-        threshold = UInt64(configuration.thresholdMs) * 1_000_000
+        detector = configuration.detectorConfiguration
         width = Int(sw_pool_width())
         self.configuration = configuration
         let target = StallRecorder.Target.concurrencyPool()
@@ -34,7 +35,7 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
         for index in 0..<sw_pool_slot_count() {
             var view = sw_pool_slot_view()
             guard sw_pool_slot(index, &view) == 0, view.busy != 0, view.thread_id != 0 else { continue }
-            if sw_monotonic_coarse_ns() &- view.start_ns >= threshold {
+            if detector.isStall(busyNanos: sw_monotonic_coarse_ns() &- view.start_ns) {
                 stuck.append(view)
                 slots.append(index)
             }
@@ -74,10 +75,10 @@ final class PoolSaturationWatcher: @unchecked Sendable {  // Used by the pool wa
             workers: workers.indices.map { index in
                 let view = workers[index]
                 var task = StallReport.TaskDescription(
-                    id: view.task_id, priority: Int(view.priority), queuedMs: StallReportBuilder.millis(view.queued_ns))
+                    id: view.task_id, priority: Int(view.priority), queuedMs: StallReport.milliseconds(view.queued_ns))
                 if view.named != 0 { task.name = PoolWorkerProgressSource.name(ofSlot: slots[index]) }
                 return .init(
-                    threadId: view.thread_id, task: task, runningMs: StallReportBuilder.millis(now &- view.start_ns),
+                    threadId: view.thread_id, task: task, runningMs: StallReport.milliseconds(now &- view.start_ns),
                     frames: stacks[index].frames, error: stacks[index].error)
             })
     }

@@ -38,7 +38,7 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
 
     /// Follows the workers until stopped; `ready` is called once the recorders are set up, before the first look.
     func run(ready: () -> Void = {}) {
-        let threshold = UInt64(configuration.thresholdMs) * 1_000_000
+        let threshold = configuration.intervals.threshold
         // Recorders for the workers to come are set up now, not when their first job is already stuck.
         addFollowers(atLeast: Int(sw_pool_width()) + 2)
         followers.first?.recorder.warmUp()

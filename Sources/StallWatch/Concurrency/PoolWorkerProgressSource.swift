@@ -31,7 +31,7 @@ struct PoolWorkerProgressSource: ProgressSource {
         guard sw_pool_slot(slot, &view) == 0, view.busy != 0 else { return nil }
         if let previous, previous.sequence == view.sequence { return previous }
         var task = StallReport.TaskDescription(
-            id: view.task_id, priority: Int(view.priority), queuedMs: StallReportBuilder.millis(view.queued_ns))
+            id: view.task_id, priority: Int(view.priority), queuedMs: StallReport.milliseconds(view.queued_ns))
         if view.named != 0 { task.name = name(ofSlot: slot) }
         return (view.sequence, task)
     }

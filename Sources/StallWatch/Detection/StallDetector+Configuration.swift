@@ -1,12 +1,12 @@
-// The detector settings a StallWatchConfiguration describes.
+// The detector's settings from a StallWatchConfiguration, and the detector's rules that others ask about.
 
 extension StallWatchConfiguration {
     /// The detector settings these values describe.
     public var detectorConfiguration: StallDetector.Configuration {
-        StallDetector.Configuration(
-            thresholdNanos: UInt64(thresholdMs) * 1_000_000, hangThresholdNanos: UInt64(hangThresholdMs) * 1_000_000,
-            lateWakeupToleranceNanos: UInt64(lateWakeupToleranceMs) * 1_000_000,
-            strategy: detectorStrategy)
+        let times = intervals
+        return StallDetector.Configuration(
+            thresholdNanos: times.threshold, hangThresholdNanos: times.hangThreshold,
+            lateWakeupToleranceNanos: times.lateWakeupTolerance, strategy: detectorStrategy)
     }
 
     private var detectorStrategy: StallDetector.Strategy {
@@ -15,4 +15,14 @@ extension StallWatchConfiguration {
         case .classic: .classic(consecutiveTimeouts: classicConsecutiveTimeouts)
         }
     }
+}
+
+extension StallDetector.Configuration {
+    /// Whether a phase busy for `busyNanos` has crossed the threshold: the detector's own rule, for those that
+    /// must judge without running it (the watchdog's health verdict, the pool's saturation, a job a pool worker
+    /// timed itself).
+    public func isStall(busyNanos: UInt64) -> Bool { busyNanos >= thresholdNanos }
+
+    /// Whether a stall that lasted `durationNanos` is a hang (the report's severity).
+    public func isHang(durationNanos: UInt64) -> Bool { durationNanos >= hangThresholdNanos }
 }

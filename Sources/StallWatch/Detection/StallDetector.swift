@@ -130,7 +130,7 @@ public struct StallDetector: Sendable {
                 current = nil
                 grace = nil
             } else {
-                if !stall.isHang, o.now &- stall.startNanos >= configuration.hangThresholdNanos {
+                if !stall.isHang, configuration.isHang(durationNanos: o.now &- stall.startNanos) {
                     current!.isHang = true
                     events.append(.escalated(current!))
                 }
@@ -186,7 +186,7 @@ public struct StallDetector: Sendable {
         let stall = Stall(
             sequence: snap.sequence, activity: snap.activity, startNanos: snap.phaseStartNanos, detectedNanos: now,
             latencyNanos: now > crossAt ? now - crossAt : 0,
-            isHang: now &- snap.phaseStartNanos >= configuration.hangThresholdNanos, notes: notes)
+            isHang: configuration.isHang(durationNanos: now &- snap.phaseStartNanos), notes: notes)
         current = stall
         events.append(.began(stall))
         return scheduleWake(following: stall, now: now)

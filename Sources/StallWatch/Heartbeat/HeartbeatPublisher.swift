@@ -34,7 +34,9 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
 
     /// A segment for a loop named `loopName`, published in `directory`; the loop moves its words into it
     /// (``LoopState``).
-    init(directory: String, loopName: String, thresholdMs: Int, hangThresholdMs: Int) throws(StallWatchError) {
+    init(directory: String, loopName: String, thresholdNanos: UInt64, hangThresholdNanos: UInt64)
+        throws(StallWatchError)
+    {
         let pid = getpid()
         HeartbeatLeftovers.remove(in: directory)
         let (fd, temporary) = try HeartbeatLeftovers.createTemporary(in: directory, pid: pid)
@@ -58,8 +60,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
         header.version = SW_HEARTBEAT_VERSION
         header.size = UInt32(size)
         header.pid = pid
-        header.threshold_ns = UInt64(thresholdMs) * 1_000_000
-        header.hang_threshold_ns = UInt64(hangThresholdMs) * 1_000_000
+        header.threshold_ns = thresholdNanos
+        header.hang_threshold_ns = hangThresholdNanos
         header.start_time_ticks = Self.startTimeTicks(pid: pid) ?? 0
         // Printable text only, cut at a character boundary: readers show it to people.
         var nameBytes = 0

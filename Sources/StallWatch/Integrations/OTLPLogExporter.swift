@@ -99,8 +99,7 @@ public final class OTLPLogExporter: Sendable {
             for attempt in 0...Self.backoff.count {
                 if attempt > 0 {
                     // Sleep the backoff unless stopped.
-                    let wait = Self.backoff[attempt - 1].components
-                    let nanos = Int(wait.seconds) * 1_000_000_000 + Int(wait.attoseconds / 1_000_000_000)
+                    let nanos = Int(clamping: Self.backoff[attempt - 1].nanoseconds)
                     if stopped.wait(timeout: .now() + .nanoseconds(nanos)) == .success { return }
                 }
                 counters.withLock { $0.attempts += 1 }

@@ -126,7 +126,7 @@ public final class SystemdNotifier: Sendable {
     /// each ping, on the pinging thread).
     public func startWatchdogPings(while isHealthy: @escaping @Sendable () -> Bool) throws(StallWatchError) {
         guard fd >= 0, let period = watchdogPeriod else { return }
-        let half = Int(EventLoop.nanos(period) / 2)
+        let half = Int(clamping: period.nanoseconds / 2)
         try pinger.withLock { (pinger: inout (control: PingControl, thread: NamedThread)?) throws(StallWatchError) in
             guard pinger == nil else { return }
             let control = PingControl()

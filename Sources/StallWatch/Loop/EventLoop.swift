@@ -116,8 +116,8 @@ public final class EventLoop: @unchecked Sendable {
         _ block: @escaping @Sendable () -> Void
     ) -> LoopTimer {
         let timer = LoopTimer(
-            intervalNanos: interval.map(Self.nanos) ?? 0, toleranceNanos: Self.nanos(tolerance), block: block)
-        let fireAt = sw_monotonic_ns() &+ Self.nanos(delay)
+            intervalNanos: interval?.nanoseconds ?? 0, toleranceNanos: tolerance.nanoseconds, block: block)
+        let fireAt = sw_monotonic_ns() &+ delay.nanoseconds
         if inLoopThread {
             timers.insert(timer, fireAt: fireAt)
         } else {
@@ -215,7 +215,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs the loop on the calling thread until ``stop()`` or until `duration` has passed.
     @discardableResult
     public func run(for duration: Duration) -> RunResult {
-        run(deadlineNanos: sw_monotonic_ns() &+ Self.nanos(duration))
+        run(deadlineNanos: sw_monotonic_ns() &+ duration.nanoseconds)
     }
 
     /// Asks the loop to return from `run` after the current callout. Safe from any thread.
@@ -358,11 +358,5 @@ public final class EventLoop: @unchecked Sendable {
             }
             observer.callback(activity)
         }
-    }
-
-    static func nanos(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 }

@@ -24,8 +24,8 @@ extension HeartbeatPublisher {
     {
         let publisher = try HeartbeatPublisher(
             directory: configuration.heartbeatDirectoryPath,
-            loopName: configuration.name(of: loop), thresholdMs: configuration.thresholdMs,
-            hangThresholdMs: configuration.hangThresholdMs)
+            loopName: configuration.name(of: loop), thresholdNanos: configuration.intervals.threshold,
+            hangThresholdNanos: configuration.intervals.hangThreshold)
         do {
             try loop.state.adopt(publisher, watchdogStarting: watchdogStarting)
         } catch {

@@ -71,8 +71,7 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
     @discardableResult
     public func cancelAndWait(timeout: Duration = .seconds(10)) -> Bool {
         cancel()
-        let nanos =
-            Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000)
+        let nanos = Int(clamping: timeout.nanoseconds)
         return released.wait(timeout: .now() + .nanoseconds(nanos)) == .success
     }
 

@@ -39,7 +39,7 @@ struct EvidenceCollector {
         self.thread = thread
         var evidence = StallEvidence(
             stall: stall, threadID: thread?.threadID, reportID: reportID, wallAtBegin: sw_realtime_ns(),
-            monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
+            monoAtBegin: now, intervalNanos: configuration.intervals.sampleInterval)
         evidence.annotations = annotations
         evidence.stallStartSchedule = schedule
         evidence.setupErrors = target.setupErrors

@@ -31,7 +31,7 @@ struct StallPublisher {
         writer = ReportWriter(configuration: configuration)
         writer.removeLeftovers()
         deduplicator = StallDeduplicator(
-            windowNanos: UInt64(configuration.dedupWindowMs) * 1_000_000, maxPerHour: configuration.maxReportsPerHour)
+            windowNanos: configuration.intervals.dedupWindow, maxPerHour: configuration.maxReportsPerHour)
         self.emit = emit
     }
 

@@ -57,6 +57,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ///
     /// - Parameters:
     ///   - configuration: Thresholds, sampling, symbolication and report settings.
+    ///   - detector: The thresholds stalls are judged by, when not the configuration's (a heartbeat's own).
     ///   - loopName: The loop's name in reports.
     ///   - target: The process, how it is sampled and how its stalls were detected.
     ///   - emit: Called for every stall event, one at a time: on the calling thread, except `ended`, which comes
@@ -64,8 +65,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     ///   - quickSymbolicator: A names-only symbolicator of `target` used by this recorder's thread alone, already
     ///     set up (shared by the recorders of one watchdog thread); nil makes one.
     package init(
-        configuration: StallWatchConfiguration, loopName: String, target: Target,
-        emit: @escaping @Sendable (StallEvent) -> Void, quickSymbolicator shared: Symbolicator? = nil
+        configuration: StallWatchConfiguration, detector: StallDetector.Configuration? = nil, loopName: String,
+        target: Target, emit: @escaping @Sendable (StallEvent) -> Void, quickSymbolicator shared: Symbolicator? = nil
     ) {
         self.configuration = configuration
         self.target = target
@@ -85,7 +86,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         lineFiller = LineFiller(processID: target.processID)
         collector = EvidenceCollector(configuration: configuration, target: target)
         builder = StallReportBuilder(
-            configuration: configuration, loopName: loopName, detectionSource: target.detectionSource,
+            configuration: configuration, detector: detector, loopName: loopName,
+            detectionSource: target.detectionSource,
             process: target.process, phaseKnown: target.phaseKnown,
             captureMethod: target.sampler?.captureMethod ?? .none, clock: { sw_monotonic_ns() })
         publisher = Mutex(StallPublisher(configuration: configuration, emit: serialEmit, lineFiller: lineFiller))
@@ -131,9 +133,14 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         collector.slowDown(by: scale, now: now)
         if let report = provisional() { emit(.began(report)) }
         lastProvisionalAt = now
-        emit(.sampled(reportID: reportID, index: 0, pauseMicros: evidence.samples.first?.pauseNanos.map(Self.micros)))
+        emit(
+            .sampled(
+                reportID: reportID, index: 0,
+                pauseMicros: evidence.samples.first?.pauseNanos.map(StallReport.microseconds)))
         for (index, sample) in evidence.samples.enumerated().dropFirst() {
-            emit(.sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(Self.micros)))
+            emit(
+                .sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(StallReport.microseconds))
+            )
         }
         // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
         if target.processID != getpid() {
@@ -168,7 +175,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         emit(
             .sampled(
                 reportID: evidence.reportID, index: evidence.samples.count - 1,
-                pauseMicros: sample.pauseNanos.map(Self.micros)))
+                pauseMicros: sample.pauseNanos.map(StallReport.microseconds)))
         // A hang that never ends (killed by systemd's WatchdogSec=, the OOM killer) keeps its samples on disk.
         if now &- lastProvisionalAt >= Self.provisionalRewriteNanos { rewriteProvisional(now: now) }
         return true
@@ -237,7 +244,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         let now = sw_monotonic_ns()
         var evidence = StallEvidence(
             stall: stall, threadID: threadID, reportID: Self.makeID(wallNanos: wall), wallAtBegin: wall,
-            monoAtBegin: now, intervalNanos: UInt64(configuration.sampleIntervalMs) * 1_000_000)
+            monoAtBegin: now, intervalNanos: configuration.intervals.sampleInterval)
         evidence.notes += notes
         evidence.setupErrors = target.setupErrors
         evidence.task = task
@@ -285,10 +292,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         }
     }
 
-    // MARK: Identity and units
-
-    static func millis(_ nanos: UInt64) -> Double { StallReportBuilder.millis(nanos) }
-    static func micros(_ nanos: UInt64) -> Double { StallReportBuilder.micros(nanos) }
+    // MARK: Identity
 
     /// `20261130T221500.123Z-4242-3`: sortable, unique per process.
     static func makeID(wallNanos: UInt64) -> String {

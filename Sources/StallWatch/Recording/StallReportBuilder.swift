@@ -30,6 +30,9 @@ extension FrameResolving {
 /// the same evidence gives the same report, so reports can be tested from hand-made evidence.
 struct StallReportBuilder {
     let configuration: StallWatchConfiguration
+    /// The thresholds the stall was judged by (the configuration's, or a heartbeat's): the report's, and the
+    /// judge of its severity.
+    let detector: StallDetector.Configuration
     let loopName: String
     /// The report's `detection.source`, `process` block, and whether the loop's phase is known.
     let detectionSource: DetectionSource
@@ -41,11 +44,12 @@ struct StallReportBuilder {
     var clock: () -> UInt64
 
     init(
-        configuration: StallWatchConfiguration, loopName: String, detectionSource: DetectionSource,
-        process: StallReport.ProcessDescription, phaseKnown: Bool, captureMethod: CaptureMethod,
-        clock: @escaping () -> UInt64
+        configuration: StallWatchConfiguration, detector: StallDetector.Configuration? = nil, loopName: String,
+        detectionSource: DetectionSource, process: StallReport.ProcessDescription, phaseKnown: Bool,
+        captureMethod: CaptureMethod, clock: @escaping () -> UInt64
     ) {
         self.configuration = configuration
+        self.detector = detector ?? configuration.detectorConfiguration
         self.loopName = loopName
         self.detectionSource = detectionSource
         self.process = process
@@ -85,26 +89,28 @@ struct StallReportBuilder {
         let linesPending = !symbols.looksUpLines || symbols.pendingLineLookups != pendingBefore
         let reportSamples = zip(chosen, sampleFrames).map { raw, frames in
             StallReport.Sample(
-                offsetMs: Self.millis(raw.offsetNanos), frames: frames, pauseMicros: raw.pauseNanos.map(Self.micros),
+                offsetMs: StallReport.milliseconds(raw.offsetNanos), frames: frames,
+                pauseMicros: raw.pauseNanos.map(StallReport.microseconds),
                 error: raw.error, thread: raw.probe.map { threadState($0, first: evidence.firstProbe) })
         }
         let tree = CallTree(samples: StallSignature.aggregatable(reportSamples))
         let pointStack = StallSignature.dominantStack(of: tree)
-        let pauses = samples.compactMap(\.pauseNanos).map(Self.micros).sorted()
-        let unwinds = samples.compactMap(\.unwindNanos).map(Self.micros).sorted()
+        let pauses = samples.compactMap(\.pauseNanos).map(StallReport.microseconds).sorted()
+        let unwinds = samples.compactMap(\.unwindNanos).map(StallReport.microseconds).sorted()
         let pauseCoverage = Self.pauseCoverage(
-            samples, stopped: pauses.count, timeoutMs: configuration.captureTimeoutMs)
+            samples, stopped: pauses.count, timeoutNanos: configuration.intervals.captureTimeout)
         let severity: StallReport.Severity =
-            durationNanos >= UInt64(configuration.hangThresholdMs) * 1_000_000 || stall.isHang ? .hang : .stall
+            stall.isHang || detector.isHang(durationNanos: durationNanos) ? .hang : .stall
         let wallDate = { (mono: UInt64) in Self.wallDate(mono, evidence: evidence) }
         var report = StallReport(
             id: evidence.reportID, status: status, severity: severity, startedAt: wallDate(stall.startNanos),
-            endedAt: endNanos.map(wallDate), durationMs: Self.millis(durationNanos),
+            endedAt: endNanos.map(wallDate), durationMs: StallReport.milliseconds(durationNanos),
             detection: .init(
                 source: detectionSource, strategy: configuration.strategy,
-                thresholdMs: Double(configuration.thresholdMs),
-                hangThresholdMs: Double(configuration.hangThresholdMs), detectedAt: wallDate(stall.detectedNanos),
-                latencyMs: Self.millis(stall.latencyNanos)),
+                thresholdMs: StallReport.milliseconds(detector.thresholdNanos),
+                hangThresholdMs: StallReport.milliseconds(detector.hangThresholdNanos),
+                detectedAt: wallDate(stall.detectedNanos),
+                latencyMs: StallReport.milliseconds(stall.latencyNanos)),
             process: process,
             loop: .init(
                 name: loopName, threadId: evidence.threadID ?? 0,
@@ -114,11 +120,11 @@ struct StallReportBuilder {
             images: symbols.images(for: sampleFrames.flatMap { $0 } + (pointStack?.frames ?? [])),
             signature: StallSignature.compute(stack: pointStack?.frames),
             capture: .init(
-                method: captureMethod, sampleIntervalMs: Double(evidence.intervalNanos) / 1e6,
+                method: captureMethod, sampleIntervalMs: StallReport.milliseconds(evidence.intervalNanos),
                 samplesTaken: samples.count, samplesFailed: samples.filter { $0.error != nil }.count,
                 pauseMicrosMedian: pauses.isEmpty ? nil : pauses[pauses.count / 2], pauseMicrosMax: pauses.last,
                 unwindMicrosMedian: unwinds.isEmpty ? nil : unwinds[unwinds.count / 2],
-                symbolicationMicros: Self.micros(symbolicationNanos),
+                symbolicationMicros: StallReport.microseconds(symbolicationNanos),
                 errors: evidence.setupErrors + evidence.captureErrors + pauseCoverage + symbols.errors),
             notes: evidence.notes, annotations: evidence.annotations)
         report.pointStack = pointStack
@@ -147,7 +153,7 @@ struct StallReportBuilder {
 
     /// What the pause figures measured when some captures timed out: those never stopped the thread (it was
     /// working inside the kernel and went on), so they are not in the median and maximum.
-    static func pauseCoverage(_ samples: [StallEvidence.Sample], stopped: Int, timeoutMs: Int) -> [String] {
+    static func pauseCoverage(_ samples: [StallEvidence.Sample], stopped: Int, timeoutNanos: UInt64) -> [String] {
         var lines: [String] = []
         let timedOut = samples.filter(\.captureTimedOut)
         if !timedOut.isEmpty {
@@ -155,7 +161,7 @@ struct StallReportBuilder {
             let inside = calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))"
             lines.append(
                 "pause figures cover the \(stopped) of \(samples.count) captures that stopped the thread; "
-                    + "\(timedOut.count) timed out after \(timeoutMs) ms with the thread working inside the kernel"
+                    + "\(timedOut.count) timed out after \(describeNanoseconds(timeoutNanos)) with the thread working inside the kernel"
                     + "\(inside) and did not pause it (its call went on)")
         }
         // A stop long after the interrupt: the thread finished a kernel call that does not stop first (or waited
@@ -163,8 +169,8 @@ struct StallReportBuilder {
         let late = samples.compactMap(\.stopWaitNanos).filter { $0 > Self.lateStopNanos }.sorted()
         if let longest = late.last {
             lines.append(
-                "\(late.count) of \(samples.count) captures stopped the thread only \(Self.millis(late[0]))–"
-                    + "\(Self.millis(longest)) ms after the interrupt (it was inside a kernel call that does not stop, "
+                "\(late.count) of \(samples.count) captures stopped the thread only \(StallReport.milliseconds(late[0]))–"
+                    + "\(StallReport.milliseconds(longest)) ms after the interrupt (it was inside a kernel call that does not stop, "
                     + "or waiting for a CPU): their pause figures include that wait")
         }
         return lines
@@ -229,7 +235,7 @@ struct StallReportBuilder {
         input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
         input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
         input.lateWakeupNanos = evidence.lateWakeupNanos
-        input.thresholdNanos = UInt64(configuration.thresholdMs) * 1_000_000
+        input.thresholdNanos = detector.thresholdNanos
         return CauseClassifier.classify(input)
     }
 
@@ -238,8 +244,8 @@ struct StallReportBuilder {
         let wait = first.map { probe.runQueueWaitNanos &- $0.runQueueWaitNanos } ?? 0
         return .init(
             state: probe.state, wchan: probe.wchan, syscall: probe.syscallName, syscallNumber: probe.syscall,
-            cpuTimeMs: Self.millis(cpu), voluntarySwitches: probe.voluntarySwitches,
-            involuntarySwitches: probe.involuntarySwitches, runQueueWaitMs: Self.millis(wait))
+            cpuTimeMs: StallReport.milliseconds(cpu), voluntarySwitches: probe.voluntarySwitches,
+            involuntarySwitches: probe.involuntarySwitches, runQueueWaitMs: StallReport.milliseconds(wait))
     }
 
     /// The date of a CLOCK_MONOTONIC time, from the realtime/monotonic pair read at detection.
@@ -248,6 +254,4 @@ struct StallReportBuilder {
         return Date(timeIntervalSince1970: wall / 1e9)
     }
 
-    static func millis(_ nanos: UInt64) -> Double { (Double(nanos) / 1e4).rounded() / 100 }
-    static func micros(_ nanos: UInt64) -> Double { (Double(nanos) / 10).rounded() / 100 }
 }

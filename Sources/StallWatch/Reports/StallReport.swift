@@ -494,3 +494,12 @@ public struct ImageInfo: Codable, Sendable, Equatable, Hashable {
         self.size = size
     }
 }
+
+extension StallReport {
+    /// `nanoseconds` as a report's milliseconds (`durationMs`, `offsetMs` …): two decimals. The one place the
+    /// report turns StallWatch's nanoseconds into its units.
+    public static func milliseconds(_ nanoseconds: UInt64) -> Double { (Double(nanoseconds) / 1e4).rounded() / 100 }
+
+    /// `nanoseconds` as a report's microseconds (`pauseMicros` …): two decimals.
+    public static func microseconds(_ nanoseconds: UInt64) -> Double { (Double(nanoseconds) / 10).rounded() / 100 }
+}

@@ -1,4 +1,5 @@
 // Symbolicator: the symbolication stage, turning a process's raw addresses into frames and image records.
+import CStallWatchCore
 import CStallWatchSymbols
 
 #if canImport(Glibc)
@@ -302,11 +303,7 @@ public final class Symbolicator: @unchecked Sendable {
         return id
     }
 
-    private static func coarseNanos() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
-        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-    }
+    private static func coarseNanos() -> UInt64 { sw_monotonic_coarse_ns() }
 
     private func record(_ problem: String) {
         if !errors.contains(problem) { errors.append(problem) }

@@ -162,7 +162,7 @@ package struct StallFollower<Source: ProgressSource> {
             case .lateWakeup(let delay):
                 recorder.addNote("the \(watcher.rawValue) woke \(delay / 1_000_000) ms late during the stall")
                 recorder.noteLateWakeup(delay)
-                recorder.emit(.lateWakeup(delayMs: StallRecorder.millis(delay)))
+                recorder.emit(.lateWakeup(delayMs: StallReport.milliseconds(delay)))
             }
         }
         if lookAgain { return .lookAgain }

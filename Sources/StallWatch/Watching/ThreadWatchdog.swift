@@ -98,10 +98,10 @@ public final class ThreadWatchdog: @unchecked Sendable {
             guard thread == nil else { return }
             stopRequested.value.store(false, ordering: .relaxed)
             while wakeup.wait(timeout: .now()) == .success {}
-            let poll = UInt64(max(10, configuration.thresholdMs / 5)) * 1_000_000
-            let idlePoll = UInt64(max(10, configuration.thresholdMs / 2)) * 1_000_000
-            let (seconds, attoseconds) = rescanInterval.components
-            let rescan = UInt64(max(1_000_000, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+            let threshold = configuration.intervals.threshold
+            let poll = max(10_000_000, threshold / 5)
+            let idlePoll = max(10_000_000, threshold / 2)
+            let rescan = max(1_000_000, rescanInterval.nanoseconds)
             let watcher = NamedThreadWatcher(
                 pattern: pattern, configuration: configuration, pollNanos: poll, idlePollNanos: idlePoll,
                 rescanNanos: rescan, wakeup: wakeup,

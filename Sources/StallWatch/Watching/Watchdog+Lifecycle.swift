@@ -13,7 +13,7 @@ extension Watchdog {
         // The phase start is a CLOCK_MONOTONIC_COARSE reading: compare with the same clock.
         let now = sw_monotonic_coarse_ns()
         let busyFor = now > snapshot.phaseStartNanos ? now - snapshot.phaseStartNanos : 0
-        return busyFor < UInt64(configuration.thresholdMs) * 1_000_000
+        return !configuration.detectorConfiguration.isStall(busyNanos: busyFor)
     }
 
     /// Runs the watchdog until the calling task is cancelled, then stops it.

@@ -42,7 +42,7 @@ final class DatagramListener: @unchecked Sendable {
 
     /// The next message, or nil if none arrives within `timeout`.
     func receive(timeout: Duration) -> Message? {
-        let deadline = sw_monotonic_ns() + EventLoop.nanos(timeout)
+        let deadline = sw_monotonic_ns() + timeout.nanoseconds
         while true {
             let now = sw_monotonic_ns()
             guard now < deadline else { return nil }
@@ -85,7 +85,7 @@ final class DatagramListener: @unchecked Sendable {
 
     /// Waits (woken by each arriving message) until `condition` holds for the messages so far; false on timeout.
     func wait(timeout: Duration, until condition: ([Message]) -> Bool) -> Bool {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(EventLoop.nanos(timeout)))
+        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.nanoseconds))
         while !condition(messages) {
             if arrived.wait(timeout: deadline) == .timedOut { return condition(messages) }
         }
