@@ -1,7 +1,8 @@
 // Tests that pin the report file format: golden fixtures both ways, and the JSON Schema.
 import Foundation
-import StallWatch
 import Testing
+
+@testable import StallWatch
 
 @Suite struct ReportFormatTests {
     static let updating = ProcessInfo.processInfo.environment["STALLWATCH_UPDATE_GOLDEN"] == "1"
