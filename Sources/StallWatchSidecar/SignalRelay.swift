@@ -13,38 +13,38 @@ import StallWatch
 /// seen the signal, the relay thread waits for the capture under way to detach (``CaptureGate``) and then
 /// stops the process with SIGSTOP; once continued it lets captures go on. A sidecar suspended by ^Z therefore
 /// never leaves its target in tracing stop.
-public enum SignalRelay {
+enum SignalRelay {
     /// One signal as it arrived.
-    public struct Delivery: Sendable, Equatable {
-        public let signal: Int32
+    struct Delivery: Sendable, Equatable {
+        let signal: Int32
         /// Sent by the kernel (the terminal's ^C, ^Z, ^\ …), not by a process: the terminal sent it to the
         /// whole foreground process group, so a child in that group has it already.
-        public let fromKernel: Bool
+        let fromKernel: Bool
 
-        public init(signal: Int32, fromKernel: Bool) {
+        init(signal: Int32, fromKernel: Bool) {
             self.signal = signal
             self.fromKernel = fromKernel
         }
     }
 
     /// Signals that end a sidecar tool: `watch` and `daemon` stop on them.
-    public static let termination: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+    static let termination: [Int32] = [SIGINT, SIGTERM, SIGHUP]
     /// Every catchable signal `run` forwards to its child rather than die of (or ignore): the terminating
     /// ones, the user and timer signals, and the rest whose default would kill `run` and orphan the child.
     /// Not SIGPIPE (a closed output is `run`'s own business), SIGCHLD, or those the Swift runtime owns.
-    public static let forwardable: [Int32] = [
+    static let forwardable: [Int32] = [
         SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGURG, SIGPWR, SIGVTALRM, SIGPROF,
         SIGXCPU, SIGXFSZ, SIGSTKFLT, SIGIO, SIGCONT,
     ]
     /// Job-control stops, obeyed between captures.
-    public static let jobControl: [Int32] = [SIGTSTP, SIGTTIN, SIGTTOU]
+    static let jobControl: [Int32] = [SIGTSTP, SIGTTIN, SIGTTOU]
 
     nonisolated(unsafe) private static var installed = false
 
     /// Installs the relay for `signals` plus the job-control stops, once per process (later calls are
     /// ignored); `handler` runs on the relay thread for each delivery, job-control stops included (before the
     /// process stops, so `run` can pass a stop on to its child), and `resumed` after such a stop.
-    public static func install(
+    static func install(
         _ signals: [Int32], handler: @escaping @Sendable (Delivery) -> Void,
         resumed: @escaping @Sendable (Delivery) -> Void = { _ in }
     ) {
