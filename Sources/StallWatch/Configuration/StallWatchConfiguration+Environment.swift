@@ -10,13 +10,13 @@ extension StallWatchConfiguration {
 
     /// Every `STALLWATCH_*` variable StallWatch reads: one per configuration key (`STALLWATCH_THRESHOLD_MS`) and
     /// the few of ``otherEnvironmentVariables``.
-    public static var knownEnvironmentVariables: Set<String> {
+    package static var knownEnvironmentVariables: Set<String> {
         Set(keys.map(\.environmentName)).union(otherEnvironmentVariables)
     }
 
     /// The `STALLWATCH_*` variables of `environment` that StallWatch does not read (a typo is silently ignored
     /// otherwise), sorted.
-    public static func unknownEnvironmentVariables(in environment: [String: String]) -> [String] {
+    package static func unknownEnvironmentVariables(in environment: [String: String]) -> [String] {
         let known = knownEnvironmentVariables
         return environment.keys.filter { $0.hasPrefix("STALLWATCH_") && !known.contains($0) }.sorted()
     }

@@ -11,7 +11,7 @@
 /// - Annealing: a signature seen before is sampled less often (the interval doubles per repeat, up to 8×), so
 ///   a stall that keeps recurring costs less each time.
 struct StallDeduplicator {
-    struct Entry {
+    package struct Entry {
         var reportID: String
         var occurrences: Int
         var lastSeenNanos: UInt64

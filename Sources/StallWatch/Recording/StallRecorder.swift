@@ -96,7 +96,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Passes `event` to the listener, never two at once.
     func emit(_ event: StallEvent) { serialEmit(event) }
 
-    package var isFollowing: Bool { collector.evidence != nil }
+    var isFollowing: Bool { collector.evidence != nil }
     /// Samples of the stuck thread taken so far in the stall being followed (0 when none is).
     package var samplesTaken: Int { collector.evidence?.samples.count ?? 0 }
     /// The `task` and `pool` sections the next stall's report carries (set by the pool watchdog before it begins).
@@ -116,7 +116,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     /// A stall began on `thread` of the target (detected at `now`, CLOCK_MONOTONIC): first sample, all
     /// threads' state, provisional report.
-    package func begin(
+    func begin(
         _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
         schedule: ThreadSchedule? = nil, now: UInt64, isOngoing: () -> Bool = { true }
     ) {
@@ -165,11 +165,11 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     package func waitForLineFills() { lineFiller.waitForFills() }
 
     /// The wait the stuck thread was in just before its latest capture, as the sample's probe read it.
-    package var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
+    var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
 
     /// Takes a sample if one is due; returns true if it did.
     @discardableResult
-    package func sampleIfDue(now: UInt64) -> Bool {
+    func sampleIfDue(now: UInt64) -> Bool {
         guard let due = collector.nextSampleAt, now >= due else { return false }
         guard let sample = collector.takeSample(now: now), let evidence = collector.evidence else { return true }
         emit(
@@ -206,7 +206,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         }
     }
 
-    package func escalate(_ stall: StallDetector.Stall) {
+    func escalate(_ stall: StallDetector.Stall) {
         collector.escalate(stall)
         if let report = provisional() { emit(.escalated(report)) }
     }
@@ -230,7 +230,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Waits until the final reports of ended stalls are written (and their `ended` events emitted).
     package func flush() { writes.sync {} }
 
-    package func addNote(_ note: String) { collector.addNote(note) }
+    func addNote(_ note: String) { collector.addNote(note) }
 
     /// A stall nobody followed: its thread timed it itself (a pool job that crossed the threshold and returned
     /// before the watchdog looked at its worker). One final report, with the exact duration and no samples; the
@@ -257,7 +257,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     }
 
     /// The watcher woke `delayNanos` later than it asked during the stall: evidence of a starved machine.
-    package func noteLateWakeup(_ delayNanos: UInt64) { collector.noteLateWakeup(delayNanos) }
+    func noteLateWakeup(_ delayNanos: UInt64) { collector.noteLateWakeup(delayNanos) }
 
     // MARK: Reports
 
