@@ -2,7 +2,7 @@
 import CStallWatchCore
 
 /// A copy of a thread's registers and live stack, taken in a signal handler (``SignalSampler``) or through
-/// ptrace (``PtraceSampler``).
+/// ptrace (the capture helper, ``ThreadCaptureHelper``, or the sidecar's `PtraceSampler`).
 ///
 /// The copy is self-contained: ``StackUnwinder`` turns it into return addresses later, off the sampled thread,
 /// while the thread runs on.

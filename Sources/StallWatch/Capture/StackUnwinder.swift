@@ -59,7 +59,7 @@ package final class StackUnwinder: @unchecked Sendable {
     /// Unwinds `capture`.
     ///
     /// - Parameters:
-    ///   - capture: Registers and stack copy from ``SignalSampler`` or ``PtraceSampler``.
+    ///   - capture: Registers and stack copy from ``SignalSampler``, the capture helper or the sidecar's `PtraceSampler`.
     ///   - maxFrames: The most addresses to return.
     /// - Returns: The frames (innermost first: the PC, then its callers), why unwinding stopped early if it did,
     ///   and how long it took. Partial stacks are normal (a truncated copy, code without unwind

@@ -16,7 +16,7 @@ extension Duration {
 }
 
 /// `nanoseconds` for people: "100 ms", "1.5 s", "250 us".
-func describeNanoseconds(_ nanoseconds: UInt64) -> String {
+package func describeNanoseconds(_ nanoseconds: UInt64) -> String {
     if nanoseconds >= 1_000_000_000 { return "\(Double(nanoseconds) / 1e9) s" }
     if nanoseconds >= 1_000_000 {
         return nanoseconds % 1_000_000 == 0

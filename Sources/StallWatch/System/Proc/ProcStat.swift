@@ -10,7 +10,7 @@ package struct ProcStat: Sendable, Equatable {
     /// `comm`, as the parentheses hold it.
     var name: String
     /// The state letter: R running, S sleeping, D disk sleep, T stopped, t tracing stop, Z zombie, X dead, I idle.
-    var state: Character
+    package var state: Character
     /// Field 4: the parent's pid.
     var parentProcessID: Int32
     /// Fields 14 and 15: user and system CPU time, in clock ticks.
@@ -42,7 +42,7 @@ package struct ProcStat: Sendable, Equatable {
     static let ticksPerSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
 
     /// "S (sleeping)" for a state letter, as proc(5) names them; "unknown (thread gone?)" for nil.
-    static func describe(state: Character?) -> String {
+    package static func describe(state: Character?) -> String {
         guard let state else { return "unknown (thread gone?)" }
         return "\(state) (\(name(ofState: state) ?? "unknown"))"
     }

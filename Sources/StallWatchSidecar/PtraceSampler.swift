@@ -1,5 +1,6 @@
 // PtraceSampler: out-of-process capture of one thread's registers and stack for the sidecar.
 import CStallWatchPtrace
+import StallWatch
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,7 @@
 // PtraceMaps: another process's /proc/PID/maps ranges read once, shared by many ptrace captures.
 import CStallWatchCore
 import CStallWatchPtrace
+import StallWatch
 
 #if canImport(Glibc)
     import Glibc
@@ -17,7 +18,7 @@ package final class PtraceMaps: @unchecked Sendable {  // Immutable after init; 
     let readAtNanos: UInt64
 
     /// Reads `/proc/<processID>/maps`; an unreadable file gives no ranges (each capture then reads its own).
-    package init(processID: Int32) {
+    init(processID: Int32) {
         var pointer: UnsafeMutablePointer<sw_ptrace_range>?
         count = sw_ptrace_read_maps(processID, &pointer)
         ranges = pointer
@@ -30,5 +31,5 @@ package final class PtraceMaps: @unchecked Sendable {  // Immutable after init; 
     var rangeCount: Int { count }
 
     /// Whether the ranges were read more than `nanoseconds` ago.
-    package func isOlder(thanNanos nanoseconds: UInt64) -> Bool { sw_monotonic_ns() &- readAtNanos > nanoseconds }
+    func isOlder(thanNanos nanoseconds: UInt64) -> Bool { sw_monotonic_ns() &- readAtNanos > nanoseconds }
 }
