@@ -3,16 +3,17 @@ import Foundation
 import Testing
 
 /// A public declaration changes only on purpose: each library's public symbols (from `swift-symbolgraph-extract`
-/// over the modules this build made) must equal `Tests/PublicAPI/<Module>.txt`. After a deliberate change,
+/// over the modules this build made) must equal `Tests/PublicAPI/<Module>.txt`. One module at a time: the
+/// extractions share the build's Clang module cache and would only wait for each other. After a deliberate change,
 /// `scripts/update-public-api.sh` writes the lists again, and the diff shows the change for review.
-@Suite struct PublicAPITests {
+@Suite(.serialized) struct PublicAPITests {
     static let libraries = [
         "StallWatch", "StallWatchSidecar", "StallWatchInspector", "StallWatchCommands", "StallWatchRemedies",
     ]
 
     @Test(.timeLimit(.minutes(3)), arguments: libraries)
-    func thePublicSymbolsAreTheCheckedInList(module: String) throws {
-        let listed = try PublicAPI.symbols(of: module)
+    func thePublicSymbolsAreTheCheckedInList(module: String) async throws {
+        let listed = try await PublicAPI.symbols(of: module)
         let file = PublicAPI.listDirectory.appendingPathComponent("\(module).txt")
         if ProcessInfo.processInfo.environment["STALLWATCH_UPDATE_PUBLIC_API"] == "1" {
             try PublicAPI.write(listed, of: module, to: file)
@@ -31,10 +32,11 @@ import Testing
         #expect(listed.count > 5, "only \(listed.count) public symbols read for \(module)")
     }
 
-    @Test func everyPublicTypeOfStallWatchIsInTheEmbeddingGuide() throws {
+    @Test(.timeLimit(.minutes(3)))
+    func everyPublicTypeOfStallWatchIsInTheEmbeddingGuide() async throws {
         let guide = try String(
             contentsOf: PublicAPI.packageRoot.appendingPathComponent("docs/embedding.md"), encoding: .utf8)
-        let types = try PublicAPI.symbols(of: "StallWatch").compactMap(PublicAPI.typeName(ofLine:))
+        let types = try await PublicAPI.symbols(of: "StallWatch").compactMap(PublicAPI.typeName(ofLine:))
         #expect(types.count > 20, "read \(types.count) public types")
         for type in types where !guide.contains("`\(type)") {
             Issue.record("the public type \(type) is not described in docs/embedding.md")
@@ -59,7 +61,7 @@ enum PublicAPI {
     }
 
     /// `module`'s public declarations, one sorted line each: kind, path, declaration.
-    static func symbols(of module: String) throws -> [String] {
+    static func symbols(of module: String) async throws -> [String] {
         let tool = try extractor()
         let modules = productsDirectory.appendingPathComponent("Modules")
         guard FileManager.default.fileExists(atPath: modules.appendingPathComponent("\(module).swiftmodule").path)
@@ -76,25 +78,40 @@ enum PublicAPI {
             "-module-cache-path", productsDirectory.appendingPathComponent("ModuleCache").path,
         ]
         arguments += cModuleArguments()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure(
-                description: "\(tool) failed for \(module) (status \(process.terminationStatus)): "
-                    + String(decoding: message, as: UTF8.self))
+        let errors = output.appendingPathComponent("errors.txt")
+        let status = try await run(tool, arguments, errors: errors)
+        guard status == 0 else {
+            let message = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            throw Failure(description: "\(tool) failed for \(module) (status \(status)): \(message)")
         }
         var lines: [String] = []
-        for file in try FileManager.default.contentsOfDirectory(atPath: output.path) where file.hasSuffix(".json") {
+        for file in try FileManager.default.contentsOfDirectory(atPath: output.path).sorted()
+        where file.hasSuffix(".json") {
             lines += try symbolLines(URL(fileURLWithPath: output.appendingPathComponent(file).path))
         }
         return Array(Set(lines)).sorted()
+    }
+
+    /// Runs `tool` to its end without holding a thread of the test pool (the extraction can take seconds on a
+    /// loaded machine, and the suite's tests share one pool thread per core); its standard error goes to `errors`.
+    static func run(_ tool: String, _ arguments: [String], errors: URL) async throws -> Int32 {
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        let errorHandle = try FileHandle(forWritingTo: errors)
+        defer { try? errorHandle.close() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardError = errorHandle
+        process.standardOutput = FileHandle.nullDevice
+        return try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
     }
 
     /// `swift-symbolgraph-extract` beside `swift` on the PATH; a missing tool fails the test, saying why.
