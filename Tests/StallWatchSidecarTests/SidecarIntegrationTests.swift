@@ -21,14 +21,20 @@ import Testing
     .flatMap { k in [true, false].map { Case(kind: k.0, function: k.1, cause: k.2, heartbeat: $0) } }
 
     /// Runs a watcher on its own thread until the target exits; returns its events.
-    static func watch(_ options: TargetWatcher.Options, checkEachCapture: Bool = true)
+    static func watch(
+        _ options: TargetWatcher.Options, checkEachCapture: Bool = true,
+        onEvent: @escaping @Sendable (SidecarEvent) -> Void = { _ in }
+    )
         throws -> (
             watcher: TargetWatcher, events: Locked<[SidecarEvent]>, done: DispatchSemaphore, badStates: Locked<[String]>
         )
     {
         let events = Locked<[SidecarEvent]>([])
         let badStates = Locked<[String]>([])
-        let watcher = try TargetWatcher(options: options) { event in events.withLock { $0.append(event) } }
+        let watcher = try TargetWatcher(options: options) { event in
+            onEvent(event)
+            events.withLock { $0.append(event) }
+        }
         let pid = options.pid
         if checkEachCapture {
             watcher.onCapture { _ in
@@ -147,10 +153,14 @@ import Testing
                 "--report-dir", directory,
             ])
         #expect(sidecar.waitFor("\"began\""), "sidecar: \(sidecar.stdout) \(sidecar.stderr)")
-        usleep(300_000)
+        // `began` is told before the provisional report is on disk (its write, with fsyncs, runs beside the
+        // samples and can take long on a busy disk): kill only once the report is there, mid-sampling.
+        #expect(
+            ProcessDumpTests.eventually { SidecarFixtures.reports(in: directory).first?.status == .ongoing },
+            "no provisional report was written: \(sidecar.stderr)")
         kill(sidecar.pid, SIGKILL)
-        sidecar.wait(timeout: .seconds(5))
-        usleep(100_000)
+        // The kernel detaches a dead tracer's tracees as it exits, before it can be reaped.
+        #expect(sidecar.wait(timeout: .seconds(5)) != nil, "the sidecar did not die")
         let state = try #require(SidecarFixtures.traceState(pid: demo.pid))
         #expect(state.state != "T" && state.state != "t", "target left stopped: \(state)")
         #expect(state.tracer == "0")
