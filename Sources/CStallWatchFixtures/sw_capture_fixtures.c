@@ -8,9 +8,12 @@
 #include <libunwind.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <semaphore.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,6 +114,37 @@ pid_t sw_test_spawn_vfork_blocked(unsigned milliseconds) {
         _exit(0);
     }
     if (sleeper > 0) waitpid(sleeper, NULL, 0);
+    for (;;) pause();
+}
+
+pid_t sw_test_spawn_long_write(size_t bytes, int *events) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return -err;
+    }
+    if (pid > 0) {
+        close(fds[1]);
+        *events = fds[0];
+        return pid;
+    }
+    // The forked child: only async-signal-safe calls (and mmap) from here on (the parent may be multithreaded).
+    char path[64] = "/dev/shm/stallwatch-long-write-";
+    char *p = path + strlen(path);
+    for (pid_t n = getpid(); n > 0; n /= 10) *p++ = (char)('0' + n % 10);
+    *p = 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) _exit(3);
+    unlink(path);
+    void *source = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // zero pages
+    if (source == MAP_FAILED) _exit(3);
+    if (write(fds[1], "S", 1) != 1) _exit(3);
+    ssize_t written = write(fd, source, bytes);
+    if (write(fds[1], written == (ssize_t)bytes ? "E" : "F", 1) != 1) _exit(3);
     for (;;) pause();
 }
 

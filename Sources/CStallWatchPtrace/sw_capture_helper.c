@@ -2,6 +2,7 @@
 // in a cloned child of a multithreaded process and therefore uses raw system calls only.
 #ifdef __linux__
 #include "sw_capture_helper.h"
+#include "sw_ptrace_stop.h"
 #include "sw_registers.h"
 #include "sw_sys.h"
 
@@ -62,20 +63,10 @@ static _Atomic pid_t helper;
 static void *helper_stack;
 static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
-// A system call that returns -errno and never touches errno: the helper shares this address space and
+// System calls return -errno and never touch errno (sw_raw_syscall): the helper shares this address space and
 // the TLS of the thread that created it, so glibc's syscall() (which sets errno) would write into that
 // thread's errno behind its back.
-static long raw(long n, long a, long b, long c, long d, long e, long f) {
-    register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
-    long result;
-    __asm__ volatile("syscall"
-                     : "=a"(result)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return result;
-}
-
-#define RAW(n, a, b, c, d, e) raw((long)(n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+#define RAW(n, a, b, c, d, e) sw_raw_syscall((long)(n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
 
 // MARK: The helper (raw system calls only)
 
@@ -84,10 +75,13 @@ static void fail(sw_ptrace_record *r, sw_ptrace_step step, long result) {
     r->failed_errno = (int)-result;
 }
 
-// Waits for the ptrace stop of `tid`. Returns 0 when stopped (and the signal a signal-delivery-stop would
-// deliver in *signal), -ETIMEDOUT at the deadline, -ESRCH if the thread is gone.
-static int await_stop(pid_t tid, uint64_t start, uint64_t timeout_ns, int *signal) {
-    for (;;) {
+// Waits for the ptrace stop of thread `tid` of process `pid`. Returns 0 when stopped (and the signal a
+// signal-delivery-stop would deliver in *signal), -ETIMEDOUT at the deadline, -EAGAIN as soon as the thread
+// cannot stop soon (in state D, or running inside a system call: sw_ptrace_stop_hopeless; the reason goes to
+// *unstopped), -ESRCH if the thread is gone.
+static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns, char state_at_seize,
+                      uint64_t run_at_interrupt, int *signal, int *unstopped) {
+    for (int checked = 0;; checked = 1) {
         int status = 0;
         long got = RAW(SYS_wait4, tid, &status, __WALL | WNOHANG, 0, 0);
         if (got == tid) {
@@ -99,7 +93,25 @@ static int await_stop(pid_t tid, uint64_t start, uint64_t timeout_ns, int *signa
         }
         if (got < 0 && got != -EINTR) return -ESRCH;
         uint64_t now = sw_monotonic_ns();
-        if (now - start >= timeout_ns) return -ETIMEDOUT;
+        if (now - start > SPIN_NS && checked) {
+            // Past the time a thread in user space takes to stop. Looked at once more first (it may have
+            // stopped since the last wait4), then released if it cannot stop soon.
+            int hopeless = sw_ptrace_stop_hopeless(pid, tid, state_at_seize, run_at_interrupt);
+            if (hopeless != SW_PTRACE_STOPPED) {
+                got = RAW(SYS_wait4, tid, &status, __WALL | WNOHANG, 0, 0);
+                if (got == tid && WIFSTOPPED(status)) {
+                    *signal = (status >> 16) == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(status);
+                    return 0;
+                }
+                if (got == tid) return -ESRCH;
+                *unstopped = hopeless;
+                return -EAGAIN;
+            }
+        }
+        if (now - start >= timeout_ns) {
+            *unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
+            return -ETIMEDOUT;
+        }
         if (now - start <= SPIN_NS) RAW(SYS_sched_yield, 0, 0, 0, 0, 0);
         else {
             struct timespec pause = {0, POLL_SLEEP_NS};
@@ -113,11 +125,21 @@ static int await_stop(pid_t tid, uint64_t start, uint64_t timeout_ns, int *signa
 static int capture(channel *c) {
     sw_ptrace_record *r = &c->record;
     memset(r, 0, sizeof *r);  // a plain store loop: async-signal-safe
+    r->stop_syscall = -1;
+    // In uninterruptible sleep: no stop before its call ends, so no seize (it would only show as traced).
+    char state_at_seize = sw_stop_task_state(c->parent, c->tid);
+    if (state_at_seize == 'D') {
+        r->unstopped = SW_PTRACE_UNSTOPPED_UNINTERRUPTIBLE;
+        fail(r, SW_PTRACE_STEP_STOP, -EAGAIN);
+        return 0;
+    }
     long rc = RAW(SYS_ptrace, PTRACE_SEIZE, c->tid, 0, 0, 0);
     if (rc != 0) {
         fail(r, SW_PTRACE_STEP_SEIZE, rc);
         return 0;
     }
+    r->seized = 1;
+    uint64_t run_at_interrupt = sw_stop_task_run_ns(c->parent, c->tid);
     uint64_t start = sw_monotonic_ns();
     rc = RAW(SYS_ptrace, PTRACE_INTERRUPT, c->tid, 0, 0, 0);
     if (rc != 0) {
@@ -125,10 +147,11 @@ static int capture(channel *c) {
         return 1;  // seized but not stopped: not detachable, the helper's exit detaches
     }
     int pending = 0;
-    int stopped = await_stop(c->tid, start, c->timeout_ns, &pending);
+    int stopped =
+        await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, run_at_interrupt, &pending, &r->unstopped);
     if (stopped != 0) {
         fail(r, SW_PTRACE_STEP_STOP, stopped);
-        return stopped == -ETIMEDOUT;
+        return stopped == -ETIMEDOUT || stopped == -EAGAIN;  // seized but not stopped: only an exit releases it
     }
     struct user_regs_struct regs;
     rc = RAW(SYS_ptrace, PTRACE_GETREGS, c->tid, 0, &regs, 0);
@@ -137,6 +160,7 @@ static int capture(channel *c) {
     } else {
         sw_registers_from_user_regs(&regs, r->registers);
         r->stack_pointer = regs.rsp;
+        r->stop_syscall = (long long)regs.orig_rax;
         r->pending_signal = pending;
         // A call the stop alone cut short runs again after the detach: no EINTR (sw_ptrace.h).
         if (sw_ptrace_restart_cut_short_call(regs.orig_rax, &regs.rax, pending) &&

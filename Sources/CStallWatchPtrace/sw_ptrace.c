@@ -4,6 +4,7 @@
 #error "sw_ptrace.c reads x86_64 struct user_regs_struct with PTRACE_GETREGS; a port needs its architecture's register set (PTRACE_GETREGSET with NT_PRSTATUS) mapped to the unwinder's register numbering"
 #endif
 #include "sw_ptrace.h"
+#include "sw_ptrace_stop.h"
 #include "sw_registers.h"
 #include "sw_sys.h"
 
@@ -37,9 +38,11 @@ typedef struct job {
     const range *maps;
     size_t map_count;
     int result;
-    /// /proc/PID/task/TID/schedstat (or -1), and the target's run_delay just before the interrupt.
+    /// /proc/PID/task/TID/schedstat (or -1), and the target's run_delay and CPU time just before the interrupt.
     int stats_fd;
-    uint64_t delay_at_interrupt, interrupt_at_ns;
+    uint64_t delay_at_interrupt, run_at_interrupt, interrupt_at_ns;
+    /// The thread's state letter just before the seize.
+    char state_at_seize;
 } job;
 
 // Reads the address ranges of /proc/PID/maps into a malloc'd array. Returns the count, or 0.
@@ -92,7 +95,8 @@ static int fail(job *j, sw_ptrace_step step, int err) {
 }
 
 // Polls PTRACE_GETREGS, which fails with ESRCH until the tracee is in a ptrace-stop. Returns 0 when
-// stopped, else -errno (ETIMEDOUT: still running at the deadline; ESRCH: the thread is gone).
+// stopped, else -errno (ETIMEDOUT: still running at the deadline; EAGAIN: it cannot stop soon, see
+// sw_ptrace_stop_hopeless, with the reason in `record->unstopped`; ESRCH: the thread is gone).
 static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
     uint64_t deadline = start + j->timeout_ns;
     for (;;) {
@@ -103,7 +107,19 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
         // GETREGS says ESRCH for a running tracee and for a dead one alike: tell them apart.
         if ((!spinning || now >= deadline) && syscall(SYS_tgkill, j->pid, j->tid, 0) != 0 && errno == ESRCH)
             return -ESRCH;
-        if (now >= deadline) return -ETIMEDOUT;
+        if (!spinning) {
+            // Past the time any thread in user space takes to stop: one that cannot stop is released now.
+            int hopeless = sw_ptrace_stop_hopeless(j->pid, j->tid, j->state_at_seize, j->run_at_interrupt);
+            if (hopeless != SW_PTRACE_STOPPED) {
+                if (ptrace(PTRACE_GETREGS, j->tid, NULL, regs) == 0) return 0;  // it stopped meanwhile
+                j->record->unstopped = hopeless;
+                return -EAGAIN;
+            }
+        }
+        if (now >= deadline) {
+            j->record->unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
+            return -ETIMEDOUT;
+        }
         // Yield while polling: on a loaded machine the tracee may be waiting for this CPU to reach its stop.
         if (spinning) sched_yield();
         else nanosleep(&(struct timespec){0, POLL_SLEEP_NS}, NULL);
@@ -169,12 +185,25 @@ static int read_schedstat(int fd, schedstat *out) {
 static void *tracer_main(void *arg) {
     job *j = arg;
     sw_ptrace_record *r = j->record;
+    // A thread in uninterruptible sleep cannot stop before its call ends: a seize would only make it traced
+    // meanwhile (and stop it the moment the call returns). Leave it alone; /proc tells what it is in.
+    j->state_at_seize = sw_stop_task_state(j->pid, j->tid);
+    if (j->state_at_seize == 'D') {
+        r->unstopped = SW_PTRACE_UNSTOPPED_UNINTERRUPTIBLE;
+        fail(j, SW_PTRACE_STEP_STOP, EAGAIN);
+        return NULL;
+    }
     if (ptrace(PTRACE_SEIZE, j->tid, NULL, (void *)0) != 0) {  // no options: no extra stops to handle
         fail(j, SW_PTRACE_STEP_SEIZE, errno);
         return NULL;
     }
+    r->seized = 1;
     schedstat at_interrupt;
-    if (j->stats_fd >= 0 && read_schedstat(j->stats_fd, &at_interrupt) == 0) j->delay_at_interrupt = at_interrupt.delay_ns;
+    j->run_at_interrupt = UINT64_MAX;
+    if (j->stats_fd >= 0 && read_schedstat(j->stats_fd, &at_interrupt) == 0) {
+        j->delay_at_interrupt = at_interrupt.delay_ns;
+        j->run_at_interrupt = at_interrupt.run_ns;
+    }
     uint64_t start = sw_monotonic_ns();
     j->interrupt_at_ns = start;
     if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) != 0) {
@@ -184,11 +213,12 @@ static void *tracer_main(void *arg) {
     struct user_regs_struct regs;
     int stopped = await_stop(j, start, &regs);
     if (stopped != 0) {
-        fail(j, stopped == -ETIMEDOUT || stopped == -ESRCH ? SW_PTRACE_STEP_STOP : SW_PTRACE_STEP_GETREGS,
-             -stopped);
+        int not_stopping = stopped == -ETIMEDOUT || stopped == -EAGAIN || stopped == -ESRCH;
+        fail(j, not_stopping ? SW_PTRACE_STEP_STOP : SW_PTRACE_STEP_GETREGS, -stopped);
         return NULL;  // not stopped (or gone): thread exit detaches
     }
     r->stop_wait_ns = sw_monotonic_ns() - start;
+    r->stop_syscall = (long long)regs.orig_rax;
     sw_registers_from_user_regs(&regs, r->registers);
     r->stack_pointer = regs.rsp;
     r->pending_signal = pending_signal(j->tid);
@@ -268,6 +298,7 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
                                 size_t stack_capacity, const range *maps, size_t map_count,
                                 sw_ptrace_record *record) {
     memset(record, 0, sizeof *record);
+    record->stop_syscall = -1;
     job j = {.pid = pid, .tid = tid, .timeout_ns = timeout_ns, .stack_out = stack_out,
              .stack_capacity = stack_capacity, .record = record, .maps = maps, .map_count = map_count,
              .stats_fd = -1};
@@ -287,7 +318,7 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
         return fail(&j, SW_PTRACE_STEP_THREAD, err);
     }
     pthread_join(thread, NULL);
-    if (record->failed_step == SW_PTRACE_STEP_STOP && record->failed_errno == ETIMEDOUT) await_untraced(pid, tid);
+    if (record->failed_step == SW_PTRACE_STEP_STOP && record->seized) await_untraced(pid, tid);
     if (have_before && record->pause_ns > 0) {
         // Stopped, then woken at the detach: once the target has run again, run_delay holds its wait for a
         // CPU. A remote wake-up (an idle CPU, a virtual CPU the host must schedule) is not in run_delay: the

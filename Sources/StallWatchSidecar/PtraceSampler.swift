@@ -43,7 +43,8 @@ package final class PtraceSampler: Sendable {
     ///   detached, plus the run-queue wait its schedstat shows until it ran again) and the stack mapping's
     ///   bounds in `stackLow`/`stackHigh`; a failed stack read is a note, not an error. Errors:
     ///   `.noSuchProcess` (ESRCH), `.permissionDenied` (EPERM, with the usual reasons), `.captureTimedOut`
-    ///   (the thread did not stop; names its state), `.systemCall` otherwise.
+    ///   (the thread did not stop; names its state, and in `context["unstopped"]` why: ``UnstoppedThread``; a
+    ///   thread that cannot stop soon is released at once), `.systemCall` otherwise.
     ///   - maps: The process's maps read beforehand (shared by many captures); nil reads them for this one.
     package func capture(threadID: Int32, maxStackBytes: Int, maps: PtraceMaps? = nil)
         -> Result<StackCapture, StallWatchError>
@@ -96,15 +97,10 @@ package final class PtraceSampler: Sendable {
                     + "target may already be traced (see TracerPid in /proc/\(processID)/status); a process "
                     + "cannot trace its own threads",
                 context: context.merging(["call": call]) { $1 }, errno: EPERM)
-        case ETIMEDOUT:
+        case ETIMEDOUT, EAGAIN:
             let state = ProcDirectory(processID: processID, threadID: threadID).stat()?.state
-            var context = context
-            if let state { context["threadState"] = String(state) }
-            return StallWatchError(
-                .captureTimedOut,
-                "\(target) did not stop within \(describeNanoseconds(timeoutNanos)); thread state "
-                    + ProcStat.describe(state: state) + "; released without a sample",
-                context: context)
+            let why = UnstoppedThread(record: record) ?? .timedOut
+            return why.error(target: target, state: state, timeoutNanos: timeoutNanos, context: context)
         default:
             return Syscall.error(call, errno: err)
         }

@@ -46,15 +46,23 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
             }
             return StackSample(unwinding: capture, with: unwinder, maxFrames: configuration.maxFrames)
         case .failure(let error):
-            let message: String
-            switch error.code.description {
-            case "noSuchProcess": message = "the target exited during the capture (\(error.message))"
-            case "permissionDenied": message = error.message
-            default: message = error.message
+            let message =
+                error.code == .noSuchProcess ? "the target exited during the capture (\(error.message))" : error.message
+            var failed = StackSample(failed: error, message: message)
+            // In uninterruptible sleep the thread was left alone; its user stack cannot change while it sits in
+            // its call, so it is read from memory as /proc/…/syscall places it.
+            if failed.unstopped == .uninterruptible, let unwinder,
+                let call = BlockedThreadCapture.blocked(thread.threadID, processID: processID),
+                let frozen = BlockedThreadCapture.capture(
+                    thread, call, maxStackBytes: configuration.maxStackBytes, processID: processID)
+            {
+                var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
+                sample.pauseNanos = nil
+                sample.unstopped = .uninterruptible
+                sample.failure = failed.failure.map { $0 + "; its stack was read as it sleeps" }
+                failed = sample
             }
-            var sample = StackSample(error: message, failure: message)
-            sample.timedOut = error.code == .captureTimedOut
-            return sample
+            return failed
         }
     }
 }

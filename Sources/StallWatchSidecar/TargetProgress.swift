@@ -69,6 +69,17 @@ struct TargetProgress: ProgressSource {
 
     var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
 
+    mutating func noteStallOver(at now: UInt64) { proc?.noteStallOver(at: now) }
+
+    /// The heartbeat's sequence has not moved on, or the /proc probe does not see the thread back in its idle wait.
+    func isStillStuck(after sequence: UInt64) -> Bool {
+        if let heartbeat {
+            guard let state = try? heartbeat.reader.read() else { return true }
+            return state.snapshot.sequence == sequence
+        }
+        return proc?.isStillStuck(after: sequence) ?? true
+    }
+
     func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }

@@ -12,10 +12,18 @@ import Testing
     static let userSpace = ThreadWait(number: nil)
     static let none: [UInt64] = [0, 0, 0]
 
+    /// (voluntary switches, syscr, syscw).
+    static func counters(_ c: [UInt64]) -> ThreadCounters {
+        ThreadCounters(voluntarySwitches: c[0], readCalls: c[1], writeCalls: c[2])
+    }
+
     static func progress(
         _ before: ThreadWait?, _ after: ThreadWait?, _ old: [UInt64], _ new: [UInt64], allowance: [UInt64] = none
     ) -> Bool {
-        ProcProgressProbe.isProgress(from: before, to: after, counters: old, new, allowance: allowance)
+        let captures = CaptureAllowance(switches: allowance[0], readCalls: allowance[1], writeCalls: allowance[2])
+        return ProcProgressProbe.isProgress(
+            from: before, to: after, moves: CounterMoves(from: counters(old), to: counters(new), allowance: captures),
+            afterCapture: allowance[0] > 0)
     }
 
     @Test func voluntarySwitchesInsideOneLongFsyncAreNotProgress() {
@@ -88,5 +96,89 @@ import Testing
         #expect(!timed.isWakeOnlyFutexWait && !mutex.isWakeOnlyFutexWait)
         #expect(!Self.progress(timed, timed, [10, 3, 7], [15, 3, 7]))
         #expect(!Self.progress(mutex, mutex, [10, 3, 7], [15, 3, 7]))
+    }
+}
+
+/// One piece of work on one file (a write into the page cache, its fsync, the close) is one stall, whatever /proc
+/// shows between its calls: the thread "running" in a write, or briefly in user space between the calls.
+@Suite struct FileWorkProgressTests {
+    static let mib: UInt64 = 1 << 20
+    static let running = ThreadWait(number: nil)
+
+    static func fsync(_ fd: UInt64) -> ThreadWait {
+        ThreadWait(number: 74, arguments: [fd, 0, 0, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f00)
+    }
+
+    /// Moves between two looks: write calls and their bytes, file pages dirtied, user and system ticks.
+    static func moves(
+        switches: UInt64 = 0, reads: UInt64 = 0, readBytes: UInt64 = 0, fetched: UInt64 = 0, writes: UInt64 = 0,
+        written: UInt64 = 0, dirtied: UInt64 = 0, user: UInt64 = 0, system: UInt64 = 3
+    ) -> CounterMoves {
+        let old = ThreadCounters(
+            voluntarySwitches: 0, readCalls: 0, writeCalls: 0, readBytes: 0, writtenBytes: 0, fetchedBytes: 0,
+            dirtiedBytes: 0, userTicks: 0, systemTicks: 0)
+        let new = ThreadCounters(
+            voluntarySwitches: switches, readCalls: reads, writeCalls: writes, readBytes: readBytes,
+            writtenBytes: written, fetchedBytes: fetched, dirtiedBytes: dirtied, userTicks: user, systemTicks: system)
+        return CounterMoves(from: old, to: new)
+    }
+
+    static let file = FileIdentity(device: 8, inode: 1234)
+
+    @Test func writesThatAllWentIntoFilePagesAreTheSameWorkNotProgress() {
+        // Forty 1 MiB writes into a file's page cache between two looks, mostly kernel time.
+        let spell = Self.moves(writes: 40, written: 40 * Self.mib, dirtied: 40 * Self.mib, user: 1, system: 4)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: spell))
+        // The same calls to a socket or a pipe dirty no file page: the loop wrote replies, it turned.
+        let replies = Self.moves(writes: 40, written: 40 * Self.mib)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: replies))
+        // File writes with the thread busy in user space in between: other work of the loop.
+        let busy = Self.moves(writes: 40, written: 40 * Self.mib, dirtied: 40 * Self.mib, user: 5, system: 1)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: busy))
+        // A read of a timer or a socket between them: the loop turned.
+        let turned = Self.moves(reads: 1, readBytes: 8, writes: 40, written: 40 * Self.mib, dirtied: 40 * Self.mib)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: turned))
+    }
+
+    @Test func theTickOfALongWriteEndingJustBeforeItsFsyncIsNotProgress() {
+        // One 512 MiB write, seen "running" while it dirtied the page cache, completes; the thread is in fsync.
+        var work = FileWork()
+        work.account(Self.moves(dirtied: 448 * Self.mib))
+        let end = Self.moves(writes: 1, written: 512 * Self.mib, dirtied: 64 * Self.mib)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: end, work: work))
+        // Without the pages dirtied before the last look, the completed write is not this file's work.
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: end))
+    }
+
+    @Test func leavingACallOnTheFileForTheKernelOrUserSpaceIsNotProgress() {
+        let work = FileWork(descriptor: 5, file: Self.file)
+        // Out of fsync into its CPU work ("running"), having slept in it in between.
+        let sleeps = Self.moves(switches: 3)
+        #expect(!ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: sleeps, work: work))
+        // Not a file (a socket: no identity), or user-space work since: the thread left the call.
+        let socket = FileWork(descriptor: 5)
+        #expect(ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: sleeps, work: socket))
+        let busy = Self.moves(switches: 3, user: 5, system: 0)
+        #expect(ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: busy, work: work))
+    }
+
+    @Test func wakeUpWritesAreNotTheLoopsWorkButReadsAre() {
+        // Two 8-byte eventfd writes (waking other threads) between the fsync and the close.
+        let work = FileWork(descriptor: 5, file: Self.file)
+        let wakeups = Self.moves(writes: 2, written: 16)
+        #expect(!ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: wakeups, work: work))
+        let timer = Self.moves(reads: 1, readBytes: 8)
+        #expect(ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: timer, work: work))
+    }
+
+    @Test func aSleepInTheMiddleOfALongWriteIsNotProgress() {
+        // Throttled by writeback in the middle of one long write: a switch, nothing dirtied in this interval.
+        var work = FileWork()
+        work.account(Self.moves(dirtied: 24 * Self.mib))
+        #expect(
+            !ProcProgressProbe.isProgress(
+                from: Self.running, to: Self.running, moves: Self.moves(switches: 1), work: work))
+        // With no call in flight and no file seen, a sleep in user space between two looks is a blocking call.
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: Self.moves(switches: 1)))
     }
 }

@@ -79,7 +79,7 @@ extension CaptureTests {
             #expect(pollUntil { utime() > before }, "the child stopped accumulating CPU time")
         }
 
-        @Test func aThreadThatCannotStopTimesOutAndIsLeftUntraced() throws {
+        @Test func aThreadInUninterruptibleSleepIsLeftAloneAtOnce() throws {
             // Blocked in vfork (state D) for 1.5 s: PTRACE_INTERRUPT cannot take effect before that.
             let pid = sw_test_spawn_vfork_blocked(1500)
             try #require(pid > 0)
@@ -90,22 +90,55 @@ extension CaptureTests {
             }
             try #require(pollUntil { ProcDirectory(processID: pid, threadID: pid).stat()?.state == "D" })
 
-            let result = PtraceSampler(processID: pid, timeout: .milliseconds(100)).capture(
+            let result = PtraceSampler(processID: pid, timeout: .seconds(5)).capture(
                 threadID: pid, maxStackBytes: 4096)
             guard case .failure(let error) = result else {
                 Issue.record("captured a thread blocked in vfork")
                 return
             }
+            // Not held until the vfork ends, nor until the timeout: the capture is over while the thread still
+            // sleeps, and it was never seized (no tracer, no stop waiting for it when the vfork ends).
+            #expect(ProcDirectory(processID: pid, threadID: pid).stat()?.state == "D")
             #expect(error.code == .captureTimedOut)
-            #expect(error.message.contains("did not stop within 100 ms; thread state D (disk sleep)"), "\(error)")
-            // The helper tracer thread exited, so the kernel detached and dropped the pending interrupt: once
-            // the vfork ends the process runs on into pause() instead of entering a ptrace stop.
-            let paused = pollUntil {
-                (readProcFile("/proc/\(pid)/syscall") ?? "").hasPrefix("34 ")  // pause
-            }
-            #expect(paused)
+            #expect(error.context["unstopped"] == "uninterruptible", "\(error)")
+            #expect(error.message.contains("uninterruptible sleep (state D)"), "\(error)")
             let status = readProcFile("/proc/\(pid)/status") ?? ""
             #expect(status.contains("TracerPid:\t0\n"), "\(status)")
+            // Once the vfork ends the process runs on into pause(), never into a ptrace stop.
+            #expect(pollUntil { (readProcFile("/proc/\(pid)/syscall") ?? "").hasPrefix("34 ") })  // pause
+            let after = readProcFile("/proc/\(pid)/status") ?? ""
+            #expect(!after.contains("State:\tt") && !after.contains("State:\tT"), "\(after)")
+        }
+
+        @Test func aThreadWorkingInsideOneLongWriteIsReleasedAtOnceAndItsWriteGoesOn() throws {
+            var events: Int32 = -1
+            let pid = sw_test_spawn_long_write(1 << 30, &events)
+            try #require(pid > 0)
+            defer {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                waitpid(pid, &status, 0)
+                close(events)
+            }
+            var byte: UInt8 = 0
+            try #require(read(events, &byte, 1) == 1 && byte == UInt8(ascii: "S"), "the child did not start its write")
+            let result = PtraceSampler(processID: pid, timeout: .seconds(30)).capture(
+                threadID: pid, maxStackBytes: 4096)
+            // The capture is over while the write goes on: no 'E' yet from the child.
+            var pending = pollfd(fd: events, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&pending, 1, 0) == 0, "the capture waited for the write to end")
+            guard case .failure(let error) = result else {
+                Issue.record("a thread inside one long write stopped: \(result)")
+                return
+            }
+            #expect(error.code == .captureTimedOut)
+            #expect(
+                ["workingInKernel", "uninterruptible"].contains(error.context["unstopped"] ?? ""),
+                "released at the timeout, not at once: \(error)")
+            #expect(readProcFile("/proc/\(pid)/status")?.contains("TracerPid:\t0\n") == true)
+            // The write completes whole, with no stop after it.
+            #expect(read(events, &byte, 1) == 1 && byte == UInt8(ascii: "E"), "the write failed or was cut short")
+            let status = readProcFile("/proc/\(pid)/status") ?? ""
             #expect(!status.contains("State:\tt") && !status.contains("State:\tT"), "\(status)")
         }
 

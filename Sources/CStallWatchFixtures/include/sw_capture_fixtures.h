@@ -61,6 +61,13 @@ size_t sw_test_local_backtrace(uint64_t *addresses, size_t max_frames, size_t sk
 /// Not async-signal-safe.
 pid_t sw_test_spawn_vfork_blocked(unsigned milliseconds);
 
+/// Forks a child process whose main thread makes one write() of `bytes` bytes into a file on tmpfs (/dev/shm,
+/// deleted at once): the thread works inside the kernel, runnable, until the call returns, and a ptrace stop cannot
+/// come before that. The child writes 'S' to the pipe whose read end goes to `*events` just before the call and
+/// 'E' just after it, then waits in pause() until killed. The caller kills and reaps it and closes `*events`.
+/// Returns the pid or -errno. Not async-signal-safe.
+pid_t sw_test_spawn_long_write(size_t bytes, int *events);
+
 /// Waits on `*word` (which must hold `expected`) with FUTEX_WAIT and a relative timeout, as a timed lock or
 /// condition wait does underneath. Returns 0 when woken, else the errno (ETIMEDOUT when the time ran out,
 /// EINTR if a signal cut the wait short). Not async-signal-safe.

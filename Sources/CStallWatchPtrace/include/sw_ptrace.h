@@ -28,6 +28,15 @@ typedef enum sw_ptrace_step {
     SW_PTRACE_STEP_THREAD,     ///< creating the helper thread that acts as tracer
 } sw_ptrace_step;
 
+/// Why a capture took nothing from a thread that exists: it could not reach the stop (`failed_step` is
+/// SW_PTRACE_STEP_STOP). A thread that cannot stop is never left seized: it is released at once.
+typedef enum sw_ptrace_unstopped {
+    SW_PTRACE_STOPPED = 0,                ///< it stopped (or failed otherwise)
+    SW_PTRACE_UNSTOPPED_TIMEOUT,          ///< no stop by the deadline (it may have been waiting for a CPU); ETIMEDOUT
+    SW_PTRACE_UNSTOPPED_UNINTERRUPTIBLE,  ///< in uninterruptible sleep (state D); EAGAIN
+    SW_PTRACE_UNSTOPPED_IN_KERNEL,        ///< ran on a CPU without reaching the stop: inside a system call; EAGAIN
+} sw_ptrace_unstopped;
+
 /// What one ptrace capture produced (the stack bytes go to a caller buffer).
 typedef struct sw_ptrace_record {
     /// The general registers, in the layout of sw_registers.h.
@@ -65,6 +74,13 @@ typedef struct sw_ptrace_record {
     /// On failure: the step that failed and its errno.
     sw_ptrace_step failed_step;
     int failed_errno;
+    /// Why the thread did not stop (sw_ptrace_unstopped), when `failed_step` is SW_PTRACE_STEP_STOP.
+    int unstopped;
+    /// Nonzero if the thread was seized (0: found in state D before the seize, and left alone).
+    int seized;
+    /// The system call the thread stopped at the boundary of (ORIG_RAX at the stop: it was in that call, or had
+    /// just left or entered it), or -1 when the stop interrupted user-space code. Valid when registers are.
+    long long stop_syscall;
 } sw_ptrace_record;
 
 /// The kernel's "restart this call, whatever its kind" code (ERESTARTNOINTR, include/linux/errno.h); never seen by
@@ -89,7 +105,10 @@ static inline int sw_ptrace_restart_cut_short_call(unsigned long long orig_rax, 
 /// Captures thread `tid` of process `pid`. All ptrace work runs on a short-lived helper thread that is
 /// the tracer, because a tracee that has not stopped cannot be detached: if the stop does not come
 /// within `timeout_ns`, the helper exits and the kernel detaches the tracee and drops the pending
-/// interrupt. Every other path detaches explicitly. The stop is detected by polling PTRACE_GETREGS, not
+/// interrupt. A thread that cannot stop soon is not held that long: one in uninterruptible sleep (state D)
+/// is not seized at all, and one seen in state D, or running on a CPU without reaching the stop (working
+/// inside a system call), is released at once the same way (`record->unstopped` says why; no stack).
+/// Every other path detaches explicitly. The stop is detected by polling PTRACE_GETREGS, not
 /// waitpid, so a parent process reaping its children (the tracee may be ours) cannot steal it.
 /// Returns 0, or -errno with `record->failed_step` set. Registers may be valid with a failed stack read
 /// (`failed_step == SW_PTRACE_STEP_READ_STACK`). Not async-signal-safe (creates a thread, allocates).

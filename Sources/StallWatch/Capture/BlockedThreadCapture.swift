@@ -5,23 +5,25 @@ import CStallWatchCore
     import Glibc
 #endif
 
-/// Captures a thread that is blocked in a system call which a ptrace stop would make fail with EINTR, without
-/// touching the thread at all.
+/// Captures a thread that is blocked in a system call without touching the thread at all: one of this process in a
+/// call which a ptrace stop would make fail with EINTR, or one of any process that cannot stop before its call
+/// ends (uninterruptible sleep: an fsync waiting for writeback, a close freeing a deleted file's blocks).
 ///
 /// A ptrace stop is transparent for most blocking calls (the kernel restarts `poll`, `nanosleep`, futex waits,
 /// `select`, `read` on a pipe), but not for a few that return EINTR after any stop (signal(7), "Interruption of
 /// system calls and library functions by stop signals"): socket calls with `SO_RCVTIMEO`/`SO_SNDTIMEO`,
 /// `epoll_wait`, `semop`/`semtimedop`, `sigtimedwait`, `io_getevents`, `read` from inotify. For those the
 /// thread is left alone: while it sits in the kernel its user stack cannot change, so the stack is copied from
-/// this process's memory and the registers come from `/proc/self/task/TID/syscall` (PC, SP and the six
-/// arguments). The frame pointer is not there; it is recovered from the copy as the innermost frame record
+/// the process's memory (`process_vm_readv`) and the registers come from `/proc/<pid>/task/TID/syscall` (PC, SP
+/// and the six arguments). The frame pointer is not there; it is recovered from the copy as the innermost frame record
 /// (`[rbp]` = the caller's `rbp` above it, `[rbp+8]` = an address in code) so frame-pointer callers (all Swift
 /// code) unwind.
-enum BlockedThreadCapture {
+package enum BlockedThreadCapture {
     /// The thread's system call (from `/proc/self/task/TID/syscall`: number, arguments, stack pointer and program
     /// counter), or nil if it runs in user space (or the file cannot be read).
-    static func blocked(_ tid: Int32) -> ThreadWait? {
-        guard let wait = ProcDirectory.current.thread(tid).syscall(), wait.inSyscall, wait.arguments.count == 6
+    package static func blocked(_ tid: Int32, processID: Int32 = getpid()) -> ThreadWait? {
+        guard let wait = ProcDirectory(processID: processID, threadID: tid).syscall(), wait.inSyscall,
+            wait.arguments.count == 6, wait.stackPointer != 0
         else { return nil }
         return wait
     }
@@ -48,26 +50,30 @@ enum BlockedThreadCapture {
         }
     }
 
-    /// Copies the stack of the blocked thread and builds its registers; nil if the stack cannot be read.
-    static func capture(_ thread: SampledThread, _ call: ThreadWait, maxStackBytes: Int) -> StackCapture? {
-        let maps = ThreadStackLocator()
+    /// Copies the stack of the blocked thread (of process `processID`) and builds its registers; nil if the stack
+    /// cannot be read, or the thread left its call meanwhile.
+    package static func capture(
+        _ thread: SampledThread, _ call: ThreadWait, maxStackBytes: Int, processID: Int32 = getpid()
+    ) -> StackCapture? {
+        let maps = ProcDirectory(processID: processID).maps() ?? []
         var low = thread.stackLow, high = thread.stackHigh
-        if !(low..<high).contains(call.stackPointer), let region = maps.mapping(containing: call.stackPointer) {
+        if !(low..<high).contains(call.stackPointer), let region = maps.first(where: { $0.contains(call.stackPointer) })
+        {
             (low, high) = (region.start, region.end)
         }
         guard (low..<high).contains(call.stackPointer) else { return nil }
         let length = Int(min(UInt64(max(0, maxStackBytes)), high - call.stackPointer))
         var stack = [UInt8](repeating: 0, count: length)
         let got = stack.withUnsafeMutableBytes {
-            sw_read_memory(getpid(), call.stackPointer, $0.baseAddress, UInt($0.count))
+            sw_read_memory(processID, call.stackPointer, $0.baseAddress, UInt($0.count))
         }
         guard got > 0 else { return nil }
         stack.removeLast(length - got)
         // Still in the same call at the same place: the copy is of a stack that did not move meanwhile.
-        guard let again = blocked(thread.threadID), again.stackPointer == call.stackPointer,
+        guard let again = blocked(thread.threadID, processID: processID), again.stackPointer == call.stackPointer,
             again.programCounter == call.programCounter
         else { return nil }
-        let code = ExecutableRanges()
+        let code = ExecutableRanges(maps)
         var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
         // The system call's number in rax, its arguments in rdi rsi rdx r10 r8 r9 (the kernel's convention).
         let order = [SW_REG_RDI, SW_REG_RSI, SW_REG_RDX, SW_REG_R10, SW_REG_R8, SW_REG_R9]
@@ -101,13 +107,14 @@ enum BlockedThreadCapture {
     }
 }
 
-/// The executable mappings of this process, from `/proc/self/maps`.
+/// The executable mappings of a process, from its `maps`.
 struct ExecutableRanges {
     private var ranges: [Range<UInt64>] = []
 
-    init() {
-        ranges = (ProcDirectory.current.maps() ?? []).filter(\.isExecutable).map(\.range)
-    }
+    /// This process's.
+    init() { self.init(ProcDirectory.current.maps() ?? []) }
+
+    init(_ maps: [ProcMapping]) { ranges = maps.filter(\.isExecutable).map(\.range) }
 
     func contains(_ address: UInt64) -> Bool { ranges.contains { $0.contains(address) } }
 }

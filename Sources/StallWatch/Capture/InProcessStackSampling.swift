@@ -95,7 +95,7 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         case .success(let capture):
             return StackSample(unwinding: capture, with: unwinder, maxFrames: maxFrames)
         case .failure(let error):
-            return StackSample(error: error.message, failure: error.message)
+            return StackSample(failed: error)
         }
     }
 

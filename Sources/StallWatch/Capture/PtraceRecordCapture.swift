@@ -43,6 +43,45 @@ extension StackCapture {
             pauseNanoseconds: pauseNanoseconds, handlerNanoseconds: 0, stackLow: record.stack_low,
             stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns)
         capture.restartedCall = record.restarted_call != 0
+        capture.stopSyscall = record.stop_syscall >= 0 ? Int(record.stop_syscall) : nil
         return .success(capture)
+    }
+}
+
+extension UnstoppedThread {
+    /// Why a record's capture did not stop the thread, when its failed step is the wait for the stop.
+    package init?(record: sw_ptrace_record) {
+        guard record.failed_step == SW_PTRACE_STEP_STOP else { return nil }
+        switch Int(record.unstopped) {
+        case Int(SW_PTRACE_UNSTOPPED_UNINTERRUPTIBLE.rawValue): self = .uninterruptible
+        case Int(SW_PTRACE_UNSTOPPED_IN_KERNEL.rawValue): self = .workingInKernel
+        case Int(SW_PTRACE_UNSTOPPED_TIMEOUT.rawValue): self = .timedOut
+        default: return nil
+        }
+    }
+
+    /// The error a capture that did not stop `target` ends in (`state`: the thread's /proc state letter now).
+    package func error(target: String, state: Character?, timeoutNanos: UInt64, context: [String: String])
+        -> StallWatchError
+    {
+        var context = context
+        if let state { context["threadState"] = String(state) }
+        context["unstopped"] = rawValue
+        let message: String
+        switch self {
+        case .uninterruptible:
+            message =
+                "\(target) is in uninterruptible sleep (state D) and cannot stop before its call ends: "
+                + "released at once without a sample"
+        case .workingInKernel:
+            message =
+                "\(target) ran without reaching the stop (working inside a system call, thread state "
+                + ProcStat.describe(state: state) + "): released at once without a sample"
+        case .timedOut:
+            message =
+                "\(target) did not stop within \(describeNanoseconds(timeoutNanos)); thread state "
+                + ProcStat.describe(state: state) + "; released without a sample"
+        }
+        return StallWatchError(.captureTimedOut, message, context: context)
     }
 }

@@ -37,6 +37,10 @@ package struct StackCapture: Sendable {
     /// For ptrace: the stop found the thread leaving a system call that the stop alone had cut short (it would
     /// have returned EINTR), and the call was set to run again after the detach.
     var restartedCall = false
+    /// For ptrace: the system call whose boundary the thread stopped at (it was in that call, or had just entered
+    /// or left it: `ORIG_RAX` at the stop), nil when the stop interrupted user-space code. It names the call a
+    /// thread was working in when `/proc/…/syscall` could only say "running".
+    var stopSyscall: Int?
 
     package init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,

@@ -15,9 +15,14 @@ package struct StackSample: Sendable {
     package var error: String?
     /// A capture failure worth listing in the report's `capture.errors`.
     package var failure: String?
-    /// The thread did not stop within the capture timeout: it was working inside the kernel (a thread in user
-    /// space stops at once), and `pauseNanos` is not what the target saw.
-    package var timedOut = false
+    /// Why the thread was not stopped (it exists, but could not reach the stop); nil when it was, or when the
+    /// capture failed otherwise.
+    package var unstopped: UnstoppedThread?
+    /// The thread was not stopped: it was inside the kernel (a thread in user space stops at once) or waiting for
+    /// a CPU, and `pauseNanos` is not what the target saw.
+    package var timedOut: Bool { unstopped != nil }
+    /// The system call whose boundary the thread stopped at (``StackCapture/stopSyscall``).
+    package var stopSyscall: Int?
     /// How long the thread took to stop for the capture (ptrace), nanoseconds; part of `pauseNanos`.
     var stopWaitNanos: UInt64?
 
@@ -34,6 +39,19 @@ package struct StackSample: Sendable {
 
     /// The frames' addresses.
     package var addresses: [UInt64] { frames.map(\.address) }
+}
+
+/// Why a capture could not stop a thread that exists. A thread that cannot stop soon is never held: it is left
+/// alone, or released at once, and only what /proc shows without a stop is read.
+package enum UnstoppedThread: String, Sendable, Equatable {
+    /// In uninterruptible sleep (state D: an fsync waiting for writeback, a read from a disk): only the end of its
+    /// call wakes it.
+    case uninterruptible
+    /// It ran on a CPU without reaching the stop: it was working inside a system call (a large write copied into
+    /// the page cache), where a stop is reached only when the call returns.
+    case workingInKernel
+    /// It did not stop within the capture timeout: it may have been waiting for a CPU, or inside the kernel.
+    case timedOut
 }
 
 /// Takes a stack sample of one thread of the watched process. Called on the recorder's thread only.
@@ -89,7 +107,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             return result
         case .failure(let error):
             var result = StackSample(error: error.message, failure: error.message)
-            result.timedOut = error.code == .captureTimedOut
+            result.unstopped = error.code == .captureTimedOut ? .timedOut : nil
             return result
         }
     }
@@ -131,5 +149,14 @@ extension StackSample {
         if let error = stack.error, stack.frames.count < 2 { self.error = error }
         if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds
+        stopSyscall = capture.stopSyscall
+    }
+
+    /// The sample of a capture that failed with `error`: its message, and why the thread was not stopped.
+    package init(failed error: StallWatchError, message: String? = nil) {
+        self.init(error: message ?? error.message, failure: message ?? error.message)
+        if error.code == .captureTimedOut {
+            unstopped = error.context["unstopped"].flatMap(UnstoppedThread.init(rawValue:)) ?? .timedOut
+        }
     }
 }

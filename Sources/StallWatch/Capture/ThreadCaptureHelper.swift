@@ -128,12 +128,11 @@ package final class ThreadCaptureHelper: Sendable {
                 "ptrace of this process's thread \(threadID) by its capture helper was refused: a seccomp filter "
                     + "or container policy may forbid ptrace, Yama may refuse it, or a debugger is already "
                     + "attached (TracerPid in /proc/self/status)", context: context, errno: EPERM)
-        case (SW_PTRACE_STEP_STOP, ETIMEDOUT):
+        case (SW_PTRACE_STEP_STOP, ETIMEDOUT), (SW_PTRACE_STEP_STOP, EAGAIN):
             let state = ProcDirectory(processID: getpid(), threadID: threadID).stat()?.state
-            return StallWatchError(
-                .captureTimedOut,
-                "thread \(threadID) did not stop within \(describeNanoseconds(timeoutNanos)); thread state "
-                    + ProcStat.describe(state: state) + "; released without a sample", context: context)
+            let why = UnstoppedThread(record: record) ?? .timedOut
+            return why.error(
+                target: "thread \(threadID)", state: state, timeoutNanos: timeoutNanos, context: context)
         default:
             return Syscall.error("ptrace (capture helper)", errno: err)
         }

@@ -55,8 +55,12 @@ package protocol ProgressSource {
     /// missed that the thread was back in its idle wait when it was captured.
     mutating func noteCapture(waitBefore: ThreadWait?)
     /// Whether the loop is still stuck after transition `sequence` (the stall's), read without waiting; a
-    /// source that cannot tell cheaply says true. Asked during a long all-threads snapshot.
+    /// source that cannot tell cheaply says true. Asked during a long all-threads snapshot and before each sample.
     func isStillStuck(after sequence: UInt64) -> Bool
+    /// ``isStillStuck(after:)`` said false at `now` during the stall's snapshot, while the follower could not
+    /// look: a polled source takes that as the end of the stall, which its next look might not see any more
+    /// (the thread back at work after a turn of its loop).
+    mutating func noteStallOver(at now: UInt64)
 }
 
 extension ProgressSource {
@@ -69,4 +73,5 @@ extension ProgressSource {
     package mutating func noteCapture() {}
     package mutating func noteCapture(waitBefore: ThreadWait?) { noteCapture() }
     package func isStillStuck(after sequence: UInt64) -> Bool { true }
+    package mutating func noteStallOver(at now: UInt64) {}
 }

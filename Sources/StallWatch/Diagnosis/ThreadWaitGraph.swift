@@ -15,20 +15,37 @@ package struct ThreadWaitGraph: Sendable {
     }
 
     /// Reads every thread of `pid` (but `excluding`), calling `between` before each thread (a process of
-    /// thousands of threads takes hundreds of milliseconds to read: the caller's periodic work goes on).
-    package static func read(pid: Int32, excluding: Set<Int32> = [], between: () -> Void = {}) -> ThreadWaitGraph {
+    /// thousands of threads takes hundreds of milliseconds to read, seconds on a loaded machine: the caller's
+    /// periodic work goes on; it returns false to stop reading) and `listed` with the thread ids once they are
+    /// known.
+    ///
+    /// The threads of `first` (the stuck thread, and the owner its own samples read) are read first, in that
+    /// order, and each lock owner found right after the thread that waits for it: the owner chain is read
+    /// moments after the wait, before a holder that releases its lock and exits is gone, however many other
+    /// threads there are.
+    package static func read(
+        pid: Int32, excluding: Set<Int32> = [], first: [Int32] = [], listed: (Set<Int32>) -> Void = { _ in },
+        between: () -> Bool = { true }
+    ) -> ThreadWaitGraph {
         let tids = ThreadProbe.threadIDs(pid: pid).filter { !excluding.contains($0) }
         let all = Set(tids)
+        listed(all)
         var probes: [Int32: ThreadProbe] = [:]
         var edges: [Int32: Int32] = [:]
-        for tid in tids {
-            between()
+        var done = Set<Int32>()
+        var queue = (first.filter(all.contains) + tids).makeIterator()
+        var chain: Int32?
+        while let tid = chain ?? queue.next() {
+            chain = nil
+            guard done.insert(tid).inserted else { continue }
+            guard between() else { break }
             guard let probe = ThreadProbe.read(pid: pid, tid: tid) else { continue }
             probes[tid] = probe
             if probe.syscallKind == .lock, let wait = probe.wait,
                 let owner = LockOwner.owner(pid: pid, wait: wait, threads: all)?.threadID
             {
                 edges[tid] = owner
+                if !done.contains(owner) { chain = owner }
             }
         }
         return ThreadWaitGraph(probes: probes, waitsFor: edges)

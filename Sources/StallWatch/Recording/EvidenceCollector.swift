@@ -21,6 +21,10 @@ struct EvidenceCollector {
     private(set) var evidence: StallEvidence?
     private var thread: SampledThread?
     private var contextProbe: SystemContextProbe?
+    /// The threads the stall's snapshot lists (nil until its wait graph is read), and those found later.
+    private var listedThreads: Set<Int32>?
+    private var lateThreads: [StallEvidence.Thread] = []
+    private var snapshotDone = false
     /// When the next sample is due (CLOCK_MONOTONIC), nil when none is.
     private(set) var nextSampleAt: UInt64?
 
@@ -31,12 +35,15 @@ struct EvidenceCollector {
 
     /// A stall began on `thread` (detected at `now`): the first sample, the thread's state, every thread's
     /// state and the context at detection. `isOngoing` tells whether the stall still lasts (asked during the
-    /// snapshot, which can take seconds with thousands of threads on a loaded machine).
+    /// snapshot, which can take seconds with thousands of threads on a loaded machine); `afterFirstSample` runs
+    /// between the first sample and the snapshot, while the stall is surely under way.
     mutating func begin(
         _ stall: StallDetector.Stall, thread: SampledThread?, annotations: [String: String],
-        schedule: ThreadSchedule? = nil, reportID: String, now: UInt64, isOngoing: () -> Bool = { true }
+        schedule: ThreadSchedule? = nil, reportID: String, now: UInt64, isOngoing: () -> Bool = { true },
+        afterFirstSample: ([UnwoundFrame]) -> Void = { _ in }
     ) {
         self.thread = thread
+        (listedThreads, lateThreads, snapshotDone) = (nil, [], false)
         var evidence = StallEvidence(
             stall: stall, threadID: thread?.threadID, reportID: reportID, wallAtBegin: sw_realtime_ns(),
             monoAtBegin: now, intervalNanos: configuration.intervals.sampleInterval)
@@ -48,6 +55,7 @@ struct EvidenceCollector {
         // its detection on a loaded machine); the /proc context after. The sample's own probe, read just
         // before its capture, is the thread's state at detection.
         takeSample(now: now)
+        afterFirstSample(self.evidence?.samples.first?.frames ?? [])
         if let tid = thread?.threadID {
             let first = self.evidence?.samples.first?.probe ?? ThreadProbe.read(pid: pid, tid: tid)
             self.evidence?.firstProbe = first
@@ -59,6 +67,8 @@ struct EvidenceCollector {
         }
         let threads = snapshotThreads(isOngoing: isOngoing)
         self.evidence?.threads = threads
+        snapshotDone = true
+        mergeLateThreads()
     }
 
     /// The Concurrency sections of the followed stall's report.
@@ -92,6 +102,9 @@ struct EvidenceCollector {
     }
 
     mutating func reset() {
+        listedThreads = nil
+        lateThreads = []
+        snapshotDone = false
         evidence = nil
         thread = nil
         contextProbe = nil
@@ -133,9 +146,18 @@ struct EvidenceCollector {
             sample.pauseNanos = taken.pauseNanos
             sample.unwindNanos = taken.unwindNanos
             sample.error = taken.error
-            sample.captureTimedOut = taken.timedOut
+            sample.unstopped = taken.unstopped
             sample.stopWaitNanos = taken.stopWaitNanos
             var failure = taken.failure
+            // "running" in /proc, stopped at the boundary of a file or socket call: the one it was working in (a
+            // write into the page cache). Other calls are left to /proc: an event wait must be judged against the
+            // loop's own idle wait, which a sample does not know.
+            if sample.probe != nil, sample.probe?.syscall == nil, let call = taken.stopSyscall,
+                SyscallTable.kind(call) == .io
+            {
+                sample.probe?.syscall = call
+                sample.stopCall = true
+            }
             // A thread that would not stop is working inside the kernel, where /proc/…/syscall says only
             // "running": its kernel stack, read while it is still there, names the call.
             if taken.timedOut, sample.probe != nil, sample.probe?.syscall == nil,
@@ -152,12 +174,68 @@ struct EvidenceCollector {
             sample.error = "no sampler"
         }
         evidence.samples.append(sample)
+        if let owner = sample.lockOwner, listedThreads?.contains(owner) == false {
+            self.evidence = evidence
+            addLockOwner(owner, foundAt: evidence.samples.count - 1)
+            evidence = self.evidence ?? evidence
+        }
         return sample
     }
 
     /// Samples the stuck thread if a sample is due (between the threads of a snapshot).
     private mutating func takeSampleIfDue() {
         if let due = nextSampleAt, sw_monotonic_ns() >= due { takeSample(now: sw_monotonic_ns()) }
+    }
+
+    /// Adds to the stall's threads the thread `owner` that a sample (number `index`) found holding the lock the
+    /// stuck thread waits for, when the snapshot lacks it, with the owner chain behind it (up to 16 threads):
+    /// read now, while it still holds the lock.
+    ///
+    /// The snapshot lists the threads there were when it was read, at the stall's first sample; a stall that began
+    /// with other work (creating threads, say) and only then waited for a lock may wait for a thread started
+    /// since. Without this the report would name the holder by id alone (and by the time the snapshot is over
+    /// the holder may have released the lock and exited). A note says the thread's state and stack are from a
+    /// later sample.
+    private mutating func addLockOwner(_ owner: Int32, foundAt index: Int) {
+        guard let listed = listedThreads, !listed.contains(owner) else { return }
+        let me = pid == getpid() ? sw_gettid() : 0
+        var next: Int32? = owner
+        var added = 0
+        while let tid = next, tid != me, listedThreads?.contains(tid) == false, added < 16,
+            let probe = ThreadProbe.read(pid: pid, tid: tid)
+        {
+            listedThreads?.insert(tid)
+            added += 1
+            var snapshot = StallReport.ThreadSnapshot(
+                threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
+            next = nil
+            if probe.syscallKind == .lock, let wait = probe.wait {
+                snapshot.waitAddress = probe.syscallArg0
+                next = LockOwner.owner(pid: pid, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
+                snapshot.waitingForThreadId = next
+            }
+            var frames: [UnwoundFrame] = []
+            if let sampler = target.sampler {
+                let taken = sampler.sampleThread(id: tid, configuration: configuration)
+                frames = taken.frames
+                snapshot.error = taken.error
+            }
+            lateThreads.append(StallEvidence.Thread(snapshot: snapshot, frames: frames))
+            evidence?.notes.append(
+                "thread \(tid) (\(probe.name)) was not in the snapshot of the first sample (it started later): its "
+                    + "state and stack are from sample \(index), where the loop waited for a lock it held")
+        }
+        mergeLateThreads()
+    }
+
+    /// Puts the threads ``addLockOwner(_:foundAt:)`` found into the stall's threads, right after the stuck thread
+    /// (the owner chain matters most), once the snapshot is in.
+    private mutating func mergeLateThreads() {
+        guard snapshotDone, !lateThreads.isEmpty, var threads = evidence?.threads else { return }
+        let position = threads.firstIndex { $0.snapshot.threadId == thread?.threadID } ?? -1
+        threads.insert(contentsOf: lateThreads, at: position + 1)
+        lateThreads = []
+        evidence?.threads = threads
     }
 
     /// Every other thread's state and wait target at the first sample, in order of relevance (the loop, the owner
@@ -174,8 +252,29 @@ struct EvidenceCollector {
         let me = pid == getpid() ? sw_gettid() : 0
         let loopTID = thread?.threadID
         var over = false
-        let graph = ThreadWaitGraph.read(pid: pid, excluding: [me]) {
+        // The stuck thread, then the owner of the lock its samples saw it wait for: right after the first sample
+        // the thread itself may be running, on its way back into the wait our stop interrupted.
+        let sampledOwner = evidence?.samples.last(where: { $0.lockOwner != nil })?.lockOwner
+        let first = [loopTID, sampledOwner].compactMap { $0 }
+        // Once the stall is over the rest of the threads are not read: their states would be those after it (and
+        // on a loaded machine reading thousands takes seconds, which would hold up the stall's end).
+        var graph = ThreadWaitGraph.read(pid: pid, excluding: [me], first: first, listed: { listedThreads = $0 }) {
             if !over, isOngoing() { takeSampleIfDue() } else { over = true }
+            return !over
+        }
+        if over, let listed = listedThreads, listed.count > graph.probes.count {
+            evidence?.notes.append(
+                "the stall ended while the process's threads were read: \(listed.count - graph.probes.count) of "
+                    + "\(listed.count) are not listed")
+        }
+        // The stuck thread seen out of its lock wait as the graph was read (restarting it after our stop, or woken
+        // and losing the lock again): the owner its samples read is still the one it waits for.
+        if let loopTID, graph.waitsFor[loopTID] == nil,
+            let owner = evidence?.samples.last(where: { $0.lockOwner != nil })?.lockOwner
+        {
+            var edges = graph.waitsFor
+            edges[loopTID] = owner
+            graph = ThreadWaitGraph(probes: graph.probes, waitsFor: edges)
         }
         let holders = Set(graph.waitsFor.values)
         var result: [StallEvidence.Thread] = []

@@ -102,6 +102,12 @@ final class ReportWorker: @unchecked Sendable {
         queue.async { [self] in emit(.ended(publisher.publishFinal(report, now: now))) }
     }
 
+    /// Gives the report's symbolicator what the recorder's own read of the target's images while it surely ran
+    /// (``Symbolicator/imageSnapshot(for:)``): the queue may get to this stall only after the target exited.
+    func adoptImages(_ snapshot: Symbolicator.ImageSnapshot) {
+        queue.async { [self] in symbolicator.adopt(snapshot) }
+    }
+
     /// Reads the image map of another process for these addresses now, while it lives, so the final report keeps
     /// its symbols if the process exits during the stall.
     func prepareSymbols(for addresses: [UInt64]) {

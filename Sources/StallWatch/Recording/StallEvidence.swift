@@ -18,10 +18,14 @@ struct StallEvidence: Sendable {
         var probe: ThreadProbe?
         /// The thread holding the lock the stuck thread waits for, when the probe shows a futex wait.
         var lockOwner: Int32?
-        /// The capture gave up waiting for the thread to stop.
-        var captureTimedOut = false
+        /// Why the capture did not stop the thread (nil: it did, or failed otherwise).
+        var unstopped: UnstoppedThread?
+        /// The capture did not stop the thread: it was inside the kernel, or waiting for a CPU.
+        var captureTimedOut: Bool { unstopped != nil }
         /// The probe's system call was read from the thread's kernel stack after the capture timed out.
         var kernelStackCall = false
+        /// The probe said "running" and the call is the one the capture stopped the thread at the boundary of.
+        var stopCall = false
         /// How long the thread took to stop for the capture; part of `pauseNanos`.
         var stopWaitNanos: UInt64?
     }

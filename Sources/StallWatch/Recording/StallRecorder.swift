@@ -111,9 +111,18 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         schedule: ThreadSchedule? = nil, now: UInt64, isOngoing: () -> Bool = { true }
     ) {
         let reportID = Self.makeID(wallNanos: sw_realtime_ns())
+        // Another process may exit mid-stall, or before the report queue (behind a report's fsyncs on a busy disk)
+        // gets to this stall: its images are read right after the first sample, while it surely runs, and go to
+        // the report's symbolicator, so the final report keeps its symbols and images.
+        var images: Symbolicator.ImageSnapshot?
         collector.begin(
             stall, thread: thread, annotations: annotations, schedule: schedule, reportID: reportID, now: now,
-            isOngoing: isOngoing)
+            isOngoing: isOngoing
+        ) { first in
+            guard target.processID != getpid() else { return }
+            images = quickSymbolicator.imageSnapshot(for: first.map(\.address))
+        }
+        if let images { reports.adoptImages(images) }
         collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often.
@@ -121,6 +130,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
         collector.slowDown(by: reports.samplingScale(signature: firstSignature, now: now), now: now)
         if let report = provisional() { emit(.began(report)) }
+        if target.processID != getpid() {
+            // The images of the other threads' stacks too, which the provisional report just read.
+            let addresses = evidence.threads.flatMap { $0.frames.map(\.address) }
+            if let threads = quickSymbolicator.imageSnapshot(for: addresses) { reports.adoptImages(threads) }
+            reports.prepareSymbols(for: first.map(\.address))
+        }
         lastProvisionalAt = now
         emit(
             .sampled(
@@ -131,8 +146,6 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
                 .sampled(reportID: reportID, index: index, pauseMicros: sample.pauseNanos.map(StallReport.microseconds))
             )
         }
-        // Another process may exit mid-stall: read its image map now, so the final report keeps its symbols.
-        if target.processID != getpid() { reports.prepareSymbols(for: first.map(\.address)) }
         // The line tables of the first sample's and the other threads' frames load in the background while the
         // stall goes on, so the final report has the lines at once when they are ready by the stall's end (the
         // first DWARF load of an image takes tens to hundreds of ms); what is not is filled in afterwards.
@@ -148,6 +161,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     /// The wait the stuck thread was in just before its latest capture, as the sample's probe read it.
     var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
+
+    /// Whether a sample of the stall being followed is due at `now`.
+    func isSampleDue(now: UInt64) -> Bool { collector.nextSampleAt.map { now >= $0 } ?? false }
 
     /// Takes a sample if one is due; returns true if it did.
     @discardableResult

@@ -151,18 +151,29 @@ struct StallReportBuilder {
         return report
     }
 
-    /// What the pause figures measured when some captures timed out: those never stopped the thread (it was
-    /// working inside the kernel and went on), so they are not in the median and maximum.
+    /// What the pause figures measured when some captures did not stop the thread (it was inside the kernel and
+    /// went on): those are not in the median and maximum, and the line says why each group did not stop.
     static func pauseCoverage(_ samples: [StallEvidence.Sample], stopped: Int, timeoutNanos: UInt64) -> [String] {
         var lines: [String] = []
-        let timedOut = samples.filter(\.captureTimedOut)
-        if !timedOut.isEmpty {
-            let calls = Set(timedOut.compactMap { $0.probe?.syscall }.map(SyscallTable.name)).sorted()
-            let inside = calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))"
+        let unstopped = samples.filter(\.captureTimedOut)
+        if !unstopped.isEmpty {
+            func group(_ reason: UnstoppedThread, _ what: String) -> String? {
+                let these = unstopped.filter { $0.unstopped == reason }
+                guard !these.isEmpty else { return nil }
+                let calls = Set(these.compactMap { $0.probe?.syscall }.map(SyscallTable.name)).sorted()
+                return "\(these.count) \(what)" + (calls.isEmpty ? "" : " in \(calls.joined(separator: ", "))")
+            }
+            let groups = [
+                group(.workingInKernel, "released at once with the thread working inside the kernel"),
+                group(.uninterruptible, "left alone with the thread in uninterruptible sleep"),
+                group(
+                    .timedOut,
+                    "timed out after \(describeNanoseconds(timeoutNanos)) with the thread working inside the kernel "
+                        + "or waiting for a CPU"),
+            ].compactMap { $0 }
             lines.append(
                 "pause figures cover the \(stopped) of \(samples.count) captures that stopped the thread; "
-                    + "\(timedOut.count) timed out after \(describeNanoseconds(timeoutNanos)) with the thread working inside the kernel"
-                    + "\(inside) and did not pause it (its call went on)")
+                    + groups.joined(separator: ", ") + ": those did not pause it (its call went on)")
         }
         // A stop long after the interrupt: the thread finished a kernel call that does not stop first (or waited
         // for a CPU). The pause figure counts from the interrupt, the conservative side; say how much was that.

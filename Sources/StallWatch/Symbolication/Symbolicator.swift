@@ -233,6 +233,41 @@ package final class Symbolicator: @unchecked Sendable {
         return names
     }
 
+    /// What this symbolicator knows of its process's images: the image map and the checked files behind the
+    /// images some addresses fall in. Read while the process runs, it lets another symbolicator of the same process
+    /// (``adopt(_:)``) name frames after the process has exited.
+    package struct ImageSnapshot: @unchecked Sendable {  // Immutable; ImageSymbols is thread-safe.
+        fileprivate let map: ImageMap
+        fileprivate let images: [ImageMap.Image: ImageSymbols?]
+    }
+
+    /// The image map (read now if it was not yet) and the shared tables of the images `addresses` fall in; nil
+    /// when the map cannot be read.
+    package func imageSnapshot(for addresses: [UInt64]) -> ImageSnapshot? {
+        guard let map = currentImageMap() else { return nil }
+        var images: [ImageMap.Image: ImageSymbols?] = [:]
+        if mode != .off {
+            for address in addresses {
+                if let image = map.image(containing: address), images[image] == nil {
+                    images[image] = sharedSymbols(for: image)
+                }
+            }
+        }
+        return ImageSnapshot(map: map, images: images)
+    }
+
+    /// Takes what another symbolicator of the same process read while it ran (``imageSnapshot(for:)``): its image
+    /// map, when this one has none yet, and the files it checked.
+    package func adopt(_ snapshot: ImageSnapshot) {
+        if imageMap == nil {
+            imageMap = snapshot.map
+            mapReadAt = Self.coarseNanos()
+        }
+        for (image, symbols) in snapshot.images where symbols != nil && (sharedImages[image] ?? nil) == nil {
+            sharedImages[image] = symbols
+        }
+    }
+
     /// Reads the process's image map, checks the files behind the images `addresses` fall in and opens the
     /// symbol session now, while the process surely exists, and keeps them: a target that exits during a stall
     /// still gets symbols and images in its final report.

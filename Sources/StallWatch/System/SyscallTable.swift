@@ -48,8 +48,10 @@ package enum SyscallTable {
         case 7, 23, 232, 270, 271, 281, 426, 441, 34, 130, 128: return .idleWait
         case 202, 449: return .lock
         case 35, 230: return .sleep
-        case 0, 1, 17, 18, 19, 20, 26, 40, 42, 43, 44, 45, 46, 47, 73, 74, 75, 76, 77, 162, 187, 257, 262, 277, 285,
-            288, 295, 296, 299, 306, 307, 327, 328, 332, 2, 4, 82, 83, 87:
+        // The reads and writes, syncs, truncations and file-system calls; and close, which can be long only as
+        // file I/O (freeing the blocks of a deleted file, flushing a network file system's data).
+        case 0, 1, 3, 17, 18, 19, 20, 26, 40, 42, 43, 44, 45, 46, 47, 73, 74, 75, 76, 77, 162, 187, 257, 262, 277,
+            285, 288, 295, 296, 299, 306, 307, 327, 328, 332, 2, 4, 82, 83, 87:
             return .io
         default: return .other
         }

@@ -20,7 +20,17 @@ import Dispatch
 ///   timeout, not a mutex): the thread was woken and slept again, in a wait it came back to (a runtime that
 ///   reuses the word of the lock it parks on shows the very same call each time). Nor is going from one call on
 ///   a descriptor straight into another kind of call on the same descriptor with no other read or write in
-///   between (a file's `fsync`, then its `close`): one piece of work on one file goes on.
+///   between (a socket's last send, then its shutdown).
+/// - **one piece of work on one file is one stall**, whatever /proc shows between its calls (``FileWork``): a
+///   write copied into the page cache reads "running", and between a write, its `fsync` and the `close` the
+///   thread is briefly in user space. Not progress, from one look to the next: writes that all went into file
+///   pages (`write_bytes` grew with `wchar`, which no socket, pipe or tmpfs write does), reads that all came
+///   from storage (`read_bytes` with `rchar`), sleeps where file calls sleep, with no more CPU in user space than
+///   in the kernel; and leaving a call on a file (a regular file or a block device, seen through
+///   `/proc/<pid>/fd`) for the kernel or user space with nothing else done. So the tick of `syscw` a write makes
+///   as it completes, just before its `fsync`, is not progress. The work ends when the thread does anything
+///   else (another descriptor, a read of a socket, user-space work, its idle wait) or its descriptor no longer
+///   names the file after the close.
 /// - every counter move a ptrace capture causes is discounted: 2 voluntary switches, and 1 `syscr` or `syscw`
 ///   for a thread blocked in `read()`/`write()` on a pipe or file (the kernel counts the restarted call).
 ///
@@ -30,8 +40,9 @@ import Dispatch
 ///
 /// Used by the sidecar for another process's threads and by ``ThreadWatchdog`` for threads of this process.
 ///
-/// Blind spot: a loop stuck in a busy sequence of read/write calls (synchronous disk I/O in a loop) looks like
-/// progress here; the heartbeat sees it.
+/// Blind spot: a loop stuck in a busy sequence of reads served from the page cache, or of writes into tmpfs or
+/// over already-dirty pages, looks like progress here (nothing tells those calls from a socket's); the
+/// heartbeat sees it.
 package struct ProcProgressProbe: Sendable {
     package let processID: Int32
     package let threadID: Int32
@@ -40,14 +51,19 @@ package struct ProcProgressProbe: Sendable {
     private var sequence: UInt64 = 1
     private var phaseStart: UInt64
     private var idle = false
-    private var counters: [UInt64]?
+    private var counters: ThreadCounters?
     private var lastWait: ThreadWait?
+    /// The piece of file work the thread may be in the middle of since the last progress.
+    private var work = FileWork()
+    /// When a stall's snapshot saw the thread back in its idle wait (``noteStallOver(at:)``), until the next read
+    /// reports it as the stall's end; 0 when it did not.
+    private var idleSeenAt: UInt64 = 0
     /// The thread's own idle wait, learned as it idles.
     private(set) var idleWaits = IdleWaitLearner()
     /// The thread's schedule at `phaseStart`.
     package private(set) var phaseStartSchedule: ThreadSchedule?
-    /// Counter moves our own ptrace captures may have caused since the last look (switches, syscr, syscw).
-    private var captureAllowance: [UInt64] = [0, 0, 0]
+    /// Counter moves our own ptrace captures may have caused since the last look.
+    private var captureAllowance = CaptureAllowance()
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -67,7 +83,10 @@ package struct ProcProgressProbe: Sendable {
         let directory = ProcDirectory(processID: processID, threadID: threadID)
         guard let status = directory.status() else { return nil }
         let state = status.state ?? "?"
-        if state == "Z" || state == "X" { return nil }
+        let stat = directory.stat()
+        // A thread that is exiting has ended its work (a process exiting frees its memory in the kernel, which
+        // takes a while for a large one): gone, not stuck.
+        if state == "Z" || state == "X" || stat?.isExiting == true { return nil }
         if state == "T" || state == "t" {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
@@ -80,43 +99,80 @@ package struct ProcProgressProbe: Sendable {
             enterIdleWait(wait)
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
-        let current = readCounters(directory, status: status)
+        let current = ThreadCounters.read(directory, status: status, stat: stat)
         let allowance = captureAllowance
-        captureAllowance = [0, 0, 0]
-        if idle || counters == nil
-            || Self.isProgress(from: lastWait, to: wait, counters: counters!, current, allowance: allowance)
-        {
+        captureAllowance = CaptureAllowance()
+        if idle || counters == nil || !continues(from: lastWait, to: wait, counters: counters!, current, allowance) {
             // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
             phaseStartSchedule = directory.schedstat(now: now)
             idle = false
+            // A new piece of work, maybe on the file of the call the thread is in now; the bytes of a call still
+            // under way carry over to the look where it completes.
+            var next = FileWork(carryingCreditOf: work)
+            if let wait, FileWork.isFileCall(wait), let descriptor = wait.descriptor {
+                next.descriptor = descriptor
+                next.file = FileIdentity.of(pid: processID, descriptor: descriptor)
+            }
+            work = next
         }
         counters = current
         // Right after a capture a thread blocked in a call may be seen on its way back into it (the kernel
         // restarts the call from user space): keep the call it was in until a look without a capture.
-        let capturedOutOfCall = allowance[0] > 0 && !(wait?.inSyscall ?? false) && (lastWait?.inSyscall ?? false)
+        let capturedOutOfCall =
+            allowance.switches > 0 && !(wait?.inSyscall ?? false) && (lastWait?.inSyscall ?? false)
         if !capturedOutOfCall { lastWait = wait }
         return LoopSnapshot(sequence: sequence, activity: .afterWaiting, phaseStartNanos: phaseStart)
+    }
+
+    /// Whether the thread made no progress from the last look to this one: the rules of ``isProgress(from:to:moves:afterCapture:work:)``,
+    /// with the piece of file work it may be in (what this look sees of it is learned first).
+    private mutating func continues(
+        from before: ThreadWait?, to after: ThreadWait?, counters old: ThreadCounters, _ new: ThreadCounters,
+        _ allowance: CaptureAllowance
+    ) -> Bool {
+        var work = self.work
+        var anotherFile = false
+        if let after, FileWork.isFileCall(after), let descriptor = after.descriptor {
+            // A call on another file, or on the same descriptor naming another file now, is another piece of work
+            // (a close is let be: its descriptor is gone from the table while the call runs).
+            let file =
+                after.number == 3 && descriptor == work.descriptor
+                ? work.file : FileIdentity.of(pid: processID, descriptor: descriptor)
+            if let known = work.descriptor {
+                anotherFile = known != descriptor || (file != nil && work.file != nil && file != work.file)
+            } else {
+                work.descriptor = descriptor
+                work.file = file
+            }
+        }
+        let moves = CounterMoves(from: old, to: new, allowance: allowance)
+        defer {
+            work.account(moves)
+            self.work = work
+        }
+        return !anotherFile
+            && !Self.isProgress(from: before, to: after, moves: moves, afterCapture: allowance.switches > 0, work: work)
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
     /// (more voluntary switches than captures explain): it was woken and came back to the wait.
     private func cameBack(to wait: ThreadWait?, status: ProcFields) -> Bool {
         guard let wait, wait.isWakeOnlyFutexWait, let lastWait, lastWait.isSameCall(as: wait),
-            let before = counters?.first, let now = status.voluntarySwitches
+            let before = counters?.voluntarySwitches, let now = status.voluntarySwitches
         else { return false }
-        return now > before && now - before > captureAllowance[0]
+        return now > before && now - before > captureAllowance.switches
     }
 
     /// Call after each ptrace capture of the thread: its stop and its going back to sleep after the detach are
     /// two voluntary context switches, and a read or write it was blocked in is counted again when restarted.
     package mutating func noteCapture() {
-        captureAllowance[0] += 2
+        captureAllowance.switches += 2
         // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
         guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
-        captureAllowance[1] += 1
-        captureAllowance[2] += 1
+        captureAllowance.readCalls += 1
+        captureAllowance.writeCalls += 1
     }
 
     /// Call after each ptrace capture with the wait the thread was in just before it. Captured in its own idle
@@ -138,44 +194,50 @@ package struct ProcProgressProbe: Sendable {
         }
         counters = nil
         lastWait = wait
-        captureAllowance = [0, 0, 0]
+        captureAllowance = CaptureAllowance()
+        work = FileWork()
     }
 
-    /// Whether the thread made progress between two looks: `old`/`new` are (voluntary switches, syscr, syscw),
-    /// `allowance` what captures in between explain.
+    /// Whether the thread made progress between two looks, seen in `before` and then `after` (nil: unreadable),
+    /// its counters having moved by `moves` beyond what captures explain; `afterCapture`: a capture came in
+    /// between; `work`: the piece of file work the thread may be in (``FileWork``).
     static func isProgress(
-        from before: ThreadWait?, to after: ThreadWait?, counters old: [UInt64], _ new: [UInt64],
-        allowance: [UInt64]
+        from before: ThreadWait?, to after: ThreadWait?, moves: CounterMoves, afterCapture: Bool = false,
+        work: FileWork = FileWork()
     ) -> Bool {
-        guard old.count == new.count else { return true }
-        func moved(_ index: Int, beyond extra: UInt64 = 0) -> Bool {
-            guard index < old.count else { return false }
-            return new[index] < old[index] || new[index] - old[index] > allowance[index] + extra
-        }
+        if moves.inconsistent { return true }
+        let fileWorkOnly = work.explains(moves)
         if let before, before.inSyscall {
-            // Still inside the same call: only a completed read/write and an identical new one is progress, or a
-            // wait only another thread can end that the thread slept in again (it was woken and came back).
+            // Still inside the same call: only a completed read/write and an identical new one is progress (unless
+            // both were the file work's own), or a wait only another thread can end that the thread slept in
+            // again (it was woken and came back).
             if let after, before.isSameCall(as: after) {
-                return moved(1) || moved(2) || (after.isWakeOnlyFutexWait && moved(0))
+                if moves.madeCalls { return !fileWorkOnly }
+                return after.isWakeOnlyFutexWait && moves.switches > 0
             }
             // Seen outside the call just after a capture: the restart of the interrupted call, not progress.
-            if allowance[0] > 0, !(after?.inSyscall ?? false) { return false }
-            // From one call on a descriptor straight into another kind of call on the same one (a write, its
-            // fsync, its close), with no other read or write in between than the one just completed: the same
+            if afterCapture, !(after?.inSyscall ?? false) { return false }
+            // From one call on a descriptor straight into another kind of call on the same one (a socket's send,
+            // then its shutdown), with no other read or write in between than the one just completed: the same
             // piece of work goes on; a loop that turned in between would have waited or worked on other
             // descriptors. (A read followed by another read is a new read, as above.)
             if let after, after.number != before.number, let descriptor = before.descriptor,
-                after.descriptor == descriptor, !moved(1, beyond: 1), !moved(2, beyond: 1)
+                after.descriptor == descriptor,
+                (moves.readCalls <= 1 && moves.writeCalls <= 1) || fileWorkOnly
             {
                 return false
             }
+            // Out of a call on a file the thread works on, into the kernel ("running") or user space, having done
+            // nothing but that work: between its calls (a write's end, then its fsync).
+            if !(after?.inSyscall ?? false), work.isOn(before), fileWorkOnly { return false }
             // Left the call (into user space or another call).
             return true
         }
-        // Was in user space: system calls made since (a blocking call adds a voluntary switch) are progress,
-        // but entering the call it now sits in is not, by itself.
-        if let after, after.inSyscall { return moved(1) || moved(2) }
-        return moved(0) || moved(1) || moved(2)
+        // Was in user space: system calls made since (a blocking call adds a voluntary switch) are progress, unless
+        // they were the file work's own (a write that completed into the page cache before its fsync); entering
+        // the call it now sits in is not, by itself.
+        if let after, after.inSyscall { return moves.madeCalls && !fileWorkOnly }
+        return (moves.switches > 0 || moves.madeCalls) && !fileWorkOnly
     }
 
     /// Without `syscall` (it needs ptrace-attach rights; wchan only read rights): an event wait by its kernel
@@ -185,16 +247,6 @@ package struct ProcProgressProbe: Sendable {
         return ["do_epoll_wait", "ep_poll", "do_sys_poll", "do_select", "core_sys_select", "io_cqring_wait"]
             .contains(where: { wchan.hasPrefix($0) })
     }
-
-    /// (voluntary switches, syscr, syscw); the last two only when `io` can be read.
-    private func readCounters(_ directory: ProcDirectory, status: ProcFields) -> [UInt64] {
-        var values = [status.voluntarySwitches ?? 0]
-        if let io = directory.io() {
-            values.append(io.readCalls ?? 0)
-            values.append(io.writeCalls ?? 0)
-        }
-        return values
-    }
 }
 
 extension ProcProgressProbe: ProgressSource {
@@ -202,10 +254,29 @@ extension ProcProgressProbe: ProgressSource {
 
     package mutating func read(now: UInt64) -> ProgressReading {
         guard let snapshot = observe(now: now) else { return .ended(reason: "the watched thread \(threadID) exited") }
-        return .progress(snapshot)
+        defer { idleSeenAt = 0 }
+        return .progress(snapshot, stallEndNanos: idleSeenAt)
     }
 
     package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
+    }
+
+    /// The stall's snapshot saw the thread back in its idle wait at `now`: a turn of the loop, which ends the stall
+    /// there, whatever the next look sees.
+    package mutating func noteStallOver(at now: UInt64) {
+        guard !idle else { return }
+        enterIdleWait(nil)
+        idleSeenAt = now
+    }
+
+    /// Still stuck unless the thread is back in its learned idle wait now (or gone): one read of `syscall`, and
+    /// nothing learned. Asked between the threads of a stall's snapshot and before each sample, so that neither
+    /// goes on into the time after the stall, when samples would show the loop's own idle wait as the stall's.
+    package func isStillStuck(after sequence: UInt64) -> Bool {
+        guard sequence == self.sequence else { return false }
+        let directory = ProcDirectory(processID: processID, threadID: threadID)
+        guard let wait = directory.syscall() else { return directory.exists }
+        return !idleWaits.learned.contains { IdleWaitLearner.matches(wait, learned: $0) }
     }
 }

@@ -143,14 +143,25 @@ package struct StallFollower<Source: ProgressSource> {
                 source.stallBegan()
                 following(true)
                 let current = source
+                var overAt: UInt64 = 0
                 recorder.begin(
                     stall, thread: source.sampledThread, annotations: source.annotations,
                     schedule: source.phaseStartSchedule, now: now,
-                    isOngoing: { current.isStillStuck(after: stall.sequence) })
+                    isOngoing: {
+                        if current.isStillStuck(after: stall.sequence) { return true }
+                        if overAt == 0 { overAt = sw_monotonic_ns() }
+                        return false
+                    })
                 // The first sample, and those taken between the threads of the all-thread snapshot: each one a
                 // stop whose context switches the source must not count as progress.
                 for _ in 1..<max(1, recorder.samplesTaken) { source.noteCapture() }
                 source.noteCapture(waitBefore: recorder.lastSampleWait)
+                if overAt != 0 {
+                    // The snapshot saw the stall end: look now, and end it then.
+                    source.noteStallOver(at: overAt)
+                    lookAgain = true
+                    continue
+                }
                 // The loop may have moved on before it saw the follow flag: look again at once.
                 lookAgain = source.looksAgainAtOnce
             case .escalated(let stall):
@@ -166,6 +177,13 @@ package struct StallFollower<Source: ProgressSource> {
             }
         }
         if lookAgain { return .lookAgain }
+        // A sample due after the loop moved on would show the time after the stall (a polled source sees the end
+        // only at its next look): look now instead, and let the detector end the stall.
+        if let stall = detector.current, recorder.isSampleDue(now: sw_monotonic_ns()),
+            !source.isStillStuck(after: stall.sequence)
+        {
+            return .lookAgain
+        }
         if detector.current != nil, recorder.sampleIfDue(now: sw_monotonic_ns()) {
             source.noteCapture(waitBefore: recorder.lastSampleWait)
             if source.looksAgainAtOnce { return .lookAgain }

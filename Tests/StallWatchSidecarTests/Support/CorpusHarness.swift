@@ -48,6 +48,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     /// CPU hogs started next to the target (each spinning on CPU 0 at nice 10, where the target is pinned too),
     /// so that the rest of the suite, at nice 0, still gets its CPU.
     var competingSpinners = 0
+    /// Watch the target's main thread for ptrace (TracerPid, a tracing stop) every millisecond while it runs.
+    var monitorTracing = false
 
     var testDescription: String { name }
 }
@@ -63,6 +65,11 @@ enum CorpusHarness {
         var reports: [StallReport]
         var events: Int
         var targetStderr: String
+        var targetStdout = ""
+        /// With `monitorTracing`: the spans (CLOCK_REALTIME nanoseconds, first and last look) over which every
+        /// look saw the main thread traced or in a tracing stop, and when the watcher told the stall's end.
+        var tracedSpans: [(first: UInt64, last: UInt64)] = []
+        var endedAt: UInt64?
     }
 
     /// Spawns the program, waits for READY, watches it from /proc until it exits, and checks the reports.
@@ -92,15 +99,21 @@ enum CorpusHarness {
         var options = TargetWatcher.Options(pid: target.pid, configuration: configuration)
         options.thresholdFixed = true
         options.mode = .proc
-        let (watcher, events, done, badStates) = try SidecarIntegrationTests.watch(options)
+        let monitor = c.monitorTracing ? TracingMonitor(pid: target.pid) : nil
+        let endedAt = Locked<UInt64?>(nil)
+        let (watcher, events, done, badStates) = try SidecarIntegrationTests.watch(options) { event in
+            if case .stall(.ended) = event { endedAt.withLock { $0 = $0 ?? TracingMonitor.now() } }
+        }
         let status = target.wait(timeout: .seconds(40))
+        monitor?.stop()
         watcher.stop()
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(status == 0, "\(c.name) exited with \(String(describing: status)): \(target.stderr)")
         #expect(badStates.withLock { $0 }.isEmpty, "target stopped or traced: \(badStates.withLock { $0 })")
         return Observation(
             reports: SidecarFixtures.reports(in: directory), events: events.withLock { $0.count },
-            targetStderr: target.stderr)
+            targetStderr: target.stderr, targetStdout: target.stdout, tracedSpans: monitor?.spans ?? [],
+            endedAt: endedAt.withLock { $0 })
     }
 
     /// Checks the reports of one run against what a right diagnosis says.
@@ -171,5 +184,43 @@ enum CorpusHarness {
     static func describe(_ r: StallReport) -> String {
         let top = (r.pointStack?.frames ?? []).prefix(4).map { $0.symbol ?? $0.image ?? "?" }
         return "\(r.cause?.kind.rawValue ?? "-") \(Int(r.durationMs)) ms \(r.cause?.evidence ?? []) top \(top)"
+    }
+}
+
+/// Looks at a process's main thread every millisecond on a thread of its own, for as long as it exists, and keeps
+/// the spans over which it was traced (TracerPid set) or in a tracing stop.
+final class TracingMonitor: @unchecked Sendable {  // `spans` is read after `stop()` joined the thread.
+    private let done = DispatchSemaphore(value: 0)
+    private let stopped = Locked(false)
+    private(set) var spans: [(first: UInt64, last: UInt64)] = []
+
+    init(pid: Int32) {
+        Thread { [self] in
+            var current: (first: UInt64, last: UInt64)?
+            while !stopped.withLock({ $0 }), let state = SidecarFixtures.traceState(pid: pid) {
+                let now = Self.now()
+                if state.tracer != "0" || state.state == "t" || state.state == "T" {
+                    current = (current?.first ?? now, now)
+                } else if let span = current {
+                    spans.append(span)
+                    current = nil
+                }
+                usleep(1000)
+            }
+            if let current { spans.append(current) }
+            done.signal()
+        }.start()
+    }
+
+    func stop() {
+        stopped.withLock { $0 = true }
+        done.wait()
+    }
+
+    /// CLOCK_REALTIME in nanoseconds: the clock the programs print their own times in.
+    static func now() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_REALTIME, &t)
+        return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
     }
 }

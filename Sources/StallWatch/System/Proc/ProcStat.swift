@@ -13,6 +13,8 @@ package struct ProcStat: Sendable, Equatable {
     package var state: Character
     /// Field 4: the parent's pid.
     var parentProcessID: Int32
+    /// Field 9: the kernel's flags for the task (`PF_*`).
+    var flags: UInt64
     /// Fields 14 and 15: user and system CPU time, in clock ticks.
     var userTicks: UInt64
     var systemTicks: UInt64
@@ -25,8 +27,10 @@ package struct ProcStat: Sendable, Equatable {
         let fields = text[text.index(after: close)...].split(separator: " ")
         // fields[0] is field 3 (state), so field n is fields[n - 3].
         guard fields.count > 19, let state = fields[0].first, let parent = Int32(fields[1]),
-            let user = UInt64(fields[11]), let system = UInt64(fields[12]), let start = UInt64(fields[19])
+            let flags = UInt64(fields[6]), let user = UInt64(fields[11]), let system = UInt64(fields[12]),
+            let start = UInt64(fields[19])
         else { return nil }
+        self.flags = flags
         name = String(text[text.index(after: open)..<close])
         self.state = state
         parentProcessID = parent
@@ -34,6 +38,10 @@ package struct ProcStat: Sendable, Equatable {
         systemTicks = system
         startTimeTicks = start
     }
+
+    /// The thread is exiting (`PF_EXITING`): its code has ended, and the kernel is tearing it down (for a process,
+    /// freeing its memory, which takes a while for a large one). Not a thread stuck in its work.
+    var isExiting: Bool { flags & 0x4 != 0 }
 
     /// User + system CPU time in nanoseconds (clock-tick resolution: 10 ms).
     var cpuNanos: UInt64 { (userTicks + systemTicks) * 1_000_000_000 / Self.ticksPerSecond }

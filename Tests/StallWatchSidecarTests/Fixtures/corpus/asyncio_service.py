@@ -2,7 +2,9 @@
 """A small asyncio service nobody instrumented, for the sidecar's corpus: it idles in its event loop (timers
 every 100 ms), then one callback stalls the loop in the way MODE says, then it idles again and exits 0.
 
-usage: asyncio_service.py MODE [STALL_SECONDS]   (prints READY once the loop runs)"""
+usage: asyncio_service.py MODE [STALL_SECONDS]   (prints READY once the loop runs; for save-document, the argument
+is the document's size in MiB, saved into $TMPDIR, and the service prints SAVED with its own wall-clock times, in
+nanoseconds: the save's start, the write's end, the fsync's end and the close's end)"""
 import asyncio, os, queue, select, selectors, sys, threading, time
 
 MODE = sys.argv[1]
@@ -75,11 +77,25 @@ def stall():
             source.close()
 
         threading.Thread(target=free, daemon=True).start()
+    elif MODE == "save-document":
+        # A handler that saves a large document the simple way, blocking the loop: one write, a flush and an fsync
+        # so that it is on disk, and the close. The file stays (deleting it would be kernel work of its own).
+        started = time.time_ns()
+        with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"saved-document-{os.getpid()}"), "wb") as f:
+            f.write(document)
+            written = time.time_ns()
+            f.flush()
+            os.fsync(f.fileno())
+            synced = time.time_ns()
+        print("SAVED", started, written, synced, time.time_ns(), flush=True)
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
         lock.acquire(timeout=STALL * 4)
 
+
+if MODE == "save-document":
+    document = b"x" * (int(STALL) << 20)  # what the service has to save, built before the loop runs
 
 if MODE == "blocking-read":
     # No thread is started during the stall (a thread start can itself wait on a lock under load).

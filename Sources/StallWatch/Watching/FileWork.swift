@@ -1,0 +1,122 @@
+// FileWork: one piece of work on one file a watched thread is doing (write, fsync, close), as /proc shows it.
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The file a descriptor of a watched process names: a regular file or a block device, by device and inode.
+package struct FileIdentity: Sendable, Hashable {
+    package var device: UInt64
+    package var inode: UInt64
+
+    package init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+
+    /// What descriptor `descriptor` of process `pid` names now (`stat` through `/proc/<pid>/fd/<n>`, which
+    /// needs the same rights as ptrace); nil when it is closed, unreadable, or not a file (a socket, a pipe).
+    package static func of(pid: Int32, descriptor: UInt64) -> FileIdentity? {
+        var info = stat()
+        guard descriptor < 1 << 31, stat("/proc/\(pid)/fd/\(descriptor)", &info) == 0 else { return nil }
+        let type = info.st_mode & S_IFMT
+        guard type == S_IFREG || type == S_IFBLK else { return nil }
+        return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+}
+
+/// One piece of work on one file that a thread may be in the middle of, between two looks that cannot see it
+/// whole: `/proc/<tid>/syscall` reads "running" while a write is copied into the page cache, and between
+/// the calls (a write, its fsync, the close) the thread is briefly in user space.
+///
+/// The work is known by the file a look saw the thread in a call on (a regular file or a block device), and by
+/// what the thread's counters say about its reads and writes: bytes written into file pages (`write_bytes`,
+/// which a socket, a pipe or tmpfs never moves) and bytes fetched from storage (`read_bytes`). The bytes a call
+/// in progress has dirtied or fetched are counted as it goes, the call itself only when it completes: the
+/// credit carries the first over to the look where the second lands.
+package struct FileWork: Sendable, Equatable {
+    /// The descriptor and the file it named when a look saw the thread in a call on it; nil until one did.
+    package var descriptor: UInt64?
+    package var file: FileIdentity?
+    /// Bytes dirtied or fetched by calls that had not completed at the last look.
+    package var dirtiedCredit: UInt64 = 0
+    package var fetchedCredit: UInt64 = 0
+    /// The thread dirtied or fetched file pages since the work began: its next file call (the fsync of what it
+    /// wrote, seen "running" while it allocates blocks) may sleep before any look sees it in that call.
+    package var touchedFilePages = false
+
+    package init(descriptor: UInt64? = nil, file: FileIdentity? = nil) {
+        self.descriptor = descriptor
+        self.file = file
+    }
+
+    /// No work known yet, but the bytes of `previous`'s calls still under way, which complete later.
+    package init(carryingCreditOf previous: FileWork) {
+        dirtiedCredit = previous.dirtiedCredit
+        fetchedCredit = previous.fetchedCredit
+    }
+
+    /// A look saw the thread in a call on this work's file.
+    package func isOn(_ wait: ThreadWait?) -> Bool {
+        guard let descriptor, file != nil, let wait, Self.isFileCall(wait) else { return false }
+        return wait.descriptor == descriptor
+    }
+
+    /// A call on a descriptor that works on the file's data or its life: a read or write, a sync, a truncation,
+    /// an allocation, the close.
+    package static func isFileCall(_ wait: ThreadWait) -> Bool {
+        guard let number = wait.number, wait.descriptor != nil else { return false }
+        return number == 3 || SyscallTable.kind(number) == .io
+    }
+
+    /// Whether the counters moved only as this work moves them: every write call wrote into file pages and every
+    /// read call fetched from storage (at least half their bytes, for the pages a call touches partly and the
+    /// start of a call before the first look), the thread spent no more CPU in user space than in the kernel
+    /// (give or take a tick),
+    /// and it slept only where file calls sleep (a look saw it in a call on the file, or it dirtied or fetched
+    /// file pages since the work began, or is in the middle of a call that does: writeback throttling, the sync
+    /// of what it wrote, a read from a disk). Writes of at most
+    /// ``wakeupBytes`` a call that dirty nothing are wake-ups of other threads (a runtime's eventfd or
+    /// self-pipe), not work of the loop's; a read is never let go so (reading its timer or wake-up descriptor
+    /// is how a loop turns).
+    package func explains(_ moves: CounterMoves) -> Bool {
+        guard !moves.inconsistent else { return false }
+        // One tick of slack: the kernel splits a thread's CPU time between user and system by sampling at its
+        // ticks, so a short interval of kernel work can show one user tick.
+        if moves.ticksKnown, moves.userTicks > moves.systemTicks + 1 { return false }
+        if moves.writeCalls > 0 {
+            let dirtied = moves.dirtiedBytes + dirtiedCredit
+            let wakeups = Self.wakeupBytes * moves.writeCalls
+            guard moves.bytesKnown, dirtied > 0 || moves.writtenBytes <= wakeups,
+                moves.writtenBytes <= 2 * dirtied + wakeups
+            else { return false }
+        }
+        if moves.readCalls > 0 {
+            let fetched = moves.fetchedBytes + fetchedCredit
+            guard moves.bytesKnown, fetched > 0, moves.readBytes <= 2 * fetched else { return false }
+        }
+        if moves.switches > 0, file == nil, moves.dirtiedBytes == 0, moves.fetchedBytes == 0, !callInFlight,
+            !touchedFilePages
+        {
+            return false
+        }
+        return true
+    }
+
+    /// A call that has dirtied or fetched much more than it has completed is still under way (a long write the
+    /// kernel throttles, or that waits for memory, sleeps in the middle); a page's worth is only the rounding of
+    /// calls that touched part of one.
+    var callInFlight: Bool { dirtiedCredit >= 64 << 10 || fetchedCredit >= 64 << 10 }
+
+    /// The most bytes a write call moves when it only wakes another thread (an eventfd's counter is 8 bytes).
+    package static let wakeupBytes: UInt64 = 8
+
+    /// Carries the bytes of calls still in progress to the next look.
+    package mutating func account(_ moves: CounterMoves) {
+        if moves.dirtiedBytes > 0 || moves.fetchedBytes > 0 { touchedFilePages = true }
+        dirtiedCredit += moves.dirtiedBytes
+        dirtiedCredit -= min(dirtiedCredit, moves.writtenBytes)
+        fetchedCredit += moves.fetchedBytes
+        fetchedCredit -= min(fetchedCredit, moves.readBytes)
+    }
+}
