@@ -74,7 +74,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func onARealLoopTimersKeepFiringWhileALargeSortRunsInChunks() throws {
-        let loop = EventLoop(name: "chunked", mainQueue: .disabled)
+        let loop = try EventLoop(name: "chunked", mainQueue: .disabled)
         let executor = ChunkedExecutor(scheduler: loop, timeBudget: .milliseconds(2))
         let ticks = Atomic<Int>(0)
         let finished = DispatchSemaphore(value: 0)

@@ -37,7 +37,7 @@ import Testing
         try Self.plantAsNobody(planted, in: directory)
         var configuration = StallWatchConfiguration()
         configuration.heartbeatDirectory = directory
-        let loop = EventLoop(name: "planted", mainQueue: .disabled)
+        let loop = try EventLoop(name: "planted", mainQueue: .disabled)
         let publisher = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
         defer { publisher.withdraw() }
         #expect(try HeartbeatReader(path: publisher.path, expectedPID: pid).segment.loopName == "planted")
@@ -121,7 +121,7 @@ import Testing
         var configuration = StallWatchConfiguration()
         configuration.heartbeatDirectory = directory
         let publisher = try HeartbeatPublisher.publish(
-            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+            loop: try EventLoop(mainQueue: .disabled), configuration: configuration)
         defer { publisher.withdraw() }
         #expect(!FileManager.default.fileExists(atPath: stale))
         #expect(FileManager.default.fileExists(atPath: fresh), "a writer may be using a fresh one")
@@ -134,7 +134,7 @@ import Testing
         configuration.heartbeatDirectory = directory
         configuration.loopName = "check\u{1B}]0;owned\u{07}out\n\u{202E}é"
         let publisher = try HeartbeatPublisher.publish(
-            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+            loop: try EventLoop(mainQueue: .disabled), configuration: configuration)
         defer { publisher.withdraw() }
         #expect(
             try HeartbeatReader(path: publisher.path, expectedPID: getpid()).segment.loopName == "check]0;ownedouté")
@@ -164,7 +164,7 @@ import Testing
         configuration.reportDirectory = directory
         let failures = Locked<[String]>([])
         let seen = DispatchSemaphore(value: 0)
-        let watchdog = Watchdog(loop: EventLoop(mainQueue: .disabled), configuration: configuration) { event in
+        let watchdog = Watchdog(loop: try EventLoop(mainQueue: .disabled), configuration: configuration) { event in
             if case .heartbeatFailed(let error) = event {
                 failures.withLock { $0.append(error.message) }
                 seen.signal()

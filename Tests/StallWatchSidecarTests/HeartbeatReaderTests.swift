@@ -32,7 +32,7 @@ import Testing
         configuration.heartbeatDirectory = directory
         configuration.loopName = "checkout"
         let publisher = try HeartbeatPublisher.publish(
-            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+            loop: try EventLoop(mainQueue: .disabled), configuration: configuration)
         defer { publisher.withdraw() }
         #expect(try HeartbeatReader(path: publisher.path, expectedPID: getpid()).segment.loopName == "checkout")
     }
@@ -43,7 +43,7 @@ import Testing
         var configuration = StallWatchConfiguration()
         configuration.heartbeatDirectory = directory
         configuration.thresholdMs = 123
-        let loop = EventLoop(name: "hb-test", mainQueue: .disabled)
+        let loop = try EventLoop(name: "hb-test", mainQueue: .disabled)
         let publisher = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
         #expect(
             publisher.path == "\(directory)/stallwatch.\(getpid())"

@@ -99,7 +99,7 @@ final class PrometheusServer {
 @Suite(.serialized) struct PrometheusScrapeTests {
     @Test(.enabled(if: PrometheusServer.available, "the prometheus Debian package"), .timeLimit(.minutes(2)))
     func theRealServerSeesEveryStallSeriesAtZeroBeforeTheFirstStallAndThenItsCount() throws {
-        let loop = EventLoop(name: "scraped", mainQueue: .disabled)
+        let loop = try EventLoop(name: "scraped", mainQueue: .disabled)
         let metrics = StallMetrics(loops: [loop])
         let server = try MetricsHTTPServer(address: "127.0.0.1:0") { metrics.exposition() }
         try server.start()

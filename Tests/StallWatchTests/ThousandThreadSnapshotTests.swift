@@ -33,7 +33,7 @@ import Testing
         configuration.sampleIntervalMs = 20
         configuration.maxSamples = 500
         configuration.maxThreads = 1100  // every thread: the snapshot itself takes far longer than 100 ms
-        let loop = EventLoop(name: "thousand", mainQueue: .disabled)
+        let loop = try EventLoop(name: "thousand", mainQueue: .disabled)
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: configuration) { if case .ended = $0 { ended.signal() } }
         try watchdog.start()
