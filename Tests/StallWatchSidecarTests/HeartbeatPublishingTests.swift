@@ -15,7 +15,9 @@ import Testing
     }
 
     /// Creates `names` in `directory` as the user `nobody` (so this process can neither replace nor remove them).
+    /// Needs root, to run as `nobody`.
     static func plantAsNobody(_ names: [String], in directory: String) throws {
+        try #require(geteuid() == 0, "needs root: plants files as the user nobody with runuser")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
         process.arguments = ["-u", "nobody", "--", "/bin/sh", "-c", "cd \"$0\" && touch \"$@\"", directory] + names
@@ -48,23 +50,26 @@ import Testing
     }
 
     /// The attack as it happens: the service runs as one user (`nobody`), another (`daemon`) plants the names
-    /// the service would use for its pid in the shared directory before it publishes.
+    /// the service would use for its pid in the shared directory before it publishes. Needs root (to run as those
+    /// users); the demo runs from a copy `nobody` can reach (``OtherUserExecutable``), wherever the checkout is.
     @Test(.timeLimit(.minutes(3)))
     func aServiceOfOneUserPublishesDespiteNamesAnotherUserPlanted() throws {
-        let directory = Self.sharedDirectory("hb-users")
-        let reports = SidecarFixtures.temporaryDirectory("hb-users-reports")
-        defer {
-            try? FileManager.default.removeItem(atPath: directory)
-            try? FileManager.default.removeItem(atPath: reports)
+        let demo = try OtherUserExecutable("stallwatch-demo")
+        // Beside the copy, so both users reach them whatever TMPDIR is: a sticky shared directory like /dev/shm,
+        // and the service's report directory.
+        let directory = demo.directory + "/shared"
+        let reports = demo.directory + "/reports"
+        for (path, mode) in [(directory, 0o1777), (reports, 0o777)] {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            chmod(path, mode_t(mode))
         }
-        chmod(reports, 0o777)
         let service = Process()
         service.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
         // The shell prints its pid, waits for a line, then becomes the service with that pid.
         service.arguments = [
-            "-u", "nobody", "--", "/bin/sh", "-c",
+            "-u", demo.user, "--", "/bin/sh", "-c",
             "echo $$; read go; exec \"$0\" stall --kind sleep --duration-ms 100 --delay-ms 20000 --no-watchdog",
-            SidecarFixtures.executable("stallwatch-demo"),
+            demo.path,
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["STALLWATCH_HEARTBEAT_DIRECTORY"] = directory
