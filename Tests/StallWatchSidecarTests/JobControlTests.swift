@@ -135,6 +135,7 @@ import Testing
         #expect(watch.waitFor("\"began\""), "watch: \(watch.stderr) \(watch.stdout.prefix(500))")
         var trials = 0
         var traced = 0
+        var generator = SeededGenerator()
         let deadline = ContinuousClock.now + .seconds(90)
         while trials < 100, ContinuousClock.now < deadline {
             kill(watch.pid, SIGTSTP)
@@ -146,7 +147,8 @@ import Testing
             trials += 1
             kill(watch.pid, SIGCONT)
             #expect(Self.waitFor({ SidecarFixtures.traceState(pid: watch.pid)?.state != "T" }, timeout: .seconds(10)))
-            usleep(UInt32.random(in: 0...3_000))  // land the next stop at a different point of the capture cycle
+            // Land the next stop at a different point of the capture cycle.
+            usleep(UInt32.random(in: 0...3_000, using: &generator))
         }
         #expect(trials == 100, "the sidecar stopped \(trials) times")
         #expect(traced == 0, "the target was left in tracing stop \(traced) of \(trials) times")
