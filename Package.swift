@@ -68,7 +68,9 @@ let package = Package(
             ]),
         // Out-of-process monitoring: heartbeat reader, /proc progress probe, ptrace sampling, the daemon loop, the
         // child process `run` starts, and one-shot dumps of a live process.
-        .target(name: "StallWatchSidecar", dependencies: ["StallWatch", "CStallWatchCore", "CStallWatchSignal"]),
+        .target(
+            name: "StallWatchSidecar",
+            dependencies: ["StallWatch", "CStallWatchCore", "CStallWatchSignal", "CStallWatchPtrace"]),
         // Presenting reports: scanning, summaries, views, exporters, HTML, offline symbolication.
         .target(name: "StallWatchInspector", dependencies: ["StallWatch", "CZlib"]),
         // The command line: command table, arguments, console, exit codes; watch/run/daemon/dump/reports as glue.
@@ -89,8 +91,8 @@ let package = Package(
         .testTarget(
             name: "StallWatchTests",
             dependencies: [
-                "StallWatch", "CStallWatchCore", "CStallWatchSignal", "CStallWatchSymbols", "CStallWatchFixtures",
-                "CStallWatchConcurrency",
+                "StallWatch", "StallWatchSidecar", "CStallWatchCore", "CStallWatchSignal", "CStallWatchSymbols",
+                "CStallWatchFixtures", "CStallWatchConcurrency",
             ]),
         .testTarget(
             name: "StallWatchSidecarTests",

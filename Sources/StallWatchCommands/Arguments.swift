@@ -2,22 +2,22 @@
 import StallWatch
 
 /// The arguments of one subcommand after parsing: positionals, flags and valued options.
-public struct Arguments: Sendable, Equatable {
-    public var positionals: [String] = []
-    public var flags: Set<String> = []
-    public var options: [String: String] = [:]
+package struct Arguments: Sendable, Equatable {
+    var positionals: [String] = []
+    var flags: Set<String> = []
+    var options: [String: String] = [:]
     /// Every value of each option, in order, for options that may be repeated (`options` keeps the last).
-    public var repeated: [String: [String]] = [:]
+    var repeated: [String: [String]] = [:]
 
     /// Whether `--name` was given.
-    public func has(_ flag: String) -> Bool { flags.contains(flag) }
+    func has(_ flag: String) -> Bool { flags.contains(flag) }
 
     /// Parses `arguments` against what a subcommand accepts. `--name=value` and `--name value` both work for
     /// options; `--` ends option parsing; `-h`/`--help` is always accepted as the flag `--help`; the short forms
     /// of ``CommandHelp/shortForms`` (`-p`) stand for their long option where the command accepts it.
     /// - Throws: ``CommandError`` (usage) for an unknown option, a missing option value or a wrong number of
     ///   positionals.
-    public static func parse(
+    static func parse(
         _ arguments: [String], flags allowedFlags: Set<String>, options allowedOptions: Set<String>,
         positionals range: ClosedRange<Int>, command: String
     ) throws(CommandError) -> Arguments {

@@ -1,9 +1,9 @@
 // CommandHelp: `stallwatch help TOPIC`, `CMD --help` with a line per option, and `--version`.
 
 /// The help texts of the command line: one per subcommand, one per group of subcommands (`reports`).
-public enum CommandHelp {
+enum CommandHelp {
     /// StallWatch's version, as `stallwatch --version` prints it.
-    public static let version = "1.0.0"
+    static let version = "1.0.0"
 
     /// The value placeholder (nil for a flag) and the one-line description of every option a command accepts.
     static let options: [String: (value: String?, text: String)] = [
@@ -54,7 +54,7 @@ public enum CommandHelp {
     static let shortForms: [String: String] = ["-p": "--pid", "-o": "--output", "-h": "--help"]
 
     /// `CMD --help`: usage, what it does, one line per option.
-    public static func text(for command: Subcommand) -> String {
+    static func text(for command: Subcommand) -> String {
         var lines = ["usage: \(command.usage)", "", command.summary, "", "options:"]
         var names = command.flags.union(command.options).union(["--help"])
         if names.contains("-o") { names.insert("--output") }
@@ -72,7 +72,7 @@ public enum CommandHelp {
     }
 
     /// `stallwatch help reports`, `stallwatch reports --help`: the subcommands under `words`.
-    public static func text(forGroup words: [String]) -> String? {
+    static func text(forGroup words: [String]) -> String? {
         let members = StallWatchCLI.subcommands.filter { $0.words.starts(with: words) && $0.words.count > words.count }
         guard !members.isEmpty else { return nil }
         var lines = ["usage: stallwatch \(words.joined(separator: " ")) COMMAND [ARGS]", "", "commands:"]
@@ -86,7 +86,7 @@ public enum CommandHelp {
     }
 
     /// The help for `topic` (`watch`, `reports`, `reports list`); nil when there is no such topic.
-    public static func text(forTopic topic: [String]) -> String? {
+    static func text(forTopic topic: [String]) -> String? {
         if let command = StallWatchCLI.subcommands.first(where: { $0.words == topic }) { return text(for: command) }
         return text(forGroup: topic)
     }

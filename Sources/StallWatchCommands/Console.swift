@@ -9,21 +9,21 @@ import StallWatchInspector
 /// Standard output and error for a command, injectable so tests can capture both.
 public struct Console: Sendable {
     /// Writes text to standard output as is (callers add newlines).
-    public var output: @Sendable (String) -> Void
+    package var output: @Sendable (String) -> Void
     /// Writes text to standard error as is.
-    public var errorOutput: @Sendable (String) -> Void
+    package var errorOutput: @Sendable (String) -> Void
     /// ANSI colour on standard output; only on a terminal and never with `NO_COLOR` set.
-    public var useColor: Bool
+    package var useColor: Bool
 
     /// Writes bytes to standard output as is (binary exports such as pprof).
-    public var dataOutput: @Sendable (Data) -> Void
+    package var dataOutput: @Sendable (Data) -> Void
     /// Whether standard output is a terminal (binary output is refused there).
-    public var outputIsTerminal: Bool
+    var outputIsTerminal: Bool
     /// Whether standard error is a terminal (`run`'s event lines are human-readable there).
-    public var errorOutputIsTerminal: Bool
+    var errorOutputIsTerminal: Bool
 
     /// - Parameter dataOutput: where bytes go; by default they are passed to `output` decoded as UTF-8.
-    public init(
+    package init(
         output: @escaping @Sendable (String) -> Void, errorOutput: @escaping @Sendable (String) -> Void,
         useColor: Bool, dataOutput: (@Sendable (Data) -> Void)? = nil, outputIsTerminal: Bool = false,
         errorOutputIsTerminal: Bool = false
@@ -60,13 +60,13 @@ public struct Console: Sendable {
     }
 
     /// Writes `line` and a newline to standard output.
-    public func print(_ line: String = "") { output(line + "\n") }
+    package func print(_ line: String = "") { output(line + "\n") }
 
     /// Writes `line` and a newline to standard error.
-    public func printError(_ line: String) { errorOutput(line + "\n") }
+    package func printError(_ line: String) { errorOutput(line + "\n") }
 
     /// `text` wrapped in an SGR sequence (`"1"` bold, `"31"` red, …) when colour is on.
-    public func styled(_ text: String, _ code: String) -> String {
+    func styled(_ text: String, _ code: String) -> String {
         TextStyle(useColor: useColor).styled(text, code)
     }
 }

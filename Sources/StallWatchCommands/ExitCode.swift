@@ -67,20 +67,20 @@ public struct CommandError: Error, Sendable, Equatable, CustomStringConvertible 
     public var commandStatus: Int32?
     public var description: String { message }
 
-    public init(_ exitCode: ExitCode, _ message: String) {
+    package init(_ exitCode: ExitCode, _ message: String) {
         self.exitCode = exitCode
         self.message = message
     }
 
     /// `run`'s command ended with `status` (not 0): `stallwatch` exits with it and prints nothing more.
-    public static func commandExited(status: Int32) -> CommandError {
+    static func commandExited(status: Int32) -> CommandError {
         var error = CommandError(.failure, "the command exited with status \(status)")
         error.commandStatus = status
         return error
     }
 
-    public static func usage(_ message: String) -> CommandError { CommandError(.usage, message) }
-    public static func notFound(_ message: String) -> CommandError { CommandError(.notFound, message) }
+    package static func usage(_ message: String) -> CommandError { CommandError(.usage, message) }
+    package static func notFound(_ message: String) -> CommandError { CommandError(.notFound, message) }
 }
 
 extension ExitCode {

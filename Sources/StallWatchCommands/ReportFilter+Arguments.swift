@@ -8,7 +8,8 @@ extension ReportFilter {
     ///   - now: what `--since 2h` counts back from.
     ///   - timeZone: the zone of `--since` times written without one.
     /// - Throws: ``CommandError`` (usage) for a value that does not parse.
-    public static func parse(_ arguments: Arguments, now: Date, timeZone: TimeZone) throws(CommandError) -> ReportFilter
+    package static func parse(_ arguments: Arguments, now: Date, timeZone: TimeZone) throws(CommandError)
+        -> ReportFilter
     {
         var filter = ReportFilter()
         if let text = arguments.options["--since"] {

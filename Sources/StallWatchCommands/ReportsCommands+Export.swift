@@ -10,7 +10,7 @@ import StallWatchInspector
 extension ReportsCommands {
     /// `reports export FILE|DIR|ID… --format folded|speedscope|pprof [-o PATH] [filters]`: every sample of the
     /// named reports in one profile, written to PATH (or standard output).
-    public static func export(_ invocation: Invocation) throws -> ExitCode {
+    package static func export(_ invocation: Invocation) throws -> ExitCode {
         guard let text = invocation.arguments.options["--format"] else {
             throw CommandError.usage(
                 "reports export: --format is required (\(ProfileFormat.allCases.map(\.rawValue).joined(separator: ", ")))"

@@ -6,7 +6,7 @@ import StallWatchInspector
 extension ReportsCommands {
     /// `reports html FILE|DIR|ID… [-o report.html] [filters]`: the page for one report (its header) or many
     /// (a grouped summary), written to PATH or standard output.
-    public static func html(_ invocation: Invocation) throws -> ExitCode {
+    package static func html(_ invocation: Invocation) throws -> ExitCode {
         var page = HTMLReport(format: textFormat(invocation.environment))
         let count = try forEachNamedReport(invocation) { page.add($0.report, path: $0.path) }
         guard count > 0 else { return .notFound }

@@ -6,7 +6,7 @@ import StallWatchInspector
 extension ReportsCommands {
     /// `reports summary [DIR|FILE…] [--by signature|cause|frame] [filters] [--json]`: groups, the most total
     /// stall time first; skipped files are warned about on standard error, one line each.
-    public static func summary(_ invocation: Invocation) throws -> ExitCode {
+    package static func summary(_ invocation: Invocation) throws -> ExitCode {
         let console = invocation.console
         let key = try option(invocation.arguments, "--by", default: StallGroup.Key.signature)
         let scanner = try scanner(invocation)

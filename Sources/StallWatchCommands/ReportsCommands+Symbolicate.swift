@@ -7,7 +7,7 @@ extension ReportsCommands {
     /// `reports symbolicate FILE|ID [-o OUT] [--dir DIR]`: writes the symbolicated report (JSON, same format) to
     /// OUT or standard output; images left as they were are warned about, one line each. A binary whose
     /// build-id differs from the report's is refused (exit 3) and nothing is written.
-    public static func symbolicate(_ invocation: Invocation) throws -> ExitCode {
+    package static func symbolicate(_ invocation: Invocation) throws -> ExitCode {
         let console = invocation.console
         let entry = try entry(invocation.arguments.positionals[0], invocation)
         var symbolicator = ReportSymbolicator()

@@ -4,10 +4,10 @@ import StallWatch
 import StallWatchInspector
 
 /// The functions behind the `reports` subcommands (see ``StallWatchCLI/subcommands``).
-public enum ReportsCommands {
+enum ReportsCommands {
     /// `reports list [DIR|FILE…] [--since T] [--min-duration-ms N] [--cause KIND] [--sort time|duration]
     /// [--json]`: newest (or longest) first; skipped files are warned about on standard error, one line each.
-    public static func list(_ invocation: Invocation) throws -> ExitCode {
+    static func list(_ invocation: Invocation) throws -> ExitCode {
         let console = invocation.console
         let arguments = invocation.arguments
         let order = try option(arguments, "--sort", default: ListOrder.time)
@@ -64,7 +64,7 @@ public enum ReportsCommands {
 
     /// `reports show FILE|ID [--dir DIR] [--json]`: a path (anything with a `/`, ending in `.json`, or naming
     /// an existing file) is read directly; anything else is a report id or unique id prefix in DIR.
-    public static func show(_ invocation: Invocation) throws -> ExitCode {
+    static func show(_ invocation: Invocation) throws -> ExitCode {
         let console = invocation.console
         let entry = try entry(invocation.arguments.positionals[0], invocation)
         if invocation.arguments.has("--json") {

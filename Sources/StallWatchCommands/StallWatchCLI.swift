@@ -3,18 +3,18 @@
 /// One `stallwatch` subcommand: its words, what it accepts, and the function that runs it.
 ///
 /// Adding a subcommand is one entry in ``StallWatchCLI/subcommands`` plus the function it names.
-public struct Subcommand: Sendable {
+struct Subcommand: Sendable {
     /// The words that select it, e.g. `["reports", "list"]`.
-    public let words: [String]
+    let words: [String]
     /// Arguments after the words, for help: `[DIR] [--json]`.
-    public let synopsis: String
-    public let summary: String
-    public let flags: Set<String>
-    public let options: Set<String>
-    public let positionals: ClosedRange<Int>
-    public let run: @Sendable (Invocation) throws -> ExitCode
+    let synopsis: String
+    let summary: String
+    let flags: Set<String>
+    let options: Set<String>
+    let positionals: ClosedRange<Int>
+    let run: @Sendable (Invocation) throws -> ExitCode
 
-    public init(
+    init(
         _ words: [String], synopsis: String, summary: String, flags: Set<String> = [], options: Set<String> = [],
         positionals: ClosedRange<Int> = 0...0, run: @escaping @Sendable (Invocation) throws -> ExitCode
     ) {
@@ -28,20 +28,20 @@ public struct Subcommand: Sendable {
     }
 
     /// `stallwatch reports list [DIR] [--json]`
-    public var usage: String { (["stallwatch"] + words + [synopsis]).filter { !$0.isEmpty }.joined(separator: " ") }
+    var usage: String { (["stallwatch"] + words + [synopsis]).filter { !$0.isEmpty }.joined(separator: " ") }
 }
 
 /// What a subcommand's function receives.
-public struct Invocation: Sendable {
-    public let arguments: Arguments
-    public let console: Console
-    public let environment: [String: String]
+struct Invocation: Sendable {
+    let arguments: Arguments
+    let console: Console
+    let environment: [String: String]
 }
 
 /// Entry point of the `stallwatch` command line, as a library so that tests can drive it.
 public enum StallWatchCLI {
     /// Every subcommand, in help order.
-    public static let subcommands: [Subcommand] = [
+    static let subcommands: [Subcommand] = [
         Subcommand(
             ["reports", "list"], synopsis: "[DIR|FILE…] [FILTERS] [--sort time|duration] [--json]",
             summary: "list reports (default directory: $STALLWATCH_REPORT_DIRECTORY or /var/tmp/stallwatch-UID), "
@@ -168,7 +168,7 @@ public enum StallWatchCLI {
     }
 
     /// The text of `stallwatch --help`: commands, environment and exit codes.
-    public static var help: String {
+    package static var help: String {
         var lines = [
             "usage: stallwatch COMMAND [ARGS]   (stallwatch help COMMAND, stallwatch COMMAND --help: its options)", "",
             "commands:",

@@ -1,10 +1,10 @@
 // Suggestion: "did you mean" for a mistyped command or option.
 
 /// The closest known word to a mistyped one, by edit distance.
-public enum Suggestion {
+enum Suggestion {
     /// The candidate closest to `word`, when it is within a third of the word's length (at least 2, at most 3
     /// edits away); nil when nothing is that close.
-    public static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
+    static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
         let limit = min(3, max(2, word.count / 3))
         var best: (String, Int)?
         for candidate in candidates {

@@ -4,18 +4,18 @@ import StallWatch
 
 /// The text of a call tree: one line per node, `count  share  ├─ function (image) file:line`, callers above
 /// callees, the busiest branch first.
-public struct CallTreeView: Sendable {
+struct CallTreeView: Sendable {
     /// Frames deeper than this are summarised in one line (deep recursion would otherwise run off the screen).
-    public var maximumDepth: Int
+    var maximumDepth: Int
     /// Branches with a smaller share of all samples are summarised in one line per parent.
-    public var minimumShare: Double
+    var minimumShare: Double
 
-    public init(maximumDepth: Int = 48, minimumShare: Double = 0) {
+    init(maximumDepth: Int = 48, minimumShare: Double = 0) {
         self.maximumDepth = maximumDepth
         self.minimumShare = minimumShare
     }
 
-    public func lines(_ tree: CallTree) -> [String] {
+    func lines(_ tree: CallTree) -> [String] {
         guard tree.total > 0 else { return [] }
         let width = String(tree.total).count
         var out: [String] = []
@@ -57,7 +57,7 @@ public struct CallTreeView: Sendable {
 
     /// `function (image) file:line` for a symbolicated frame, `image + offset` without a symbol, else the
     /// address: what a call-tree node, a flame-graph box or an exported frame is called.
-    public static func label(_ frame: StackFrame, withLocation: Bool = true) -> String {
+    static func label(_ frame: StackFrame, withLocation: Bool = true) -> String {
         var text: String
         if let symbol = frame.readableName {
             text = symbol
@@ -72,7 +72,7 @@ public struct CallTreeView: Sendable {
     }
 
     /// `file:line` (the file's last two path components), or nil without a file.
-    public static func location(_ frame: StackFrame) -> String? {
+    static func location(_ frame: StackFrame) -> String? {
         guard let file = frame.file else { return nil }
         let parts = file.split(separator: "/")
         let short = parts.count > 2 ? parts.suffix(2).joined(separator: "/") : file
@@ -81,7 +81,7 @@ public struct CallTreeView: Sendable {
 
     /// The name of a frame in exports (folded, speedscope, pprof, flame graph): the function, or image +
     /// offset, or the address.
-    public static func functionName(_ frame: StackFrame) -> String {
+    static func functionName(_ frame: StackFrame) -> String {
         frame.readableName ?? frame.image.map {
             ApplicationFrame.imageName($0) + (frame.offset.map { " + " + $0.hexAddress } ?? "")
         }

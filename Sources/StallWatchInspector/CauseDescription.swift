@@ -3,10 +3,10 @@ import StallWatch
 
 /// The parts of a report's ``StallReport/Cause`` that name other threads: the blocking thread (a lock's owner)
 /// and a deadlock's cycle, each with its name, state and application frame from the thread snapshot.
-public enum CauseDescription {
+enum CauseDescription {
     /// `("Blocking thread", "4243 db-writer (S, futex) in DB.commit() + 40")`, and for a deadlock one row with
     /// every thread of the cycle; none when the cause names no other thread.
-    public static func rows(_ report: StallReport) -> [(String, String)] {
+    static func rows(_ report: StallReport) -> [(String, String)] {
         guard let cause = report.cause else { return [] }
         var rows: [(String, String)] = []
         if let blocking = cause.blockingThreadId, blocking != report.loop.threadId {
@@ -19,7 +19,7 @@ public enum CauseDescription {
     }
 
     /// `4243 db-writer (S, futex) in DB.commit() + 40`, or just the id when the snapshot lacks the thread.
-    public static func describe(_ threadID: Int32, in report: StallReport) -> String {
+    static func describe(_ threadID: Int32, in report: StallReport) -> String {
         guard let thread = report.threads?.first(where: { $0.threadId == threadID }) else { return "\(threadID)" }
         var text = "\(threadID) \(thread.name) (\(thread.state)" + (thread.syscall.map { ", \($0)" } ?? "") + ")"
         if let frame = ApplicationFrame(frames: thread.frames) { text += " in \(frame.description)" }

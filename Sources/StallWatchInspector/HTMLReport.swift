@@ -7,9 +7,9 @@ import StallWatch
 ///
 /// Every box and bar carries an SVG `<title>`, which browsers show on hover without any script.
 public struct HTMLReport {
-    public var format: ReportTextFormat
+    package var format: ReportTextFormat
     /// Drawing width of the SVGs, in CSS pixels.
-    public var width = 1160.0
+    package var width = 1160.0
 
     private var tree = CallTree.Builder()
     private var grouper = StallGrouper(by: .signature)
@@ -263,9 +263,9 @@ public struct HTMLReport {
 }
 
 /// Escaping for the HTML page.
-public enum HTMLReportEscaping {
+enum HTMLReportEscaping {
     /// Text safe inside HTML and SVG elements and attribute values.
-    public static func escape(_ text: String) -> String {
+    static func escape(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for character in text {

@@ -6,17 +6,17 @@ import StallWatch
 /// wait channel, the owner of the lock it waits for, and its stack in the short names of the other views.
 ///
 /// Every string that came from the target (thread names, paths, symbols) is escaped (``TerminalText``).
-public struct ProcessDumpView: Sendable {
-    public var format: ReportTextFormat
-    public var useColor: Bool
+package struct ProcessDumpView: Sendable {
+    package var format: ReportTextFormat
+    package var useColor: Bool
 
-    public init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
+    package init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
         self.format = format
         self.useColor = useColor
     }
 
     /// The lines of `stallwatch dump`.
-    public func lines(_ dump: ProcessDump) -> [String] {
+    package func lines(_ dump: ProcessDump) -> [String] {
         let style = TextStyle(useColor: useColor)
         let escape = TerminalText.escape
         var out = [

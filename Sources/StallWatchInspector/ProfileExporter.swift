@@ -31,12 +31,12 @@ public enum ProfileFormat: String, Sendable, CaseIterable {
 
 /// The stacks of a report as exporters see them: capture machinery trimmed from the inner end, and samples
 /// without a stack given the one frame `[no stack]` so that their time is not lost.
-public enum ProfileStacks {
+enum ProfileStacks {
     /// The frame that stands for a sample whose stack could not be taken.
-    public static let noStack = StackFrame(address: 0, symbol: "[no stack]")
+    static let noStack = StackFrame(address: 0, symbol: "[no stack]")
 
     /// Each sample's frames, innermost first, with its offset in the stall.
-    public static func samples(of report: StallReport) -> [(offsetMs: Double, frames: [StackFrame])] {
+    static func samples(of report: StallReport) -> [(offsetMs: Double, frames: [StackFrame])] {
         report.samples.map { sample in
             let kept = sample.frames.drop(while: ReportDetailView.isMachinery)
             return (sample.offsetMs, kept.isEmpty ? [noStack] : Array(kept))
@@ -44,7 +44,7 @@ public enum ProfileStacks {
     }
 
     /// The time one sample stands for: the sampling interval (1 ms when the report does not say).
-    public static func sampleWeightMs(of report: StallReport) -> Double {
+    static func sampleWeightMs(of report: StallReport) -> Double {
         report.capture.sampleIntervalMs > 0 ? report.capture.sampleIntervalMs : 1
     }
 }

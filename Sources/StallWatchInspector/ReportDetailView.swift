@@ -4,8 +4,8 @@ import StallWatch
 
 /// The text of `reports show`: header, notes, annotations, point stack, call tree, samples, images, capture.
 public struct ReportDetailView: Sendable {
-    public var format: ReportTextFormat
-    public var useColor: Bool
+    package var format: ReportTextFormat
+    package var useColor: Bool
 
     public init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
         self.format = format
@@ -203,7 +203,7 @@ public struct ReportDetailView: Sendable {
 
     /// `0x… symbol + off (image) file:line`; without a symbol `0x… image + offset`; else just the address. The first
     /// frame past a runtime's stack switch (kind `stackSwitch`, Go's cgo) ends in `[stack switch]`.
-    public static func describe(_ frame: StackFrame) -> String {
+    static func describe(_ frame: StackFrame) -> String {
         var text = frame.address.hexAddress
         if let symbol = frame.readableName {
             text += " " + symbol

@@ -3,17 +3,17 @@ import Foundation
 import StallWatch
 
 /// The table of `reports list`: one row per report, newest first.
-public struct ReportListView: Sendable {
-    public var format: ReportTextFormat
-    public var useColor: Bool
+package struct ReportListView: Sendable {
+    package var format: ReportTextFormat
+    package var useColor: Bool
 
-    public init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
+    package init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
         self.format = format
         self.useColor = useColor
     }
 
     /// The orders `reports list --sort` offers.
-    public enum Order: String, Sendable, CaseIterable {
+    package enum Order: String, Sendable, CaseIterable {
         /// Newest `startedAt` first.
         case time
         /// Longest first.
@@ -21,7 +21,7 @@ public struct ReportListView: Sendable {
     }
 
     /// Summaries sorted newest first (by `startedAt`, then id), or longest first (then newest first).
-    public static func sorted(_ summaries: [ReportSummary], by order: Order = .time) -> [ReportSummary] {
+    package static func sorted(_ summaries: [ReportSummary], by order: Order = .time) -> [ReportSummary] {
         switch order {
         case .time: summaries.sorted { ($0.startedAt, $0.id) > ($1.startedAt, $1.id) }
         case .duration: summaries.sorted { ($0.durationMs, $0.startedAt, $0.id) > ($1.durationMs, $1.startedAt, $1.id) }
@@ -29,7 +29,7 @@ public struct ReportListView: Sendable {
     }
 
     /// The table's lines, header first; `summaries` must already be in display order.
-    public func lines(_ summaries: [ReportSummary]) -> [String] {
+    package func lines(_ summaries: [ReportSummary]) -> [String] {
         let header = ["TIME", "DURATION", "SEVERITY", "STATUS", "CAUSE", "PHASE", "ID", "TOP FRAME"]
         let rows = summaries.map { summary in
             [
@@ -49,7 +49,7 @@ public struct ReportListView: Sendable {
     }
 
     /// The JSON of `reports list --json`: an array of summaries, in the report encoder's format.
-    public static func json(_ summaries: [ReportSummary]) throws -> String {
+    package static func json(_ summaries: [ReportSummary]) throws -> String {
         String(decoding: try StallReport.makeEncoder().encode(summaries), as: UTF8.self)
     }
 

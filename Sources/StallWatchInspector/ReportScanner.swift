@@ -6,28 +6,28 @@ import StallWatch
 ///
 /// Each report is decoded, handed to the caller and dropped before the next file is read, so memory stays flat
 /// however many reports a directory holds; callers keep only what they need (a ``ReportSummary``, a duration).
-public struct ReportScanner: Sendable {
+package struct ReportScanner: Sendable {
     /// Directories (every `*.json` in them) and files, in the order given.
-    public var paths: [String]
-    public var filter: ReportFilter
+    package var paths: [String]
+    package var filter: ReportFilter
 
-    public init(paths: [String], filter: ReportFilter = ReportFilter()) {
+    package init(paths: [String], filter: ReportFilter = ReportFilter()) {
         self.paths = paths
         self.filter = filter
     }
 
     /// What a scan saw besides the reports it handed over.
-    public struct Outcome: Sendable, Equatable {
+    package struct Outcome: Sendable, Equatable {
         /// Reports read (before filtering).
-        public var read = 0
+        package var read = 0
         /// Reports that passed the filter.
-        public var matched = 0
+        package var matched = 0
         /// Files skipped as unreadable or not reports (one warning each).
-        public var skipped = 0
+        package var skipped = 0
         /// Named paths that do not exist.
-        public var missing: [String] = []
+        package var missing: [String] = []
 
-        public init() {}
+        package init() {}
     }
 
     /// Calls `body` for every report that passes ``filter``; `warn` gets one line per skipped file (and per
@@ -35,7 +35,7 @@ public struct ReportScanner: Sendable {
     /// - Throws: `StallWatchError` when a named directory cannot be opened.
     /// - Parameter listing: read only what lists and summaries need (``StallReport/listingDecodeKey``): the first
     ///   sample's frames, not every sample's, nor threads, call tree or images.
-    public func scan(listing: Bool = false, warn: (String) -> Void, _ body: (ReportStore.Entry) -> Void) throws
+    package func scan(listing: Bool = false, warn: (String) -> Void, _ body: (ReportStore.Entry) -> Void) throws
         -> Outcome
     {
         var outcome = Outcome()
@@ -82,20 +82,20 @@ public struct ReportScanner: Sendable {
 }
 
 /// Which reports a command looks at: `--since`, `--min-duration-ms`, `--cause`.
-public struct ReportFilter: Sendable, Equatable {
+package struct ReportFilter: Sendable, Equatable {
     /// Reports that started at or after this instant.
-    public var since: Date?
-    public var minimumDurationMs: Double?
+    package var since: Date?
+    package var minimumDurationMs: Double?
     /// A ``ReportSummary/causeKind(of:)`` value, compared case-insensitively.
-    public var cause: String?
+    package var cause: String?
 
-    public init(since: Date? = nil, minimumDurationMs: Double? = nil, cause: String? = nil) {
+    package init(since: Date? = nil, minimumDurationMs: Double? = nil, cause: String? = nil) {
         self.since = since
         self.minimumDurationMs = minimumDurationMs
         self.cause = cause
     }
 
-    public func matches(_ report: StallReport) -> Bool {
+    package func matches(_ report: StallReport) -> Bool {
         if let since, report.startedAt < since { return false }
         if let minimumDurationMs, report.durationMs < minimumDurationMs { return false }
         if let cause, ReportSummary.causeKind(of: report).lowercased() != cause.lowercased() { return false }
@@ -104,7 +104,7 @@ public struct ReportFilter: Sendable, Equatable {
 
     /// `90s`, `30m`, `2h`, `7d`, `1w` before `now`; or an ISO 8601 time; or `YYYY-MM-DD[ HH:MM[:SS]]` (also
     /// with `T`) in `timeZone`.
-    public static func since(_ text: String, now: Date, timeZone: TimeZone) -> Date? {
+    package static func since(_ text: String, now: Date, timeZone: TimeZone) -> Date? {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
         if let unit = text.last.flatMap({ units[$0] }), let amount = Double(text.dropLast()), amount >= 0,
             amount.isFinite

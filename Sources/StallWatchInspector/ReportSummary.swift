@@ -3,25 +3,25 @@ import Foundation
 import StallWatch
 
 /// A compact summary of one report, one row of `stallwatch reports list`.
-public struct ReportSummary: Codable, Sendable, Equatable {
-    public var id: String
-    public var path: String
-    public var startedAt: Date
-    public var durationMs: Double
-    public var severity: StallReport.Severity
-    public var status: StallReport.Status
-    public var phase: String
-    public var loop: String
-    public var pid: Int32
-    public var executable: String
+package struct ReportSummary: Codable, Sendable, Equatable {
+    package var id: String
+    package var path: String
+    package var startedAt: Date
+    package var durationMs: Double
+    package var severity: StallReport.Severity
+    package var status: StallReport.Status
+    package var phase: String
+    package var loop: String
+    package var pid: Int32
+    package var executable: String
     /// The stall's top frame (`StallReport.applicationFrame`) as `symbol + offset`; nil with no frames.
-    public var topFrame: String?
-    public var signature: String
-    public var samples: Int
+    var topFrame: String?
+    package var signature: String
+    package var samples: Int
     /// What the stall was stuck on (``causeKind(of:)``): `unknown` until the report says.
-    public var cause: String
+    package var cause: String
 
-    public init(path: String, report: StallReport) {
+    package init(path: String, report: StallReport) {
         id = report.id
         self.path = path
         startedAt = report.startedAt
@@ -41,7 +41,7 @@ public struct ReportSummary: Codable, Sendable, Equatable {
     /// The kind of the report's cause (`cpu`, `lock`, `io`, …), `unknown` when the report has none.
     ///
     /// The one place that reads `cause.kind`, so `--cause`, `summary --by cause` and the list agree.
-    public static func causeKind(of report: StallReport) -> String {
+    static func causeKind(of report: StallReport) -> String {
         report.cause?.kind.rawValue ?? "unknown"
     }
 }

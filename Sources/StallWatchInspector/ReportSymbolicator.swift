@@ -10,7 +10,7 @@ import StallWatch
 /// and is refused (symbols from it would be wrong, not missing). Values already in the report are kept.
 public struct ReportSymbolicator {
     /// Where separate debug files are found by build-id (Debian's `-dbgsym` packages install there).
-    public var debugDirectory: String
+    package var debugDirectory: String
 
     /// What symbolication did besides the new report: one line per image left as it was.
     public struct Outcome: Sendable {
@@ -85,7 +85,7 @@ public struct ReportSymbolicator {
     }
 
     /// The separate debug file for `buildID`: `<debugDirectory>/ab/cdef….debug`.
-    public func debugFile(forBuildID buildID: String) -> String {
+    func debugFile(forBuildID buildID: String) -> String {
         "\(debugDirectory)/\(buildID.prefix(2))/\(buildID.dropFirst(2)).debug"
     }
 

@@ -16,7 +16,7 @@ public struct ReportTextFormat: Sendable {
     }
 
     /// `2026-11-30 23:15:00` in ``timeZone``; with `milliseconds`, `2026-11-30 23:15:00.123`.
-    public func localTime(_ date: Date, milliseconds: Bool = false) -> String {
+    func localTime(_ date: Date, milliseconds: Bool = false) -> String {
         let shifted = date.addingTimeInterval(TimeInterval(timeZone.secondsFromGMT(for: date)))
         // 2026-11-30T23:15:00.123Z → 2026-11-30 23:15:00[.123], on bytes: a listing formats thousands of these.
         var bytes = Array(ReportDate.string(from: shifted).utf8)
@@ -26,7 +26,7 @@ public struct ReportTextFormat: Sendable {
     }
 
     /// `312 ms`, `5.20 s`, `2m 05s`; `ongoing`/`unrecovered` durations are lower bounds and get a `+`.
-    public static func duration(_ milliseconds: Double, status: StallReport.Status = .ended) -> String {
+    package static func duration(_ milliseconds: Double, status: StallReport.Status = .ended) -> String {
         let text: String
         if !milliseconds.isFinite {
             text = "\(milliseconds) ms"
@@ -42,7 +42,7 @@ public struct ReportTextFormat: Sendable {
     }
 
     /// A number without a needless fraction: `250`, `1.5`, `0.25`.
-    public static func number(_ value: Double) -> String {
+    package static func number(_ value: Double) -> String {
         if value == value.rounded(), abs(value) < 1e15 { return String(Int(value)) }
         return String(format: "%.3f", value).replacingOccurrences(of: "0+$", with: "", options: .regularExpression)
     }
@@ -50,7 +50,7 @@ public struct ReportTextFormat: Sendable {
     /// Left-aligned columns separated by two spaces; the last column is not padded. `style` may decorate a
     /// padded cell (colour) without disturbing the alignment. Cells are escaped (``TerminalText/escape(_:)``)
     /// before they are measured, so report content cannot drive the terminal.
-    public static func table(
+    package static func table(
         _ rows: [[String]], style: (_ row: Int, _ column: Int, _ cell: String) -> String = { $2 }
     ) -> [String] {
         let rows = rows.map { $0.map(TerminalText.escape) }

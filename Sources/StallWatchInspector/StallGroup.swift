@@ -3,40 +3,40 @@ import Foundation
 import StallWatch
 
 /// A set of reports that are "the same stall", and what they cost together.
-public struct StallGroup: Codable, Sendable, Equatable {
+package struct StallGroup: Codable, Sendable, Equatable {
     /// What the reports were grouped by.
-    public enum Key: String, Codable, Sendable, CaseIterable {
+    package enum Key: String, Codable, Sendable, CaseIterable {
         case signature
         case cause
         case frame
     }
 
     /// The signature, cause kind or top function shared by the group.
-    public var key: String
+    package var key: String
     /// Stalls: every report's `occurrences` (1 for a report of its own) added up.
-    public var count: Int
+    package var count: Int
     /// Sum of the durations of all those stalls, milliseconds (a folded report's `totalDurationMs`; lower
     /// bounds for ongoing and unrecovered reports).
-    public var totalMs: Double
+    package var totalMs: Double
     /// Nearest-rank percentiles of the reports' own durations; `maxMs` includes the longest folded stall.
-    public var p50Ms: Double
-    public var p95Ms: Double
-    public var maxMs: Double
-    public var firstSeen: Date
-    public var lastSeen: Date
+    package var p50Ms: Double
+    var p95Ms: Double
+    package var maxMs: Double
+    var firstSeen: Date
+    var lastSeen: Date
     /// The top frame of the group's most recent report (``ReportSummary/topFrame``).
-    public var topFrame: String?
+    var topFrame: String?
     /// How many of the reports were hangs, and how many never ended.
-    public var hangs: Int
-    public var unrecovered: Int
+    var hangs: Int
+    package var unrecovered: Int
     /// The most recent report: `reports show` it to see one instance.
-    public var latestId: String
-    public var latestPath: String
+    var latestId: String
+    var latestPath: String
 }
 
 /// Accumulates reports one at a time into ``StallGroup``s; keeps durations, not reports.
-public struct StallGrouper: Sendable {
-    public let key: StallGroup.Key
+package struct StallGrouper: Sendable {
+    package let key: StallGroup.Key
     private var partial: [String: Partial] = [:]
 
     private struct Partial: Sendable {
@@ -51,12 +51,12 @@ public struct StallGrouper: Sendable {
         var unrecovered = 0
     }
 
-    public init(by key: StallGroup.Key) {
+    package init(by key: StallGroup.Key) {
         self.key = key
     }
 
     /// The group a report belongs to under ``key``.
-    public func groupKey(of report: StallReport) -> String {
+    func groupKey(of report: StallReport) -> String {
         switch key {
         case .signature: report.signature
         case .cause: ReportSummary.causeKind(of: report)
@@ -64,7 +64,7 @@ public struct StallGrouper: Sendable {
         }
     }
 
-    public mutating func add(_ report: StallReport, path: String) {
+    package mutating func add(_ report: StallReport, path: String) {
         let name = groupKey(of: report)
         var group =
             partial[name]
@@ -88,7 +88,7 @@ public struct StallGrouper: Sendable {
     }
 
     /// The groups, the most total time first (then the most reports, then the key).
-    public func groups() -> [StallGroup] {
+    package func groups() -> [StallGroup] {
         partial.map { name, group in
             let sorted = group.durations.sorted()
             return StallGroup(
@@ -101,7 +101,7 @@ public struct StallGrouper: Sendable {
     }
 
     /// Nearest-rank percentile of ascending `values` (`q` in 0…1); 0 when empty.
-    public static func percentile(_ values: [Double], _ q: Double) -> Double {
+    package static func percentile(_ values: [Double], _ q: Double) -> Double {
         guard !values.isEmpty else { return 0 }
         let rank = Int(saturating: (q * Double(values.count)).rounded(.up))
         return values[min(max(rank, 1), values.count) - 1]
@@ -109,16 +109,16 @@ public struct StallGrouper: Sendable {
 }
 
 /// The text and JSON of `reports summary`.
-public struct StallGroupView: Sendable {
-    public var format: ReportTextFormat
-    public var useColor: Bool
+package struct StallGroupView: Sendable {
+    package var format: ReportTextFormat
+    package var useColor: Bool
 
-    public init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
+    package init(format: ReportTextFormat = ReportTextFormat(), useColor: Bool = false) {
         self.format = format
         self.useColor = useColor
     }
 
-    public func lines(_ groups: [StallGroup], by key: StallGroup.Key) -> [String] {
+    package func lines(_ groups: [StallGroup], by key: StallGroup.Key) -> [String] {
         let header = [
             key.rawValue.uppercased(), "COUNT", "TOTAL", "P50", "P95", "MAX", "FIRST SEEN", "LAST SEEN", "TOP FRAME",
         ]
@@ -140,15 +140,15 @@ public struct StallGroupView: Sendable {
     }
 
     /// The document of `reports summary --json`.
-    public struct Document: Codable, Sendable, Equatable {
-        public var by: StallGroup.Key
+    package struct Document: Codable, Sendable, Equatable {
+        var by: StallGroup.Key
         /// Reports that passed the filters and were grouped.
-        public var reports: Int
+        var reports: Int
         /// Files skipped as unreadable or not reports.
-        public var skipped: Int
-        public var groups: [StallGroup]
+        var skipped: Int
+        var groups: [StallGroup]
 
-        public init(by: StallGroup.Key, reports: Int, skipped: Int, groups: [StallGroup]) {
+        package init(by: StallGroup.Key, reports: Int, skipped: Int, groups: [StallGroup]) {
             self.by = by
             self.reports = reports
             self.skipped = skipped
@@ -156,7 +156,7 @@ public struct StallGroupView: Sendable {
         }
     }
 
-    public static func json(_ document: Document) throws -> String {
+    package static func json(_ document: Document) throws -> String {
         String(decoding: try StallReport.makeEncoder().encode(document), as: UTF8.self)
     }
 }

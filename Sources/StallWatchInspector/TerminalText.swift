@@ -5,9 +5,9 @@ import StallWatch
 /// for a terminal: C0 and C1 control characters, DEL, and the codepoints that reorder or hide text (bidi
 /// overrides and isolates, line and paragraph separators, zero-width marks) become visible `\x1B` / `\u{202E}`
 /// text. Every text view goes through ``escape(_:)``; the HTML page has its own escaping.
-public enum TerminalText {
+enum TerminalText {
     /// `text` with every terminal-dangerous codepoint written as an escape; idempotent.
-    public static func escape(_ text: String) -> String {
+    static func escape(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isDangerous) else { return text }
         var out = ""
         out.unicodeScalars.reserveCapacity(text.unicodeScalars.count + 8)
@@ -25,10 +25,10 @@ public enum TerminalText {
     }
 
     /// Whether `scalar` may change what a terminal shows beyond printing a glyph.
-    public static func isDangerous(_ scalar: Unicode.Scalar) -> Bool { PrintableText.isDangerous(scalar) }
+    static func isDangerous(_ scalar: Unicode.Scalar) -> Bool { PrintableText.isDangerous(scalar) }
 
     /// A copy of `report` with every string a view may show escaped (see ``escape(_:)``).
-    public static func escaped(_ report: StallReport) -> StallReport {
+    static func escaped(_ report: StallReport) -> StallReport {
         var r = report
         r.id = escape(r.id)
         r.detection.source = DetectionSource(rawValue: escape(r.detection.source.rawValue))

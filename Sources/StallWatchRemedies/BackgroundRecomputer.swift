@@ -64,13 +64,13 @@ public final class BackgroundRecomputer<Change: Hashable & Sendable, Value: Send
     }
 
     /// Signals received so far.
-    public var signalCount: Int { state.withLock { $0.signals } }
+    var signalCount: Int { state.withLock { $0.signals } }
 
     /// Computations started so far (at most one per burst of signals).
-    public var computationCount: Int { state.withLock { $0.computations } }
+    package var computationCount: Int { state.withLock { $0.computations } }
 
     /// Results delivered on the loop so far.
-    public var deliveryCount: Int { state.withLock { $0.deliveries } }
+    var deliveryCount: Int { state.withLock { $0.deliveries } }
 
     /// True while a computation runs or signals wait for one.
     public var isBusy: Bool { state.withLock { $0.computing || $0.dirty } }

@@ -132,10 +132,10 @@ public final class ChunkedJob: Sendable {
     public var isFinished: Bool { state.withLock { $0.finished } }
 
     /// Chunks run so far (each a separate loop callout).
-    public var chunkCount: Int { state.withLock { $0.chunks } }
+    var chunkCount: Int { state.withLock { $0.chunks } }
 
     /// Steps run so far.
-    public var stepCount: Int { state.withLock { $0.steps } }
+    var stepCount: Int { state.withLock { $0.steps } }
 
     func recordChunk(steps: Int) {
         state.withLock {

@@ -57,7 +57,7 @@ public final class Debouncer: Sendable {
     public var isPending: Bool { state.withLock { $0.action != nil } }
 
     /// How many actions have run.
-    public var runCount: Int { state.withLock { $0.runs } }
+    var runCount: Int { state.withLock { $0.runs } }
 
     private func arm(after nanos: UInt64) -> ScheduledBlock {
         scheduler.enqueue(after: .nanoseconds(Int64(nanos))) { [self] in fire() }

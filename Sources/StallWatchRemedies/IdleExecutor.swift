@@ -64,10 +64,10 @@ public final class IdleExecutor: Sendable {
     public var pendingCount: Int { state.withLock { $0.pending } }
 
     /// Tasks run so far.
-    public var completedCount: Int { state.withLock { $0.ran } }
+    var completedCount: Int { state.withLock { $0.ran } }
 
     /// Idle periods in which at least one task ran.
-    public var idlePeriodsUsed: Int { state.withLock { $0.idlePeriods } }
+    var idlePeriodsUsed: Int { state.withLock { $0.idlePeriods } }
 
     /// Drops every queued task.
     public func cancelAll() {

@@ -67,10 +67,10 @@ public final class Throttler: Sendable {
     }
 
     /// How many times an action has run.
-    public var runCount: Int { state.withLock { $0.runs } }
+    var runCount: Int { state.withLock { $0.runs } }
 
     /// How many requests were made (``call(_:)``), run or coalesced.
-    public var requestCount: Int { state.withLock { $0.requests } }
+    var requestCount: Int { state.withLock { $0.requests } }
 
     private func runPending() {
         let now = scheduler.uptimeNanos

@@ -8,9 +8,9 @@ import StallWatch
 
 /// A child started with `posix_spawnp`, with a clean signal mask and default dispositions, so it behaves as if
 /// started by a shell; being our child also lets us ptrace it under Yama's `ptrace_scope = 1`.
-public final class ChildProcess: Sendable {
-    public let pid: Int32
-    public let arguments: [String]
+final class ChildProcess: Sendable {
+    let pid: Int32
+    let arguments: [String]
 
     private init(pid: Int32, arguments: [String]) {
         self.pid = pid
@@ -20,7 +20,7 @@ public final class ChildProcess: Sendable {
     /// Starts `arguments[0]` (searched in PATH) with `arguments`.
     ///
     /// - Throws: `.spawnFailed` naming the command and the reason (not found, not executable …).
-    public static func spawn(_ arguments: [String]) throws(SidecarError) -> ChildProcess {
+    static func spawn(_ arguments: [String]) throws(SidecarError) -> ChildProcess {
         guard let command = arguments.first, !command.isEmpty else {
             throw SidecarError(.spawnFailed, "no command to run")
         }
@@ -58,7 +58,7 @@ public final class ChildProcess: Sendable {
     /// are skipped.
     ///
     /// - Returns: Its exit status, or 128 + the signal that killed it (as shells report it).
-    public func wait() -> Int32 {
+    func wait() -> Int32 {
         let exited = sw_pidfd_open(pid)
         defer { if exited >= 0 { close(exited) } }
         var status: Int32 = 0
@@ -86,14 +86,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// Sends `signal` to the child (SIGINT/SIGTERM forwarding).
-    public func send(_ signal: Int32) { kill(pid, signal) }
+    func send(_ signal: Int32) { kill(pid, signal) }
 }
 
 /// Turns SIGINT, SIGTERM and SIGHUP into a callback on an ordinary thread (``SignalRelay``), and makes
 /// job-control stops wait for the capture under way.
-public enum TerminationSignals {
+package enum TerminationSignals {
     /// Installs the relay and calls `handler` with each terminating signal received.
-    public static func install(_ handler: @escaping @Sendable (Int32) -> Void) {
+    package static func install(_ handler: @escaping @Sendable (Int32) -> Void) {
         SignalRelay.install(SignalRelay.termination) { delivery in
             if SignalRelay.termination.contains(delivery.signal) { handler(delivery.signal) }
         }

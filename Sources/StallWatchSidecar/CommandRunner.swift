@@ -14,9 +14,9 @@ import Synchronization
 /// was forwarded (sent to `run` alone) is undone for the child when `run` continues. The watcher is given a moment
 /// to find the child's heartbeat before it settles for /proc evidence; a stall still going when the child exits is
 /// written `unrecovered`.
-public enum CommandRunner {
+package enum CommandRunner {
     /// What the runner tells its caller, on the watching thread.
-    public enum Event: Sendable {
+    package enum Event: Sendable {
         /// An event of the watcher (``TargetWatcher``).
         case target(SidecarEvent)
         /// The child could not be watched (it keeps running; its status is still returned).
@@ -31,7 +31,7 @@ public enum CommandRunner {
     ///   - onEvent: Called on the watching thread.
     /// - Returns: The child's exit status, or 128 + the signal that killed it (as shells report it).
     /// - Throws: `.spawnFailed` when the command cannot be started.
-    public static func run(
+    package static func run(
         _ arguments: [String], options: TargetWatcher.Options, heartbeatWait: Duration,
         onEvent: @escaping @Sendable (Event) -> Void
     ) throws(SidecarError) -> Int32 {

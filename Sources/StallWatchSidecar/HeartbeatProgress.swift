@@ -5,32 +5,32 @@ import StallWatch
 /// sequence, phase and phase start the embedded watchdog reads, so phases are known in reports.
 ///
 /// A thread stopped by a signal or a debugger (state T/t) reads as not running: not the loop's fault.
-package struct HeartbeatProgress: ProgressSource {
-    package let reader: HeartbeatReader
-    package let processID: Int32
-    package let threadID: Int32
-    package let polling: PollingWait
+struct HeartbeatProgress: ProgressSource {
+    let reader: HeartbeatReader
+    let processID: Int32
+    let threadID: Int32
+    let polling: PollingWait
 
-    package init(reader: HeartbeatReader, processID: Int32, threadID: Int32, polling: PollingWait) {
+    init(reader: HeartbeatReader, processID: Int32, threadID: Int32, polling: PollingWait) {
         self.reader = reader
         self.processID = processID
         self.threadID = threadID
         self.polling = polling
     }
 
-    package var sampledThread: SampledThread? { SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0) }
+    var sampledThread: SampledThread? { SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0) }
 
     /// The segment's state now.
     ///
     /// - Throws: What ``HeartbeatReader/read()`` throws when the segment was lost or rewritten.
-    package func readSegment() throws(SidecarError) -> ProgressReading {
+    func readSegment() throws(SidecarError) -> ProgressReading {
         let state = try reader.read()
         var snapshot = state.snapshot
         if snapshot.isBusy, threadStopped() { snapshot.activity = [] }
         return .progress(snapshot, stallEndNanos: state.stallEndNanos)
     }
 
-    package func read(now: UInt64) -> ProgressReading {
+    func read(now: UInt64) -> ProgressReading {
         do {
             return try readSegment()
         } catch {
@@ -38,7 +38,7 @@ package struct HeartbeatProgress: ProgressSource {
         }
     }
 
-    package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+    func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
 

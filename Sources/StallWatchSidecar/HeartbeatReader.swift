@@ -7,30 +7,30 @@ import StallWatch
 #endif
 
 /// The header of a heartbeat segment, after validation.
-public struct HeartbeatSegment: Sendable, Equatable {
-    public var pid: Int32
+struct HeartbeatSegment: Sendable, Equatable {
+    var pid: Int32
     /// The loop thread (0 while the loop is not running).
-    public var loopThreadID: Int32
-    public var thresholdNanos: UInt64
-    public var hangThresholdNanos: UInt64
-    public var startTimeTicks: UInt64
-    public var loopName: String
+    var loopThreadID: Int32
+    var thresholdNanos: UInt64
+    var hangThresholdNanos: UInt64
+    var startTimeTicks: UInt64
+    var loopName: String
 }
 
 /// The loop state read from a segment at one instant.
-public struct HeartbeatState: Sendable, Equatable {
-    public var snapshot: LoopSnapshot
+struct HeartbeatState: Sendable, Equatable {
+    var snapshot: LoopSnapshot
     /// When the loop left a stall an in-process watchdog followed (0 if none).
-    public var stallEndNanos: UInt64
-    public var loopThreadID: Int32
+    var stallEndNanos: UInt64
+    var loopThreadID: Int32
 }
 
 /// Reads a heartbeat segment without trusting it: the file belongs to another process and may be stale,
 /// truncated, or written by someone hostile. It is never mapped (a truncation would fault the reader); each
 /// ``read()`` is one `pread` and every field is checked again.
-public final class HeartbeatReader: @unchecked Sendable {  // Used by one watching thread.
-    public let path: String
-    public private(set) var segment: HeartbeatSegment
+final class HeartbeatReader: @unchecked Sendable {  // Used by one watching thread.
+    let path: String
+    private(set) var segment: HeartbeatSegment
     private let fd: Int32
     private let inode: UInt64
 
@@ -43,7 +43,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
     ///
     /// - Parameter expectedPID: When set, the segment must describe this process.
     /// - Throws: `.invalidHeartbeat` naming the first field that failed; `.noSuchProcess` when the publisher is gone.
-    public init(path: String, expectedPID: Int32? = nil) throws(SidecarError) {
+    init(path: String, expectedPID: Int32? = nil) throws(SidecarError) {
         self.path = path
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else {
@@ -84,7 +84,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
     /// The segment's loop state now, validated again (a seqlock-style double read of the state word).
     ///
     /// - Throws: `.invalidHeartbeat` if the file was truncated or rewritten, or a field is out of range.
-    public func read() throws(SidecarError) -> HeartbeatState {
+    func read() throws(SidecarError) -> HeartbeatState {
         for _ in 0..<8 {
             let bytes = try Self.readAll(fd: fd, path: path)
             let decoded = try Self.decode(bytes, path: path, fileSize: bytes.count)
@@ -123,7 +123,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
     ///   - bytes: The file's content.
     ///   - fileSize: The file's size.
     /// - Throws: `.invalidHeartbeat` naming the first bad field.
-    public static func decode(_ bytes: [UInt8], path: String, fileSize: Int) throws(SidecarError) -> HeartbeatSegment {
+    static func decode(_ bytes: [UInt8], path: String, fileSize: Int) throws(SidecarError) -> HeartbeatSegment {
         guard bytes.count == size, fileSize == size else {
             throw invalid(path, "size", "\(bytes.count) bytes (file \(fileSize)), a segment is \(size)")
         }
@@ -225,7 +225,7 @@ public final class HeartbeatReader: @unchecked Sendable {  // Used by one watchi
     // MARK: Finding segments
 
     /// The segments in `directory` (`stallwatch.<pid>` and `stallwatch.<pid>.<n>`), with the pid in the name.
-    public static func segmentFiles(in directory: String) -> [(path: String, pid: Int32)] {
+    static func segmentFiles(in directory: String) -> [(path: String, pid: Int32)] {
         guard let dir = opendir(directory) else { return [] }
         defer { closedir(dir) }
         var result: [(String, Int32)] = []

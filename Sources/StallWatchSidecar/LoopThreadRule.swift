@@ -12,13 +12,13 @@ import StallWatch
 ///
 /// A rule is matched against a process's threads again at every rescan: a thread that starts later or is renamed to
 /// match is picked up, one renamed away is dropped.
-public struct LoopThreadRule: Sendable, Equatable, CustomStringConvertible {
+package struct LoopThreadRule: Sendable, Equatable, CustomStringConvertible {
     /// The glob over executable file names; nil: every process.
-    public var program: String?
+    package var program: String?
     /// The glob over thread names.
-    public var threads: String
+    package var threads: String
 
-    public init(program: String? = nil, threads: String) {
+    package init(program: String? = nil, threads: String) {
         self.program = program
         self.threads = threads
     }
@@ -26,7 +26,7 @@ public struct LoopThreadRule: Sendable, Equatable, CustomStringConvertible {
     /// Parses `GLOB` or `PROGRAM=GLOB`.
     ///
     /// - Throws: `.invalidArgument` when a part is empty.
-    public init(parsing text: String) throws(SidecarError) {
+    package init(parsing text: String) throws(SidecarError) {
         let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
         if parts.count == 2 {
             program = parts[0]
@@ -42,21 +42,21 @@ public struct LoopThreadRule: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var description: String { program.map { "\($0)=\(threads)" } ?? threads }
+    package var description: String { program.map { "\($0)=\(threads)" } ?? threads }
 
     /// Whether the rule applies to a process whose executable is `executable` (a path; its file name is matched).
-    public func applies(toExecutable executable: String) -> Bool {
+    package func applies(toExecutable executable: String) -> Bool {
         guard let program else { return true }
         let name = executable.split(separator: "/").last.map(String.init) ?? executable
         return fnmatch(program, name, 0) == 0
     }
 
     /// Whether a thread named `name` is a loop under this rule.
-    public func matches(threadName name: String) -> Bool { fnmatch(threads, name, 0) == 0 }
+    package func matches(threadName name: String) -> Bool { fnmatch(threads, name, 0) == 0 }
 
     /// The threads of `pid` any of `rules` names, with their names, by thread id (the rules' `program` parts
     /// are the caller's to apply).
-    public static func matchingThreads(of pid: Int32, rules: [LoopThreadRule]) -> [Int32: String] {
+    static func matchingThreads(of pid: Int32, rules: [LoopThreadRule]) -> [Int32: String] {
         guard !rules.isEmpty else { return [:] }
         var out: [Int32: String] = [:]
         let process = ProcDirectory(processID: pid)

@@ -14,16 +14,16 @@ import StallWatch
 /// interrupted, copied and detached before the next is touched, so only one thread of the target is ever stopped
 /// and never for longer than one copy; the kernel restarts the call it was in (no EINTR). Unwinding and
 /// symbolication run after every thread is running again.
-public struct ProcessDumper: Sendable {
-    public var processID: Int32
+package struct ProcessDumper: Sendable {
+    package var processID: Int32
     /// Every thread, not only the loop threads and the owners of the locks they wait for.
-    public var allThreads: Bool
+    package var allThreads: Bool
     /// Frames, stack bytes, capture timeout and symbolication mode.
-    public var configuration: StallWatchConfiguration
+    package var configuration: StallWatchConfiguration
     /// Where heartbeat segments name the process's loop threads.
-    public var heartbeatDirectory: String
+    package var heartbeatDirectory: String
 
-    public init(
+    package init(
         processID: Int32, allThreads: Bool = false, configuration: StallWatchConfiguration = .init(),
         heartbeatDirectory: String? = nil
     ) {
@@ -39,7 +39,7 @@ public struct ProcessDumper: Sendable {
     ///   read with ptrace rights (with what to check); `.notTraceable` when it exists but cannot be traced now
     ///   (this process, a zombie, a kernel thread, or a process another tracer — a debugger — is attached to).
     ///   A thread that exits or will not stop during the dump is an entry of `errors`, not a failure.
-    public func dump() throws(SidecarError) -> ProcessDump {
+    package func dump() throws(SidecarError) -> ProcessDump {
         let pid = processID
         try Self.checkTraceable(pid)
         let loops = loopThreads()

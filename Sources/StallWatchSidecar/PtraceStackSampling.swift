@@ -5,14 +5,14 @@ import StallWatch
 /// never SIGSTOP), copies registers and stack and detaches at once; ``StackUnwinder`` unwinds the copy while the
 /// target runs again. Failures (the target exited mid-capture, permission, a thread that would not stop) become
 /// the sample's error.
-public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
-    public let captureMethod = CaptureMethod.ptrace
-    public let processID: Int32
+package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
+    package let captureMethod = CaptureMethod.ptrace
+    package let processID: Int32
     private let sampler: PtraceSampler
     private let unwinder: StackUnwinder?
     /// Called after every capture attempt (tests check the target's state here).
     var afterCapture: (@Sendable (Int32) -> Void)?
-    public private(set) var setupError: String?
+    private(set) var setupError: String?
     /// The target's maps, shared by the captures of a snapshot and of the samples that follow it.
     private var maps: PtraceMaps?
     /// Maps older than this are read again before the next capture (a thread's stack does not move, but
@@ -20,7 +20,7 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
     static let mapsLifetimeNanos: UInt64 = 2_000_000_000
 
     /// - Parameter captureTimeoutNanos: How long a capture waits for a thread to stop.
-    public init(processID: Int32, captureTimeoutNanos: UInt64) {
+    package init(processID: Int32, captureTimeoutNanos: UInt64) {
         self.processID = processID
         sampler = PtraceSampler(processID: processID, timeoutNanos: captureTimeoutNanos)
         do {
@@ -31,9 +31,9 @@ public final class PtraceStackSampling: StackSampling, @unchecked Sendable {  //
         }
     }
 
-    public func beginThreadSnapshot() { maps = PtraceMaps(processID: processID) }
+    package func beginThreadSnapshot() { maps = PtraceMaps(processID: processID) }
 
-    public func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+    package func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
         // Read before stopping anyone: it is the slowest step and must not lengthen the pause.
         if maps?.isOlder(thanNanos: Self.mapsLifetimeNanos) ?? true { maps = PtraceMaps(processID: processID) }
         let result = sampler.capture(

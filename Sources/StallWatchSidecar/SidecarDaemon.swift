@@ -9,20 +9,20 @@ import Synchronization
 /// ``LoopThreadRule`` applying to its executable names (each its own detector, matched again at every scan) —
 /// and drops it when its process exits. Segments that fail validation are reported once each (per distinct
 /// reason) and skipped, never trusted.
-public final class SidecarDaemon: Sendable {  // run() on one thread; stop() from any.
+package final class SidecarDaemon: Sendable {  // run() on one thread; stop() from any.
     /// What the daemon reports, on its own or a watcher's thread.
-    public enum Event: Sendable {
+    package enum Event: Sendable {
         case skipped(path: String, SidecarError)
         /// A segment left by a process that no longer exists (killed before it could remove it) was deleted.
         case removedStale(path: String, pid: Int32)
         case target(pid: Int32, SidecarEvent)
     }
 
-    public let directory: String
-    public let configuration: StallWatchConfiguration
-    public let scanInterval: Duration
+    package let directory: String
+    package let configuration: StallWatchConfiguration
+    package let scanInterval: Duration
     /// Loop threads to watch besides each heartbeat's own, by name (`[PROGRAM=]GLOB`).
-    public let threadRules: [LoopThreadRule]
+    package let threadRules: [LoopThreadRule]
     private let onEvent: @Sendable (Event) -> Void
     private let stopRequested = Atomic<Bool>(false)
     private let wakeup = DispatchSemaphore(value: 0)
@@ -34,7 +34,7 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     ///   - scanInterval: Time between scans of the directory (and between matches of `threadRules`).
     ///   - threadRules: Further loop threads of each target, by name; a rule with a `program` part applies only
     ///     to processes whose executable's file name matches it.
-    public init(
+    package init(
         directory: String, configuration: StallWatchConfiguration, scanInterval: Duration = .seconds(1),
         threadRules: [LoopThreadRule] = [], onEvent: @escaping @Sendable (Event) -> Void
     ) {
@@ -47,14 +47,14 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
 
     /// The loop name of thread `threadID` of the process `pid` watched now, and the process's executable (for
     /// metrics labels); nil when that thread is not watched.
-    public func watchedLoop(of pid: Int32, threadID: Int32) -> (loopName: String, executable: String)? {
+    package func watchedLoop(of pid: Int32, threadID: Int32) -> (loopName: String, executable: String)? {
         let group = watchers.withLock { $0.values.first { $0.group.processID == pid }?.group }
         return group?.loopName(ofThread: threadID).map { ($0, ProcessIdentity.of(pid: pid).executable) }
     }
 
     /// The watchers that have not turned for longer than `allowanceNanos` (or three of their poll intervals, if
     /// longer), with how long: they are stuck, and their processes unwatched. Any thread.
-    public func stuckWatchers(allowanceNanos: UInt64) -> [(pid: Int32, sinceNanos: UInt64)] {
+    package func stuckWatchers(allowanceNanos: UInt64) -> [(pid: Int32, sinceNanos: UInt64)] {
         let now = sw_monotonic_ns()
         return watchers.withLock { watchers in
             watchers.values.flatMap(\.group.watchers).compactMap { watcher -> (pid: Int32, sinceNanos: UInt64)? in
@@ -66,10 +66,10 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     }
 
     /// The pids being watched now.
-    public var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.group.processID }.sorted() } }
+    var watchedPIDs: [Int32] { watchers.withLock { $0.values.map { $0.group.processID }.sorted() } }
 
     /// The threads of `pid` being watched now.
-    public func watchedThreads(of pid: Int32) -> [Int32] {
+    func watchedThreads(of pid: Int32) -> [Int32] {
         let group = watchers.withLock { $0.values.first { $0.group.processID == pid }?.group }
         return group?.watchers.map(\.threadID) ?? []
     }
@@ -80,7 +80,7 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     ///   daemon's own sign of life: `stallwatch daemon` sends READY=1 after the first and pings systemd's
     ///   watchdog only while scans keep coming).
     /// - Throws: `.systemCall` when the directory cannot be read at all.
-    public func run(onScan: (_ watched: Int) -> Void = { _ in }) throws(SidecarError) {
+    package func run(onScan: (_ watched: Int) -> Void = { _ in }) throws(SidecarError) {
         var info = stat()
         guard stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             throw SidecarError(
@@ -139,7 +139,7 @@ public final class SidecarDaemon: Sendable {  // run() on one thread; stop() fro
     }
 
     /// Asks ``run()`` to return. Any thread.
-    public func stop() {
+    package func stop() {
         stopRequested.store(true, ordering: .releasing)
         wakeup.signal()
     }

@@ -33,7 +33,7 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
     public var message: String
     public var context: [String: String]
 
-    public init(_ code: Code, _ message: String, context: [String: String] = [:]) {
+    package init(_ code: Code, _ message: String, context: [String: String] = [:]) {
         self.code = code
         self.message = message
         self.context = context
@@ -42,7 +42,7 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
     public var description: String { message }
 
     /// What to check when the target cannot be traced or read.
-    public static let permissionAdvice =
+    static let permissionAdvice =
         "watching another process needs ptrace rights over it: run as the same user as the target (and the target "
         + "must not have gained privileges, e.g. setuid), or as root / with CAP_SYS_PTRACE; with Yama "
         + "(/proc/sys/kernel/yama/ptrace_scope) at 1 only a parent may trace — use `stallwatch run -- CMD`, "

@@ -9,7 +9,7 @@ extension SidecarEvent {
     /// - `watching`: `event`, `pid`, `threadId`, `source` (`heartbeat` or `proc`), `thresholdMs`
     /// - `heartbeatRejected`: `event`, `error`; `targetExited`: `event`, `pid`
     /// - `threadDropped`: `event`, `pid`, `threadId`, `reason`
-    public var lineFields: [String: JSONLinesEventWriter.Value]? {
+    package var lineFields: [String: JSONLinesEventWriter.Value]? {
         switch self {
         case .watching(let pid, let tid, let source, let threshold):
             [
@@ -32,7 +32,7 @@ extension SidecarDaemon.Event {
     /// The event's line fields; a target's events are those of ``SidecarEvent/lineFields``.
     ///
     /// Keys: `skipped`: `event`, `path`, `error`; `removedStale`: `event`, `path`, `pid`.
-    public var lineFields: [String: JSONLinesEventWriter.Value]? {
+    package var lineFields: [String: JSONLinesEventWriter.Value]? {
         switch self {
         case .skipped(let path, let error):
             ["event": .string("skipped"), "path": .string(path), "error": .string(error.message)]

@@ -31,27 +31,27 @@ import Synchronization
 /// sending, or from the same sender within 500 ms of a group-wide one the witness took as one with another, is
 /// taken for group-wide and not forwarded. Without a witness (it could not be forked) only a signal the kernel
 /// sent (a terminal's) counts as received by a child in `run`'s process group.
-public final class SignalForwarder: Sendable {
+final class SignalForwarder: Sendable {
     /// How long a signal sent to `run` waits for the witness to receive it too.
-    public static let graceNanos: UInt64 = 100_000_000
+    static let graceNanos: UInt64 = 100_000_000
     /// How long a signal the witness has pending may take to be reported.
     static let pendingNanos: UInt64 = 2_000_000_000
     /// How long a report of the witness that matched no signal of `run`'s is kept (a signal sent to the witness
     /// alone, one `run` judged by the pending mask, or a second group signal that `run` received as one).
     static let keepNanos: UInt64 = 500_000_000
 
-    public let childPID: Int32
+    let childPID: Int32
     private let witness: SignalWitness?
     private let unmatched = Mutex<[(delivery: SignalRelay.Delivery, at: UInt64)]>([])
 
-    public init(childPID: Int32, witness: SignalWitness?) {
+    init(childPID: Int32, witness: SignalWitness?) {
         self.childPID = childPID
         self.witness = witness
     }
 
     /// Whether the child received `delivery` too (then it must not be forwarded). Called on the relay thread; may
     /// wait up to ``graceNanos`` (or a pending signal's report).
-    public func childHasAlready(_ delivery: SignalRelay.Delivery) -> Bool {
+    func childHasAlready(_ delivery: SignalRelay.Delivery) -> Bool {
         guard let witness else { return delivery.fromKernel && childSharesProcessGroup }
         guard childSharesProcessGroup, childSharesCgroup else { return false }
         if take(delivery, adding: [], now: sw_monotonic_ns()) || delivery.witnessHadItPending { return true }
@@ -90,12 +90,12 @@ public final class SignalForwarder: Sendable {
 
     /// The child is in `run`'s cgroup now (the same line for every hierarchy of /proc/PID/cgroup).
     var childSharesCgroup: Bool {
-        guard let ours = ProcFile.text("/proc/self/cgroup"), let its = ProcFile.text("/proc/\(childPID)/cgroup") else {
-            return false
-        }
+        guard let ours = ProcDirectory.current.text("cgroup"),
+            let its = ProcDirectory(processID: childPID).text("cgroup")
+        else { return false }
         return ours == its
     }
 
     /// Ends the witness.
-    public func stop() { witness?.stop() }
+    func stop() { witness?.stop() }
 }

@@ -14,22 +14,22 @@ import StallWatch
 /// seen the signal, the relay thread waits for the capture under way to detach (``CaptureGate``) and then
 /// stops the process with SIGSTOP; once continued it lets captures go on. A sidecar suspended by ^Z therefore
 /// never leaves its target in tracing stop.
-public enum SignalRelay {
+enum SignalRelay {
     /// One signal as it arrived, as the kernel described it to the handler.
-    public struct Delivery: Sendable, Equatable, CustomStringConvertible {
-        public let signal: Int32
+    struct Delivery: Sendable, Equatable, CustomStringConvertible {
+        let signal: Int32
         /// `si_code`: positive when the kernel sent it (a terminal's ^C, ^Z, ^\, a hangup, a timer), `SI_USER` (0)
         /// for `kill`, `SI_TKILL` for `tgkill`, `SI_QUEUE` for `sigqueue`.
-        public let code: Int32
+        let code: Int32
         /// The sending process for a signal a process sent; 0 for the kernel's.
-        public let senderPID: Int32
+        let senderPID: Int32
         /// The sender's real user id (0 for the kernel's).
-        public let senderUID: UInt32
+        let senderUID: UInt32
         /// When the handler ran, the signal witness (``SignalWitness``) had the same signal pending: it was sent to
         /// the witness too.
-        public let witnessHadItPending: Bool
+        let witnessHadItPending: Bool
 
-        public init(
+        init(
             signal: Int32, code: Int32 = 0, senderPID: Int32 = 0, senderUID: UInt32 = 0,
             witnessHadItPending: Bool = false
         ) {
@@ -41,15 +41,15 @@ public enum SignalRelay {
         }
 
         /// Sent by the kernel, not by a process.
-        public var fromKernel: Bool { code > 0 }
+        var fromKernel: Bool { code > 0 }
 
         /// The same signal from the same sender, sent the same way.
-        public func sameSending(as other: Delivery) -> Bool {
+        func sameSending(as other: Delivery) -> Bool {
             signal == other.signal && code == other.code && senderPID == other.senderPID
                 && senderUID == other.senderUID
         }
 
-        public var description: String {
+        var description: String {
             fromKernel ? "signal \(signal) from the kernel" : "signal \(signal) from process \(senderPID)"
         }
 
@@ -61,23 +61,23 @@ public enum SignalRelay {
     }
 
     /// Signals that end a sidecar tool: `watch` and `daemon` stop on them.
-    public static let termination: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+    static let termination: [Int32] = [SIGINT, SIGTERM, SIGHUP]
     /// Every catchable signal `run` forwards to its child rather than die of (or ignore): the terminating
     /// ones, the user and timer signals, and the rest whose default would kill `run` and orphan the child.
     /// Not SIGPIPE (a closed output is `run`'s own business), SIGCHLD, or those the Swift runtime owns.
-    public static let forwardable: [Int32] = [
+    static let forwardable: [Int32] = [
         SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGURG, SIGPWR, SIGVTALRM, SIGPROF,
         SIGXCPU, SIGXFSZ, SIGSTKFLT, SIGIO, SIGCONT,
     ]
     /// Job-control stops, obeyed between captures.
-    public static let jobControl: [Int32] = [SIGTSTP, SIGTTIN, SIGTTOU]
+    static let jobControl: [Int32] = [SIGTSTP, SIGTTIN, SIGTTOU]
 
     nonisolated(unsafe) private static var installed = false
 
     /// Installs the relay for `signals` plus the job-control stops, once per process (later calls are
     /// ignored); `handler` runs on the relay thread for each delivery, job-control stops included (before the
     /// process stops, so `run` can pass a stop on to its child), and `resumed` after such a stop.
-    public static func install(
+    static func install(
         _ signals: [Int32], handler: @escaping @Sendable (Delivery) -> Void,
         resumed: @escaping @Sendable (Delivery) -> Void = { _ in }
     ) {

@@ -16,9 +16,9 @@ import Synchronization
 ///
 /// It lives until `run` stops it or exits (its lifeline pipe closes); it holds no descriptor of `run`'s, runs no
 /// handler, and appears in `ps` as `stallwatch-sigw`.
-public final class SignalWitness: Sendable {
+final class SignalWitness: Sendable {
     /// The witness process.
-    public let pid: Int32
+    let pid: Int32
     private let reportFD: Int32
     private let lifelineFD: Int32
     private let stopped = Atomic<Bool>(false)
@@ -32,7 +32,7 @@ public final class SignalWitness: Sendable {
     /// Forks a witness of `signals`.
     ///
     /// - Throws: `.systemCall` naming the call (`pipe2`, `fork`) that failed.
-    public static func start(signals: [Int32]) throws(SidecarError) -> SignalWitness {
+    static func start(signals: [Int32]) throws(SidecarError) -> SignalWitness {
         var pid: pid_t = 0
         var report: Int32 = -1
         var lifeline: Int32 = -1
@@ -51,7 +51,7 @@ public final class SignalWitness: Sendable {
 
     /// The signals the witness has reported since the last call, waiting until `deadline` (CLOCK_MONOTONIC
     /// nanoseconds) for the first when there is none yet; empty when none came by then.
-    public func reports(waitingUntil deadline: UInt64) -> [SignalRelay.Delivery] {
+    func reports(waitingUntil deadline: UInt64) -> [SignalRelay.Delivery] {
         var found: [SignalRelay.Delivery] = []
         while true {
             var record = sw_relay_record()
@@ -70,12 +70,12 @@ public final class SignalWitness: Sendable {
     }
 
     /// Whether `signal` is pending at the witness: sent to it, not yet read by it (it will be reported).
-    public func hasPending(_ signal: Int32) -> Bool {
+    func hasPending(_ signal: Int32) -> Bool {
         sw_signal_pending(pid, signal) != 0
     }
 
     /// Ends the witness and reaps it; later calls do nothing.
-    public func stop() {
+    func stop() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         sw_relay_set_witness(0)
         sw_witness_stop(pid, lifelineFD)

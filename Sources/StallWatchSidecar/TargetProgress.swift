@@ -6,9 +6,9 @@ import StallWatch
 ///
 /// Every look first checks that the target is still the same live process (a reused pid is not): when it is
 /// gone, a stall being followed is finished as `unrecovered`.
-package struct TargetProgress: ProgressSource {
-    package let processID: Int32
-    package let threadID: Int32
+struct TargetProgress: ProgressSource {
+    let processID: Int32
+    let threadID: Int32
     private let startTimeTicks: UInt64?
     private let polling: PollingWait
     private var heartbeat: HeartbeatProgress?
@@ -16,7 +16,7 @@ package struct TargetProgress: ProgressSource {
     /// Told when the heartbeat is lost and watching goes on from /proc.
     private let onHeartbeatLost: (SidecarError) -> Void
 
-    package init(
+    init(
         processID: Int32, threadID: Int32, startTimeTicks: UInt64?, heartbeat: HeartbeatReader?, polling: PollingWait,
         now: UInt64, onHeartbeatLost: @escaping (SidecarError) -> Void
     ) {
@@ -33,9 +33,9 @@ package struct TargetProgress: ProgressSource {
         }
     }
 
-    package var sampledThread: SampledThread? { SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0) }
+    var sampledThread: SampledThread? { SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0) }
 
-    package mutating func read(now: UInt64) -> ProgressReading {
+    mutating func read(now: UInt64) -> ProgressReading {
         guard targetAlive() else { return .ended(reason: "the target exited while its loop was still stuck") }
         var notes: [String] = []
         if let heartbeat {
@@ -63,20 +63,20 @@ package struct TargetProgress: ProgressSource {
         }
     }
 
-    package mutating func noteCapture() { proc?.noteCapture() }
+    mutating func noteCapture() { proc?.noteCapture() }
 
-    package mutating func noteCapture(waitBefore: ThreadWait?) { proc?.noteCapture(waitBefore: waitBefore) }
+    mutating func noteCapture(waitBefore: ThreadWait?) { proc?.noteCapture(waitBefore: waitBefore) }
 
-    package var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
+    var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
 
-    package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+    func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
 
     private func targetAlive() -> Bool { Self.alive(processID: processID, startTimeTicks: startTimeTicks) }
 
     /// The same process (not a reused pid: its start time is `startTimeTicks`) exists and is not a zombie.
-    package static func alive(processID: Int32, startTimeTicks: UInt64?) -> Bool {
+    static func alive(processID: Int32, startTimeTicks: UInt64?) -> Bool {
         guard let started = HeartbeatPublisher.startTimeTicks(pid: processID), started == startTimeTicks else {
             return false
         }

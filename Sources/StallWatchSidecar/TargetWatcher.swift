@@ -57,11 +57,11 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         public var mode: Mode = .automatic
         /// Threshold, sampling, reports; `thresholdMs` is replaced by the heartbeat's unless `thresholdFixed`.
         public var configuration: StallWatchConfiguration
-        public var thresholdFixed = false
+        package var thresholdFixed = false
         /// Where heartbeat segments are looked for.
         public var heartbeatDirectory = HeartbeatPublisher.defaultDirectory
         /// Time between looks; nil: threshold / 5, at least 10 ms.
-        public var pollIntervalMs: Int?
+        package var pollIntervalMs: Int?
 
         public init(pid: Int32, configuration: StallWatchConfiguration) {
             self.pid = pid
@@ -69,16 +69,16 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         }
     }
 
-    public let options: Options
-    public let threadID: Int32
+    package let options: Options
+    package let threadID: Int32
     /// `heartbeat` or `proc`.
-    public let source: DetectionSource
+    package let source: DetectionSource
     /// The thresholds stalls are judged by: the configuration's, or the heartbeat's own.
-    public let detector: StallDetector.Configuration
+    package let detector: StallDetector.Configuration
     /// The stall threshold in whole milliseconds, for event lines.
-    public var thresholdMs: Int { Int(detector.thresholdNanos / 1_000_000) }
+    package var thresholdMs: Int { Int(detector.thresholdNanos / 1_000_000) }
     /// The loop's name in reports and metrics: the heartbeat's, else the thread's name, else `main`.
-    public let loopName: String
+    package let loopName: String
     private let heartbeat: HeartbeatReader?
     private let sampling: PtraceStackSampling
     private let recorder: StallRecorder
@@ -160,15 +160,15 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     /// When the watching loop last turned (CLOCK_MONOTONIC nanoseconds): it turns at least every poll interval,
     /// and between the samples of a stall. A watcher that does not turn is itself stuck (a capture, a report write
     /// or the recorder blocked), and nobody is watching its target.
-    public var lastTurnNanos: UInt64 { lastTurn.load(ordering: .relaxed) }
+    var lastTurnNanos: UInt64 { lastTurn.load(ordering: .relaxed) }
 
     /// The longest a healthy watcher goes between turns, give or take one capture: its poll interval.
-    public var pollIntervalNanos: UInt64 {
+    var pollIntervalNanos: UInt64 {
         max(10_000_000, options.pollIntervalMs.map { UInt64(max(0, $0)) * 1_000_000 } ?? detector.thresholdNanos / 5)
     }
 
     /// Where reports go.
-    public var reportDirectory: String {
+    package var reportDirectory: String {
         options.configuration.reportDirectoryPath
     }
 

@@ -12,22 +12,22 @@ import Synchronization
 /// watcher, one renamed away loses its watcher (``SidecarEvent/threadDropped(pid:threadID:reason:)``), one that
 /// exited has already ended its own. Between rescans the group sleeps on a semaphore; without rules it does not
 /// wake at all until a watcher ends.
-public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop() from any.
-    public struct Options: Sendable {
+package final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop() from any.
+    package struct Options: Sendable {
         /// What every watcher starts from: the pid, mode, configuration; `threadID` is set per thread.
-        public var base: TargetWatcher.Options
+        package var base: TargetWatcher.Options
         /// Threads watched whatever their name; nil stands for the default thread (the heartbeat's loop thread,
         /// else the main thread).
-        public var fixedThreads: [Int32?]
+        package var fixedThreads: [Int32?]
         /// Threads watched while their name matches one of these (only the `threads` globs are used here).
-        public var rules: [LoopThreadRule]
+        package var rules: [LoopThreadRule]
         /// The mode of rule-matched threads' watchers; nil: `base.mode`. The daemon uses `.proc`, since a
         /// heartbeat segment speaks for its own loop thread only.
-        public var ruleMode: TargetWatcher.Mode?
+        var ruleMode: TargetWatcher.Mode?
         /// Time between matches of the rules against the process's threads.
-        public var rescanInterval: Duration = .seconds(1)
+        package var rescanInterval: Duration = .seconds(1)
 
-        public init(base: TargetWatcher.Options, fixedThreads: [Int32?], rules: [LoopThreadRule] = []) {
+        package init(base: TargetWatcher.Options, fixedThreads: [Int32?], rules: [LoopThreadRule] = []) {
             self.base = base
             self.fixedThreads = fixedThreads
             self.rules = rules
@@ -42,8 +42,8 @@ public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop(
         var dropped = false
     }
 
-    public let options: Options
-    public var processID: Int32 { options.base.pid }
+    package let options: Options
+    package var processID: Int32 { options.base.pid }
     private let startTimeTicks: UInt64?
     private let onEvent: @Sendable (SidecarEvent) -> Void
     private let entries = Mutex<[Int32: Entry]>([:])
@@ -56,7 +56,7 @@ public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop(
     ///
     /// - Throws: what ``TargetWatcher/init(options:onEvent:)`` throws for a fixed thread; a rule-matched thread
     ///   that exits before its watcher is made is skipped.
-    public init(options: Options, onEvent: @escaping @Sendable (SidecarEvent) -> Void) throws(SidecarError) {
+    package init(options: Options, onEvent: @escaping @Sendable (SidecarEvent) -> Void) throws(SidecarError) {
         self.options = options
         self.onEvent = onEvent
         startTimeTicks = HeartbeatPublisher.startTimeTicks(pid: options.base.pid)
@@ -76,16 +76,16 @@ public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop(
     }
 
     /// The watchers running or about to run, by thread id.
-    public var watchers: [TargetWatcher] {
+    package var watchers: [TargetWatcher] {
         entries.withLock { $0.values.map(\.watcher) }.sorted { $0.threadID < $1.threadID }
     }
 
     /// The loop name of the watcher of thread `tid` (for metrics labels); nil when that thread is not watched.
-    public func loopName(ofThread tid: Int32) -> String? { entries.withLock { $0[tid]?.watcher.loopName } }
+    package func loopName(ofThread tid: Int32) -> String? { entries.withLock { $0[tid]?.watcher.loopName } }
 
     /// Asks ``run()`` to return; every watcher stops, a stall being followed is written `unrecovered` with
     /// `reason`. Any thread.
-    public func stop(reason: String? = nil) {
+    package func stop(reason: String? = nil) {
         stopReason.withLock { $0 = $0 ?? reason }
         stopRequested.store(true, ordering: .releasing)
         wakeup.signal()
@@ -93,7 +93,7 @@ public final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop(
 
     /// Runs every watcher and keeps the set current until ``stop(reason:)``, until the process exits, or — without
     /// rules — until every fixed thread's watcher has ended. Blocks the calling thread.
-    public func run() {
+    package func run() {
         for tid in entries.withLock({ Array($0.keys) }).sorted() { start(tid) }
         while !stopRequested.load(ordering: .acquiring) {
             guard TargetProgress.alive(processID: processID, startTimeTicks: startTimeTicks) else { break }

@@ -3,6 +3,7 @@
 import CStallWatchCore
 import CStallWatchFixtures
 import StallWatch
+import StallWatchSidecar
 
 #if canImport(Glibc)
     import Glibc

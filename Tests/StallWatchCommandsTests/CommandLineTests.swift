@@ -1,9 +1,10 @@
 // The command line's own parts: argument parsing, the command table and the one error → exit code mapping.
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
-import StallWatchSidecar
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
+@testable import StallWatchSidecar
 
 @Suite struct CommandLineTests {
     @Test func optionsTakeTheirValueEitherWayAndDoubleDashEndsThem() throws {

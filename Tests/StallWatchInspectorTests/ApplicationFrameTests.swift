@@ -1,8 +1,9 @@
 // Every tool names the same top frame for the same stall: event lines, log records, `reports list`, summaries.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 @Suite struct ApplicationFrameTests {
     /// A lock stall: libc's lock wait innermost, the application's caller next.

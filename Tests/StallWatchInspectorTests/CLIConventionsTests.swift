@@ -1,10 +1,11 @@
 // The command line's conventions: --version, help TOPIC, CMD --help (golden), short flags, "did you mean",
 // exit code 2 for usage and configuration errors, unknown STALLWATCH_* variables, readable event lines.
 import Foundation
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
 
 @Suite struct CLIConventionsTests {
     /// `help-reports-list.txt` for `reports list`.

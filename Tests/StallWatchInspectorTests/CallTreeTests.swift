@@ -1,7 +1,8 @@
 // Tests of CallTree: samples merged by function, callers first, counts and self counts, machinery trimmed.
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 @Suite struct CallTreeTests {
     static func frame(_ symbol: String?, offset: UInt64 = 0x10, line: Int? = nil) -> StackFrame {

@@ -1,9 +1,10 @@
 // Tests of `stallwatch reports html`: a self-contained page, titles for hover, and a real browser's rendering.
 import Foundation
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
 
 @Suite struct HTMLReportTests {
     let reports = ReportFixtures.reportsDirectory.path

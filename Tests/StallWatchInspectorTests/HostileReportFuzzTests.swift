@@ -1,8 +1,9 @@
 // Every field of a report mutated to what a hostile or broken writer could put there, read by the real CLI.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 #if canImport(Glibc)
     import Glibc

@@ -1,9 +1,10 @@
 // Tests on a directory of 5,000 reports, 1% of them damaged: list and summary finish, warn once per bad file.
 import Foundation
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
 
 /// A temporary directory of `count` reports made from the fixtures, with `damaged` files that are not reports.
 struct SyntheticReportDirectory {

@@ -1,9 +1,10 @@
 // The text and JSON of `stallwatch dump`: short names, the lock owner named, hostile names escaped, a round trip.
 import Foundation
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
 
 #if canImport(Glibc)
     import Glibc

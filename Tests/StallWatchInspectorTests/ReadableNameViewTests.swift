@@ -1,8 +1,9 @@
 // Every human view and export names frames in the short style: list, show, summary, HTML, folded, speedscope, pprof.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 @Suite struct ReadableNameViewTests {
     static let full =

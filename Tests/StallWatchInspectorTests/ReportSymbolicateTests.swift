@@ -1,10 +1,11 @@
 // Tests of `stallwatch reports symbolicate`: filling symbols and lines from this test binary, refusing other builds.
 import CStallWatchSymbols
 import Foundation
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
 
 #if canImport(Glibc)
     import Glibc

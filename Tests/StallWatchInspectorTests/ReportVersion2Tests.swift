@@ -1,8 +1,9 @@
 // Report schema version 2: golden files both ways, one model for both versions, the frame table, the head.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 @Suite struct ReportVersion2Tests {
     static var fixtures: [(name: String, report: StallReport)] { ReportFixtures.all + ReportFixtures.diagnosed }

@@ -1,9 +1,10 @@
 // Tests of `stallwatch reports list|show`: golden text on the fixtures, JSON output, exit codes, usage errors.
 import Foundation
-import StallWatch
-import StallWatchCommands
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchCommands
+@testable import StallWatchInspector
 
 /// Collects what a command writes, for comparison.
 final class CapturedConsole: @unchecked Sendable {

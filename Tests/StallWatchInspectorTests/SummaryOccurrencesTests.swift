@@ -1,8 +1,9 @@
 // `reports summary` counts the stalls folded into a report, and their time, not one per file.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 @Suite struct SummaryOccurrencesTests {
     @Test func groupsCountOccurrencesAndAddUpTheirTime() {

@@ -1,8 +1,9 @@
 // Hostile report content shown at a real terminal (a pty): nothing but StallWatch's own colour reaches it.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 @Suite struct TerminalInjectionTests {
     /// Window title, clear screen, a fake "cause lock" line, a one-byte CSI, a bidi override, BEL.

@@ -1,8 +1,9 @@
 // After offline symbolication every view shows the new names, and the HTML page states the cause fully.
 import Foundation
-import StallWatch
-import StallWatchInspector
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchInspector
 
 /// A function of this test binary for offline symbolication to find (through its C-callable thunk).
 func viewsAgreeMarker() { precondition(ProcessInfo.processInfo.processIdentifier > 0) }

@@ -1,10 +1,11 @@
 // Off-loop work with on-loop delivery: bursts of signals coalesce, results arrive on the loop, in order.
 import Dispatch
 import Foundation
-import StallWatch
-import StallWatchRemedies
 import Synchronization
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchRemedies
 
 @Suite struct BackgroundRecomputerTests {
     @Test(.timeLimit(.minutes(3)))

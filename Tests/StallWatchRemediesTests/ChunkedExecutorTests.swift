@@ -1,10 +1,11 @@
 // Chunked execution: steps are cut into chunks by budget, other loop work runs between chunks, sorts are right.
 import Dispatch
 import Foundation
-import StallWatch
-import StallWatchRemedies
 import Synchronization
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchRemedies
 
 @Suite struct ChunkedExecutorTests {
     @Test func aJobIsCutIntoChunksByTheTimeBudgetAndOtherWorkRunsBetweenThem() {

@@ -1,7 +1,8 @@
-import StallWatchRemedies
 // The debouncer on a manual clock: last call wins, after a quiet period, with one timer per quiet period.
 import Synchronization
 import Testing
+
+@testable import StallWatchRemedies
 
 /// Collects values from any thread.
 final class Log<T: Sendable>: Sendable {

@@ -1,9 +1,10 @@
 // Idle execution: tasks wait for the loop to run out of work, and share each idle period within a budget.
 import Dispatch
 import Foundation
-import StallWatch
-import StallWatchRemedies
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchRemedies
 
 @Suite struct IdleExecutorTests {
     @Test func idleTasksRunOnlyAfterTheTurnsOtherWork() {

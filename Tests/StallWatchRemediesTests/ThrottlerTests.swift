@@ -1,6 +1,7 @@
-import StallWatchRemedies
 // The throttler on a manual clock: once per loop turn, or once per interval with the last request kept.
 import Testing
+
+@testable import StallWatchRemedies
 
 @Suite struct ThrottlerTests {
     @Test func requestsInOneLoopTurnCoalesceIntoOneRunOfTheLatestAction() {

@@ -1,8 +1,9 @@
 // `stallwatch watch --threads GLOB` and `daemon --threads`: several loop threads of one process, one detector each.
 import Foundation
-import StallWatch
-import StallWatchSidecar
 import Testing
+
+@testable import StallWatch
+@testable import StallWatchSidecar
 
 #if canImport(Glibc)
     import Glibc

@@ -1,9 +1,9 @@
 // Publishing the heartbeat in a shared directory where another user plants files, and loop names as text.
 import CStallWatchCore
 import Foundation
-import StallWatch
 import Testing
 
+@testable import StallWatch
 @testable import StallWatchSidecar
 
 @Suite(.serialized) struct HeartbeatPublishingTests {

@@ -123,12 +123,12 @@ import Testing
         #expect(
             Self.waitFor {
                 witness = Self.processes(inGroup: run.pid).first {
-                    ProcFile.text("/proc/\($0)/comm")?.hasPrefix("stallwatch-sigw") == true
+                    ProcDirectory(processID: $0).comm()?.hasPrefix("stallwatch-sigw") == true
                 }
                 return witness != nil
             })
         let pid = try #require(witness)
-        #expect(ProcFile.text("/proc/\(pid)/cgroup") == ProcFile.text("/proc/\(run.pid)/cgroup"))
+        #expect(ProcDirectory(processID: pid).text("cgroup") == ProcDirectory(processID: run.pid).text("cgroup"))
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
         let targets = descriptors.compactMap {
             try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")

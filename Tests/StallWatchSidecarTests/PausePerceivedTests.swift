@@ -2,6 +2,7 @@
 import CStallWatchPtrace
 import Foundation
 import StallWatch
+import StallWatchSidecar
 import Testing
 
 #if canImport(Glibc)

@@ -1,7 +1,7 @@
 // What counts as progress of a thread seen from /proc: leaving a call, not counters moving inside one.
-import StallWatch
 import Testing
 
+@testable import StallWatch
 @testable import StallWatchSidecar
 
 @Suite struct ProcProgressRulesTests {

@@ -1,8 +1,8 @@
 // `stallwatch dump`: the stacks of a live process now, its lock owners, and a target that runs on untouched.
 import Foundation
-import StallWatch
 import Testing
 
+@testable import StallWatch
 @testable import StallWatchSidecar
 
 #if canImport(Glibc)

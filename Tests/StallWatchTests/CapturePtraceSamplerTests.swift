@@ -1,6 +1,7 @@
 // Tests of out-of-process capture (PtraceSampler) against real child processes.
 import CStallWatchCore
 import CStallWatchFixtures
+import StallWatchSidecar
 import Testing
 
 @testable import StallWatch

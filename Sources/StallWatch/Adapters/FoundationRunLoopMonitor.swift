@@ -23,7 +23,7 @@ import Synchronization
 ///
 /// The thread to sample is learned from the first observer callout, on the run loop's thread (which also
 /// unblocks the sampling signal there).
-public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
+public final class FoundationRunLoopMonitor: WatchedLoop, SampledLoop, @unchecked Sendable {
     // @unchecked Sendable: All lets; `runLoop` (CFRunLoop, thread-safe to wake and observe) is not marked Sendable.
     public let name: String
     public var state: LoopState { publisher.state }
@@ -89,10 +89,10 @@ public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
         for observer in removed { CFRunLoopObserverInvalidate(observer) }
     }
 
-    public var sampledThread: SampledThread? { publisher.thread.withLock { $0 } }
+    package var sampledThread: SampledThread? { publisher.thread.withLock { $0 } }
 
     /// Run-loop iterations (`beforeTimers` activities) seen since the monitor was created.
-    public var iterations: UInt64? { publisher.iterations.load(ordering: .relaxed) }
+    package var iterations: UInt64? { publisher.iterations.load(ordering: .relaxed) }
 
     /// Attaches key/values to the work the run loop is doing now; they appear in the report of a stall that
     /// happens before ``clearAnnotations()``. Safe from any thread.
@@ -101,7 +101,7 @@ public final class FoundationRunLoopMonitor: WatchedLoop, @unchecked Sendable {
     /// Removes the annotations set with ``annotate(_:_:)``.
     public func clearAnnotations() { annotationStore.removeAll() }
 
-    public var annotations: [String: String] { annotationStore.values }
+    package var annotations: [String: String] { annotationStore.values }
 }
 
 /// The run-loop-thread side of ``FoundationRunLoopMonitor``: turns CF activities into ``LoopState`` transitions.

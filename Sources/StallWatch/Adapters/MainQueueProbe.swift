@@ -30,12 +30,12 @@ import Synchronization
 ///
 /// Cost: one block on the main queue per interval (the idle main thread wakes for it), and one thread
 /// (`stallwatch-ping`) that sends the pings, parked or in a timed wait.
-public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
+public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable {
     // @unchecked Sendable: all lets, of thread-safe types.
     public let name: String
     public let state = LoopState()
     /// Time between a ping's answer and the next ping.
-    public let interval: Duration
+    package let interval: Duration
     private let target: DispatchQueue
     /// True when the pinged queue is the main queue, whose thread never changes.
     private let targetIsMain: Bool
@@ -89,7 +89,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
         clock.close()
     }
 
-    public var isRunning: Bool { running.load(ordering: .acquiring) }
+    var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Starts pinging at once. Call it on the main thread where possible: the probe then knows the thread to
     /// sample even if the queue is stuck before the first ping is answered. Does nothing when running.
@@ -117,7 +117,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     /// nobody drains the queue. Only if the drain lock cannot be read (its private layout did not check out) is
     /// the last thread that answered used, and then only if a single thread ever did (a queue drained by the
     /// main thread); with several candidates, nil (no sample beats a wrong one).
-    public var sampledThread: SampledThread? {
+    package var sampledThread: SampledThread? {
         let reading = owner.reading
         return threads.withLock { threads in
             switch reading {
@@ -133,7 +133,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     }
 
     /// Pings answered since the probe was created.
-    public var iterations: UInt64? { answered.load(ordering: .relaxed) }
+    package var iterations: UInt64? { answered.load(ordering: .relaxed) }
 
     /// Attaches key/values to the work the main queue is doing now; they appear in the report of a stall that
     /// happens before ``clearAnnotations()``. Safe from any thread.
@@ -142,7 +142,7 @@ public final class MainQueueProbe: WatchedLoop, @unchecked Sendable {
     /// Removes the annotations set with ``annotate(_:_:)``.
     public func clearAnnotations() { annotationStore.removeAll() }
 
-    public var annotations: [String: String] { annotationStore.values }
+    package var annotations: [String: String] { annotationStore.values }
 
     // MARK: Pings
 

@@ -32,7 +32,7 @@ import Synchronization
 ///
 /// - Warning: The tick calls are for one loop thread, the one that runs the loop: they keep the loop's
 ///   sequence without synchronisation. Calls from another thread corrupt the phases, not memory.
-public final class TickedLoop: WatchedLoop, @unchecked Sendable {
+public final class TickedLoop: WatchedLoop, SampledLoop, @unchecked Sendable {
     // @unchecked Sendable: `sequence`, `runs` and `threadKnown` are touched by the loop thread only (see the Warning).
     public let name: String
     public let state = LoopState()
@@ -79,10 +79,10 @@ public final class TickedLoop: WatchedLoop, @unchecked Sendable {
         threadKnown = false
     }
 
-    public var sampledThread: SampledThread? { thread.withLock { $0 } }
+    package var sampledThread: SampledThread? { thread.withLock { $0 } }
 
     /// Times the loop ran work (``willRunWork()`` calls) since it was created.
-    public var iterations: UInt64? { iterationCount.load(ordering: .relaxed) }
+    package var iterations: UInt64? { iterationCount.load(ordering: .relaxed) }
 
     /// Attaches key/values to the work the loop is doing now; they appear in the report of a stall that
     /// happens before ``clearAnnotations()``. Safe from any thread.
@@ -91,7 +91,7 @@ public final class TickedLoop: WatchedLoop, @unchecked Sendable {
     /// Removes the annotations set with ``annotate(_:_:)``.
     public func clearAnnotations() { annotationStore.removeAll() }
 
-    public var annotations: [String: String] { annotationStore.values }
+    package var annotations: [String: String] { annotationStore.values }
 
     @inline(never)
     private func learnThread() {

@@ -17,7 +17,7 @@ extension StackCapture {
     ///   - stack: The buffer the stack was copied into (its first `record.stack_size` bytes are the copy).
     ///   - pauseNanoseconds: The pause figure to report (the caller's choice of the record's measures).
     ///   - detachNote: The note for a detach that the tracer's exit did instead.
-    static func fromPtraceRecord(
+    package static func fromPtraceRecord(
         _ record: sw_ptrace_record, status: Int32, threadID: Int32, stack: UnsafeMutableBufferPointer<UInt8>,
         pauseNanoseconds: UInt64, detachNote: String, failure: (sw_ptrace_record) -> StallWatchError
     ) -> Result<StackCapture, StallWatchError> {

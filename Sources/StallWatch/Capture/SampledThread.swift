@@ -6,19 +6,19 @@ import CStallWatchSignal
 ///
 /// The bounds let the signal handler copy only memory that belongs to the interrupted thread's stack, and let
 /// the unwinder refuse reads of the live stack outside the copy.
-public struct SampledThread: Sendable, Hashable {
+package struct SampledThread: Sendable, Hashable {
     /// The kernel thread id (`gettid`).
-    public var threadID: Int32
+    package var threadID: Int32
     /// Lowest address of the thread's stack (inclusive).
-    public var stackLow: UInt64
+    package var stackLow: UInt64
     /// One past the highest address of the thread's stack (the stack grows down from here).
-    public var stackHigh: UInt64
+    package var stackHigh: UInt64
 
     /// The bounds were read from `/proc/self/maps` (a thread that never registered) and may be stale: the
     /// handler then copies with `process_vm_readv`, which cannot fault, instead of `memcpy`.
-    public var boundsAreApproximate: Bool
+    var boundsAreApproximate: Bool
 
-    public init(threadID: Int32, stackLow: UInt64, stackHigh: UInt64, boundsAreApproximate: Bool = false) {
+    package init(threadID: Int32, stackLow: UInt64, stackHigh: UInt64, boundsAreApproximate: Bool = false) {
         self.threadID = threadID
         self.stackLow = stackLow
         self.stackHigh = stackHigh
@@ -33,7 +33,7 @@ public struct SampledThread: Sendable, Hashable {
     /// will then carry registers but no stack.
     ///
     /// - Returns: The calling thread's id and stack bounds.
-    public static func current() -> SampledThread {
+    package static func current() -> SampledThread {
         var low: UInt64 = 0, high: UInt64 = 0
         let tid = sw_gettid()
         guard sw_capture_current_stack(&low, &high) == 0 else {

@@ -19,11 +19,11 @@ import CStallWatchSignal
 /// - Warning: The handler runs on the sampled thread, interrupting it wherever it is. It is async-signal-safe
 ///   (C, no allocation, no lock, errno preserved), but it does interrupt blocking calls: `nanosleep`,
 ///   `epoll_wait` and similar return early with EINTR (others restart, SA_RESTART), as with any signal.
-public final class SignalSampler: Sendable {
+package final class SignalSampler: Sendable {
     /// The real-time signal the handler is installed for.
-    public let signal: Int32
+    package let signal: Int32
     /// Bytes of stack each capture can hold (the innermost part of deeper stacks is kept).
-    public let stackBufferSize: Int
+    let stackBufferSize: Int
 
     private init(signal: Int32, stackBufferSize: Int) {
         self.signal = signal
@@ -32,7 +32,7 @@ public final class SignalSampler: Sendable {
 
     /// The size of every request slot's stack buffer, fixed when the handler is installed: no capture copies
     /// more (``StallWatchConfiguration/maxStackBytes`` is validated against it).
-    public static let slotBytes = Int(SW_CAPTURE_DEFAULT_STACK_BYTES)
+    static let slotBytes = Int(SW_CAPTURE_DEFAULT_STACK_BYTES)
 
     private static let installation: Result<SignalSampler, StallWatchError> = install()
 
@@ -42,7 +42,7 @@ public final class SignalSampler: Sendable {
     /// - Throws: `StallWatchError` `.signalUnavailable` if no real-time signal is free, or if the one named by
     ///   `STALLWATCH_SAMPLE_SIGNAL` is invalid or already handled by someone else. The failure is remembered:
     ///   later calls throw the same error.
-    public static func shared() throws(StallWatchError) -> SignalSampler {
+    package static func shared() throws(StallWatchError) -> SignalSampler {
         try installation.get()
     }
 
@@ -112,7 +112,7 @@ public final class SignalSampler: Sendable {
     /// handler (every capture would time out).
     ///
     /// - Returns: The calling thread's id and stack bounds.
-    public func registerCurrentThread() -> SampledThread {
+    package func registerCurrentThread() -> SampledThread {
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, signal)
@@ -135,7 +135,7 @@ public final class SignalSampler: Sendable {
     /// - Returns: The capture (with `pauseNanoseconds` = signal sent → copy done), or an error:
     ///   `.captureTimedOut` naming the thread's state ("thread state D (disk sleep)"), `.noSuchProcess` if the
     ///   thread is gone, `.captureFailed` if all request slots are busy.
-    public func capture(_ thread: SampledThread, timeout: Duration, maxStackBytes: Int? = nil)
+    package func capture(_ thread: SampledThread, timeout: Duration, maxStackBytes: Int? = nil)
         -> Result<StackCapture, StallWatchError>
     {
         capture(thread, timeoutNanos: timeout.nanoseconds, maxStackBytes: maxStackBytes)

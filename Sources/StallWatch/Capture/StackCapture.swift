@@ -2,43 +2,43 @@
 import CStallWatchCore
 
 /// A copy of a thread's registers and live stack, taken in a signal handler (``SignalSampler``) or through
-/// ptrace (``PtraceSampler``).
+/// ptrace (the capture helper, ``ThreadCaptureHelper``, or the sidecar's `PtraceSampler`).
 ///
 /// The copy is self-contained: ``StackUnwinder`` turns it into return addresses later, off the sampled thread,
 /// while the thread runs on.
-public struct StackCapture: Sendable {
+package struct StackCapture: Sendable {
     /// Number of entries in ``registers`` (`SW_REGISTER_COUNT` of `sw_registers.h`).
-    public static let registerCount = Int(SW_REGISTER_COUNT)
+    static let registerCount = Int(SW_REGISTER_COUNT)
 
-    public var threadID: Int32
+    package var threadID: Int32
     /// General registers in the layout of `sw_registers.h` (libunwind's x86_64 numbering, index `SW_REG_RAX` …
     /// `SW_REG_RIP`): RAX, RDX, RCX, RBX, RSI, RDI, RBP, RSP, R8 … R15, RIP.
-    public var registers: [UInt64]
+    package var registers: [UInt64]
     /// Where the copy starts (`stack[0]` is the byte at this address): the stack pointer less the x86-64 red zone
     /// (128 bytes) for the signal and ptrace captures, the stack pointer itself for the others; the stack pointer
     /// is `registers[SW_REG_RSP]`. The red zone matters: at an epilogue's `ret`, some CFI (libswiftSwiftOnoneSupport's)
     /// still reads the caller's RBP at CFA-16, the word just popped, below the stack pointer.
-    public var stackPointer: UInt64
-    public var stack: [UInt8]
+    var stackPointer: UInt64
+    package var stack: [UInt8]
     /// Signal sent (or ptrace interrupt requested) → registers and stack copied (for ptrace: → detached),
     /// nanoseconds. This is how long the sampled thread was kept from its own work.
-    public var pauseNanoseconds: UInt64
+    package var pauseNanoseconds: UInt64
     /// Time spent inside the handler copying, nanoseconds (0 for ptrace).
-    public var handlerNanoseconds: UInt64
+    package var handlerNanoseconds: UInt64
     /// Bounds of the thread's stack (0/0 if unknown). The unwinder refuses reads inside them that the copy
     /// does not cover, because the live stack has changed since.
-    public var stackLow: UInt64
-    public var stackHigh: UInt64
+    package var stackLow: UInt64
+    package var stackHigh: UInt64
     /// Partial failures of this capture, one sentence each (stack truncated, SP outside the stack, …).
-    public var notes: [String]
+    package var notes: [String]
     /// For ptrace: interrupt requested → the stop seen, nanoseconds (part of ``pauseNanoseconds``). Long when the
     /// thread was inside a kernel call that does not stop (an fsync in state D) or was waiting for a CPU.
-    public var stopWaitNanoseconds: UInt64
+    var stopWaitNanoseconds: UInt64
     /// For ptrace: the stop found the thread leaving a system call that the stop alone had cut short (it would
     /// have returned EINTR), and the call was set to run again after the detach.
-    public var restartedCall = false
+    var restartedCall = false
 
-    public init(
+    package init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,
         handlerNanoseconds: UInt64, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, notes: [String] = [],
         stopWaitNanoseconds: UInt64 = 0
@@ -56,5 +56,5 @@ public struct StackCapture: Sendable {
     }
 
     /// The instruction pointer at capture (`registers[SW_REG_RIP]`), or 0 if the registers are missing.
-    public var instructionPointer: UInt64 { registers.count == Self.registerCount ? registers[Int(SW_REG_RIP)] : 0 }
+    var instructionPointer: UInt64 { registers.count == Self.registerCount ? registers[Int(SW_REG_RIP)] : 0 }
 }

@@ -5,23 +5,23 @@
 #endif
 
 /// One sample's outcome: the frames (innermost first, see ``UnwoundStack``) and what it cost the target.
-public struct StackSample: Sendable {
-    public var frames: [UnwoundFrame] = []
+package struct StackSample: Sendable {
+    package var frames: [UnwoundFrame] = []
     /// How long the sampled thread was held (signal handler or ptrace stop), nanoseconds.
-    public var pauseNanos: UInt64?
+    package var pauseNanos: UInt64?
     /// Unwinding the copied stack, nanoseconds.
-    public var unwindNanos: UInt64?
+    var unwindNanos: UInt64?
     /// Why this sample has no (or too few) frames; lands in the report's sample.
-    public var error: String?
+    package var error: String?
     /// A capture failure worth listing in the report's `capture.errors`.
-    public var failure: String?
+    package var failure: String?
     /// The thread did not stop within the capture timeout: it was working inside the kernel (a thread in user
     /// space stops at once), and `pauseNanos` is not what the target saw.
-    public var timedOut = false
+    package var timedOut = false
     /// How long the thread took to stop for the capture (ptrace), nanoseconds; part of `pauseNanos`.
-    public var stopWaitNanos: UInt64?
+    var stopWaitNanos: UInt64?
 
-    public init(
+    package init(
         frames: [UnwoundFrame] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
         failure: String? = nil
     ) {
@@ -33,11 +33,11 @@ public struct StackSample: Sendable {
     }
 
     /// The frames' addresses.
-    public var addresses: [UInt64] { frames.map(\.address) }
+    package var addresses: [UInt64] { frames.map(\.address) }
 }
 
 /// Takes a stack sample of one thread of the watched process. Called on the recorder's thread only.
-public protocol StackSampling: AnyObject, Sendable {
+package protocol StackSampling: AnyObject, Sendable {
     /// The report's `capture.method`.
     var captureMethod: CaptureMethod { get }
     /// Captures and unwinds `thread`'s stack now; problems are recorded in the result, never thrown.
@@ -55,10 +55,10 @@ public protocol StackSampling: AnyObject, Sendable {
 
 extension StackSampling {
     /// By default, nothing is shared between the threads of a snapshot.
-    public func beginThreadSnapshot() {}
+    package func beginThreadSnapshot() {}
 
     /// By default, the thread is sampled like the loop thread with unknown stack bounds.
-    public func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+    package func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
         var limited = configuration
         limited.maxFrames = configuration.maxThreadFrames
         return sample(SampledThread(threadID: id, stackLow: 0, stackHigh: 0), configuration: limited)

@@ -3,23 +3,23 @@ import CStallWatchCore
 import CStallWatchUnwind
 
 /// The frames recovered from one capture, innermost first.
-public struct UnwoundStack: Sendable {
+package struct UnwoundStack: Sendable {
     /// The program counter at capture, then each caller: return addresses, the Swift async frames recovered from
     /// the async context chain (``AsyncFrameWalker``) and the first frame past a stack switch
     /// (``StackSwitchWalker``), each saying which it is.
-    public var frames: [UnwoundFrame]
+    var frames: [UnwoundFrame]
     /// Why unwinding stopped early, if it did (nil when it reached the outermost frame).
-    public var error: String?
-    public var unwindNanoseconds: UInt64
+    var error: String?
+    package var unwindNanoseconds: UInt64
 
-    public init(frames: [UnwoundFrame], error: String?, unwindNanoseconds: UInt64) {
+    init(frames: [UnwoundFrame], error: String?, unwindNanoseconds: UInt64) {
         self.frames = frames
         self.error = error
         self.unwindNanoseconds = unwindNanoseconds
     }
 
     /// The frames' addresses.
-    public var addresses: [UInt64] { frames.map(\.address) }
+    package var addresses: [UInt64] { frames.map(\.address) }
 }
 
 /// Unwinds copied stacks of one process with libunwind's remote API.
@@ -31,9 +31,9 @@ public struct UnwoundStack: Sendable {
 ///
 /// Keep one unwinder per watchdog or sidecar and reuse it: its address space caches unwind information
 /// across samples (a fresh one costs 10–20× more per unwind). Not thread-safe; any number may coexist.
-public final class StackUnwinder: @unchecked Sendable {
+package final class StackUnwinder: @unchecked Sendable {
     // @unchecked Sendable: only handed to the one thread that unwinds with it (it is not thread-safe).
-    public let processID: Int32
+    package let processID: Int32
     private let handle: OpaquePointer
     private var asyncWalker: AsyncFrameWalker
     private var switchWalker: StackSwitchWalker
@@ -42,7 +42,7 @@ public final class StackUnwinder: @unchecked Sendable {
     ///
     /// - Parameter processID: The process whose captures will be unwound.
     /// - Throws: `StallWatchError` `.captureFailed` if libunwind cannot create an address space.
-    public init(processID: Int32) throws(StallWatchError) {
+    package init(processID: Int32) throws(StallWatchError) {
         guard let handle = sw_unwinder_create(processID) else {
             throw StallWatchError(
                 .captureFailed, "cannot create a libunwind address space for pid \(processID)",
@@ -59,12 +59,12 @@ public final class StackUnwinder: @unchecked Sendable {
     /// Unwinds `capture`.
     ///
     /// - Parameters:
-    ///   - capture: Registers and stack copy from ``SignalSampler`` or ``PtraceSampler``.
+    ///   - capture: Registers and stack copy from ``SignalSampler``, the capture helper or the sidecar's `PtraceSampler`.
     ///   - maxFrames: The most addresses to return.
     /// - Returns: The frames (innermost first: the PC, then its callers), why unwinding stopped early if it did,
     ///   and how long it took. Partial stacks are normal (a truncated copy, code without unwind
     ///   information) and come back with `error` set.
-    public func unwind(_ capture: StackCapture, maxFrames: Int) -> UnwoundStack {
+    package func unwind(_ capture: StackCapture, maxFrames: Int) -> UnwoundStack {
         let start = sw_monotonic_ns()
         guard capture.registers.count == StackCapture.registerCount else {
             return UnwoundStack(
@@ -121,7 +121,7 @@ public final class StackUnwinder: @unchecked Sendable {
 
     /// Forgets cached unwind information, for example after the process unloaded libraries (`dlclose`), whose
     /// addresses a newly loaded library may reuse.
-    public func flushCaches() {
+    func flushCaches() {
         sw_unwinder_flush(handle)
         switchWalker.flush()
     }

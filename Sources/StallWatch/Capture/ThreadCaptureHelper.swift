@@ -23,9 +23,9 @@ import CStallWatchPtrace
 /// Where ptrace is refused (seccomp filters, containers without `CAP_SYS_PTRACE` and a strict Yama policy, a
 /// debugger already attached), ``shared()`` throws `.permissionDenied`, decided once by a probe capture of the
 /// calling thread.
-public final class ThreadCaptureHelper: Sendable {
+package final class ThreadCaptureHelper: Sendable {
     /// The report's `capture.method` for samples taken this way.
-    public static let captureMethod = CaptureMethod.ptraceHelper
+    package static let captureMethod = CaptureMethod.ptraceHelper
 
     private static let installation: Result<ThreadCaptureHelper, StallWatchError> = install()
 
@@ -36,7 +36,7 @@ public final class ThreadCaptureHelper: Sendable {
     /// - Returns: The one helper of this process.
     /// - Throws: `StallWatchError` `.permissionDenied` if ptrace is refused, `.captureFailed` if the helper
     ///   cannot be started. The outcome is remembered: later calls throw the same error.
-    public static func shared() throws(StallWatchError) -> ThreadCaptureHelper {
+    package static func shared() throws(StallWatchError) -> ThreadCaptureHelper {
         try installation.get()
     }
 
@@ -62,7 +62,7 @@ public final class ThreadCaptureHelper: Sendable {
     }
 
     /// The helper process's id while it runs (0 between a helper's exit and the next capture).
-    public var helperProcessID: Int32 { sw_helper_pid() }
+    var helperProcessID: Int32 { sw_helper_pid() }
 
     /// Copies the registers and stack of thread `threadID` of this process while it is stopped for a few
     /// microseconds by ptrace; the thread never runs a handler and sees no EINTR.
@@ -77,7 +77,7 @@ public final class ThreadCaptureHelper: Sendable {
     /// - Returns: The capture (`pauseNanoseconds` = interrupt requested → detached), or `.permissionDenied`,
     ///   `.noSuchProcess`, `.captureTimedOut` (naming the thread's state), `.captureFailed` (the helper could
     ///   not be started or stopped answering).
-    public func capture(
+    package func capture(
         threadID: Int32, stackLow: UInt64 = 0, stackHigh: UInt64 = 0, maxStackBytes: Int, timeout: Duration
     ) -> Result<StackCapture, StallWatchError> {
         capture(

@@ -20,7 +20,7 @@ import Synchronization
 public enum ConcurrencyWatchdog {
     /// The Concurrency runtime layout versions whose job header and hook this code was written against
     /// (Swift 6.3.1 reports 1).
-    public static let knownLayoutVersions: Set<Int> = [1]
+    static let knownLayoutVersions: Set<Int> = [1]
 
     private struct Running {
         var thread: NamedThread
@@ -34,7 +34,7 @@ public enum ConcurrencyWatchdog {
     private static let running = Mutex<Running?>(nil)
 
     /// True while the pool is watched.
-    public static var isEnabled: Bool { running.withLock { $0 != nil } }
+    package static var isEnabled: Bool { running.withLock { $0 != nil } }
 
     /// Starts timing every pool job and the pool watchdog thread (`stallwatch-pool`). Does nothing when already
     /// enabled or when `configuration.enabled` is false.
@@ -94,15 +94,15 @@ public enum ConcurrencyWatchdog {
     }
 
     /// True while `swift_task_enqueueGlobal_hook` is StallWatch's (enabled, or left passing jobs through).
-    public static var hookInstalled: Bool { sw_pool_hook_is_ours() != 0 }
+    static var hookInstalled: Bool { sw_pool_hook_is_ours() != 0 }
 
     /// The id of the task running the caller (nil outside a task): what a report's `task.id` names, for
     /// logging it next to a request.
-    public static var currentTaskID: UInt64? {
+    static var currentTaskID: UInt64? {
         let id = sw_pool_current_task_id()
         return id == 0 ? nil : id
     }
 
     /// The pool's counters and histograms since the process started.
-    public static var statistics: PoolStatistics { PoolStatistics.read() }
+    package static var statistics: PoolStatistics { PoolStatistics.read() }
 }

@@ -3,20 +3,20 @@ import CStallWatchConcurrency
 
 /// Jobs timed by the ``ConcurrencyWatchdog`` since the process started: how many, how long they ran, how long
 /// they waited to start. Histogram buckets are cumulative-free counts per upper bound.
-public struct PoolStatistics: Sendable, Equatable {
+package struct PoolStatistics: Sendable, Equatable {
     /// Upper bounds of the histogram buckets, seconds; the last bucket has none (+Inf).
-    public static let bucketBounds: [Double] = [0.0001, 0.001, 0.01, 0.1, 1, 10]
+    static let bucketBounds: [Double] = [0.0001, 0.001, 0.01, 0.1, 1, 10]
 
-    public var jobsEnqueued: UInt64
-    public var jobsStarted: UInt64
+    var jobsEnqueued: UInt64
+    var jobsStarted: UInt64
     /// Jobs that ran without timing (more workers than slots).
-    public var jobsUntimed: UInt64
+    var jobsUntimed: UInt64
     /// Jobs per duration bucket (``bucketBounds``, then +Inf) and their total, seconds.
-    public var durationCounts: [UInt64]
-    public var durationSumSeconds: Double
+    var durationCounts: [UInt64]
+    var durationSumSeconds: Double
     /// Jobs per enqueue-to-start delay bucket and their total, seconds.
-    public var delayCounts: [UInt64]
-    public var delaySumSeconds: Double
+    var delayCounts: [UInt64]
+    var delaySumSeconds: Double
 
     static func read() -> PoolStatistics {
         var totals = sw_pool_totals()
@@ -30,7 +30,7 @@ public struct PoolStatistics: Sendable, Equatable {
     }
 
     /// Jobs that ran longer than `seconds` (from the duration histogram, at bucket resolution).
-    public func jobsLongerThan(bucketIndex: Int) -> UInt64 {
+    func jobsLongerThan(bucketIndex: Int) -> UInt64 {
         durationCounts.dropFirst(bucketIndex + 1).reduce(0, +)
     }
 }

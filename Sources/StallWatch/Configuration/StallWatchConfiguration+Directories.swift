@@ -7,11 +7,11 @@ import Foundation
 
 extension StallWatchConfiguration {
     /// Heartbeat segments when `heartbeatDirectory` is empty: tmpfs, so the words never reach a disk.
-    public static let defaultHeartbeatDirectory = "/dev/shm"
+    static let defaultHeartbeatDirectory = "/dev/shm"
 
     /// Reports when `reportDirectory` is empty: `$STALLWATCH_REPORT_DIRECTORY` when set and not empty in
     /// `environment`, else `/var/tmp/stallwatch-<uid>`.
-    public static func defaultReportDirectory(
+    package static func defaultReportDirectory(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> String {
         if let configured = StallWatchEnvironmentVariable.reportDirectory.value(in: environment), !configured.isEmpty {
@@ -22,13 +22,13 @@ extension StallWatchConfiguration {
 
     /// The directory reports are written to: `reportDirectory`, or ``defaultReportDirectory(environment:)``
     /// when it is empty.
-    public var reportDirectoryPath: String {
+    package var reportDirectoryPath: String {
         reportDirectory.isEmpty ? Self.defaultReportDirectory() : reportDirectory
     }
 
     /// The directory heartbeat segments are created in: `heartbeatDirectory`, or
     /// ``defaultHeartbeatDirectory`` when it is empty.
-    public var heartbeatDirectoryPath: String {
+    package var heartbeatDirectoryPath: String {
         heartbeatDirectory.isEmpty ? Self.defaultHeartbeatDirectory : heartbeatDirectory
     }
 }

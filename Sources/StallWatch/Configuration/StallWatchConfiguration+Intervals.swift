@@ -5,23 +5,23 @@ extension StallWatchConfiguration {
     /// every watcher, sampler and recorder reads, so that a millisecond setting is turned into nanoseconds here
     /// and nowhere else. Which busy phase is a stall, and which stall a hang, only the detector judges
     /// (``StallDetector/Configuration``), from these.
-    public struct Intervals: Sendable, Equatable {
+    package struct Intervals: Sendable, Equatable {
         /// `thresholdMs`.
-        public var threshold: UInt64
+        var threshold: UInt64
         /// `hangThresholdMs`.
-        public var hangThreshold: UInt64
+        var hangThreshold: UInt64
         /// `lateWakeupToleranceMs`.
-        public var lateWakeupTolerance: UInt64
+        var lateWakeupTolerance: UInt64
         /// `sampleIntervalMs`.
-        public var sampleInterval: UInt64
+        var sampleInterval: UInt64
         /// `captureTimeoutMs`.
-        public var captureTimeout: UInt64
+        package var captureTimeout: UInt64
         /// `dedupWindowMs`.
-        public var dedupWindow: UInt64
+        var dedupWindow: UInt64
     }
 
     /// The settings' times in nanoseconds.
-    public var intervals: Intervals {
+    package var intervals: Intervals {
         func nanos(_ milliseconds: Int) -> UInt64 { UInt64(max(0, milliseconds)) * 1_000_000 }
         return Intervals(
             threshold: nanos(thresholdMs), hangThreshold: nanos(hangThresholdMs),

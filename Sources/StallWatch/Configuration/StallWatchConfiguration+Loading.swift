@@ -30,7 +30,7 @@ extension StallWatchConfiguration {
     }
 
     /// Applies the keys of a JSON object file.
-    public mutating func apply(file path: String) throws(StallWatchError) {
+    package mutating func apply(file path: String) throws(StallWatchError) {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -58,7 +58,7 @@ extension StallWatchConfiguration {
     }
 
     /// Applies `STALLWATCH_<KEY>` overrides.
-    public mutating func apply(environment: [String: String]) throws(StallWatchError) {
+    package mutating func apply(environment: [String: String]) throws(StallWatchError) {
         for key in Self.keys {
             guard let text = environment[key.environmentName] else { continue }
             try set(key, text: text, source: "environment variable \(key.environmentName)")
@@ -72,7 +72,7 @@ extension StallWatchConfiguration {
     ///
     /// - Throws: `.invalidConfiguration` naming the flag, the value and what is allowed
     ///   (`--threshold-ms 5: expected an integer from 10 to 600000`).
-    public mutating func override(_ key: String, with text: String, flag: String) throws(StallWatchError) {
+    package mutating func override(_ key: String, with text: String, flag: String) throws(StallWatchError) {
         guard let setting = Self.keys.first(where: { $0.name == key }) else {
             throw StallWatchError(.invalidConfiguration, "\(flag): no setting \"\(key)\"", context: ["key": key])
         }
@@ -87,7 +87,7 @@ extension StallWatchConfiguration {
     }
 
     /// Cross-key rules.
-    public func validate(source: String) throws(StallWatchError) {
+    func validate(source: String) throws(StallWatchError) {
         if hangThresholdMs < thresholdMs {
             throw StallWatchError(
                 .invalidConfiguration,
@@ -97,7 +97,7 @@ extension StallWatchConfiguration {
     }
 
     /// The settings as a JSON object (the shape of `Config/stallwatch.json`).
-    public var jsonObject: [String: Any] {
+    var jsonObject: [String: Any] {
         var out: [String: Any] = [:]
         for key in Self.keys {
             switch key.kind {

@@ -61,7 +61,7 @@ public struct StallWatchConfiguration: Sendable, Equatable {
 
     /// The most `maxStackBytes` may be: the size of the in-process capture slot, preallocated per request when
     /// the signal handler is installed (`SW_CAPTURE_DEFAULT_STACK_BYTES`).
-    public static let maxStackBytesLimit = Int(SW_CAPTURE_DEFAULT_STACK_BYTES)
+    static let maxStackBytesLimit = Int(SW_CAPTURE_DEFAULT_STACK_BYTES)
 
     /// The name loops and adapters take when none is given (`EventLoop(name:)` and the others default to it).
     public static let defaultLoopName = "main"
@@ -70,7 +70,7 @@ public struct StallWatchConfiguration: Sendable, Equatable {
 extension StallWatchConfiguration {
     /// One setting: its JSON key, what values it takes, and how to store it.
     struct Key: Sendable {
-        enum Kind: Sendable {
+        package enum Kind: Sendable {
             case integer(ClosedRange<Int>, WritableKeyPath<StallWatchConfiguration, Int> & Sendable)
             /// One of `values`; `get` renders the current value, `set` stores a valid one (false: not allowed).
             case choice(

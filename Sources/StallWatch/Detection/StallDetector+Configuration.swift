@@ -2,7 +2,7 @@
 
 extension StallWatchConfiguration {
     /// The detector settings these values describe.
-    public var detectorConfiguration: StallDetector.Configuration {
+    package var detectorConfiguration: StallDetector.Configuration {
         let times = intervals
         return StallDetector.Configuration(
             thresholdNanos: times.threshold, hangThresholdNanos: times.hangThreshold,
@@ -21,8 +21,8 @@ extension StallDetector.Configuration {
     /// Whether a phase busy for `busyNanos` has crossed the threshold: the detector's own rule, for those that
     /// must judge without running it (the watchdog's health verdict, the pool's saturation, a job a pool worker
     /// timed itself).
-    public func isStall(busyNanos: UInt64) -> Bool { busyNanos >= thresholdNanos }
+    func isStall(busyNanos: UInt64) -> Bool { busyNanos >= thresholdNanos }
 
     /// Whether a stall that lasted `durationNanos` is a hang (the report's severity).
-    public func isHang(durationNanos: UInt64) -> Bool { durationNanos >= hangThresholdNanos }
+    func isHang(durationNanos: UInt64) -> Bool { durationNanos >= hangThresholdNanos }
 }

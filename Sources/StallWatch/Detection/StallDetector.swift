@@ -4,8 +4,8 @@
 ///
 /// Pure: no threads, no clock of its own, no I/O. The ``Watchdog`` feeds it observations and waits as it says;
 /// tests feed it a fake clock. Times are nanoseconds on one monotonic clock.
-public struct StallDetector: Sendable {
-    public enum Strategy: Sendable, Equatable {
+package struct StallDetector: Sendable {
+    package enum Strategy: Sendable, Equatable {
         /// Wait exactly until the current busy phase would cross the threshold; park while the loop is idle.
         case deadline
         /// The loop signals on every transition; a stall is `consecutiveTimeouts` timed-out waits of
@@ -13,15 +13,15 @@ public struct StallDetector: Sendable {
         case classic(consecutiveTimeouts: Int)
     }
 
-    public struct Configuration: Sendable, Equatable {
-        public var thresholdNanos: UInt64
-        public var hangThresholdNanos: UInt64
+    package struct Configuration: Sendable, Equatable {
+        package var thresholdNanos: UInt64
+        package var hangThresholdNanos: UInt64
         /// A watchdog that wakes later than this past its deadline (or a suspend longer than this) was not
         /// scheduled: judgement is deferred, and a stall that still stands is annotated.
-        public var lateWakeupToleranceNanos: UInt64
-        public var strategy: Strategy
+        package var lateWakeupToleranceNanos: UInt64
+        package var strategy: Strategy
 
-        public init(
+        package init(
             thresholdNanos: UInt64 = 250_000_000, hangThresholdNanos: UInt64 = 5_000_000_000,
             lateWakeupToleranceNanos: UInt64 = 50_000_000, strategy: Strategy = .deadline
         ) {
@@ -39,17 +39,17 @@ public struct StallDetector: Sendable {
     }
 
     /// What the watchdog saw when it woke.
-    public struct Observation: Sendable, Equatable {
-        public var snapshot: LoopSnapshot
-        public var now: UInt64
+    package struct Observation: Sendable, Equatable {
+        var snapshot: LoopSnapshot
+        var now: UInt64
         /// CLOCK_BOOTTIME − CLOCK_MONOTONIC: grows when the machine was suspended.
-        public var suspendedNanos: UInt64
+        var suspendedNanos: UInt64
         /// When the loop left a followed stall, as the loop itself recorded it (0 if not recorded).
-        public var stallEndNanos: UInt64
+        var stallEndNanos: UInt64
         /// The wait ended by timeout rather than by a signal from the loop.
-        public var timedOut: Bool
+        var timedOut: Bool
 
-        public init(
+        init(
             snapshot: LoopSnapshot, now: UInt64, suspendedNanos: UInt64 = 0, stallEndNanos: UInt64 = 0,
             timedOut: Bool = true
         ) {
@@ -61,22 +61,22 @@ public struct StallDetector: Sendable {
         }
     }
 
-    public struct Stall: Sendable, Equatable {
+    package struct Stall: Sendable, Equatable {
         /// The transition the loop is stuck after.
-        public var sequence: UInt64
-        public var activity: LoopActivity
+        package var sequence: UInt64
+        package var activity: LoopActivity
         /// When the loop entered the stuck phase.
-        public var startNanos: UInt64
+        package var startNanos: UInt64
         /// When the detector saw the threshold crossed.
-        public var detectedNanos: UInt64
+        var detectedNanos: UInt64
         /// `detectedNanos` minus the moment the threshold was crossed.
-        public var latencyNanos: UInt64
-        public var isHang: Bool
+        var latencyNanos: UInt64
+        var isHang: Bool
         /// Guard annotations (late watchdog wake-up, suspend) that qualify the stall.
-        public var notes: [String]
+        package var notes: [String]
     }
 
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         /// The threshold was crossed.
         case began(Stall)
         /// The stall crossed the hang threshold.
@@ -88,7 +88,7 @@ public struct StallDetector: Sendable {
     }
 
     /// What the watchdog should do next.
-    public enum Wait: Sendable, Equatable {
+    package enum Wait: Sendable, Equatable {
         /// Sleep until the loop signals an idle → busy edge.
         case park
         /// Sleep until this time (or a signal from the loop).
@@ -105,8 +105,8 @@ public struct StallDetector: Sendable {
         }
     }
 
-    public let configuration: Configuration
-    public private(set) var current: Stall?
+    package let configuration: Configuration
+    package private(set) var current: Stall?
     private var expectedWake: UInt64?
     private var lastSuspended: UInt64?
     /// Deferred judgement after a late wake-up: the sequence it applies to and when to look again.
@@ -114,12 +114,12 @@ public struct StallDetector: Sendable {
     private var classicSequence: UInt64?
     private var classicTimeouts = 0
 
-    public init(configuration: Configuration) {
+    package init(configuration: Configuration) {
         self.configuration = configuration
     }
 
     /// Feeds one observation; returns the events it causes and how to wait next.
-    public mutating func observe(_ o: Observation) -> (events: [Event], wait: Wait) {
+    package mutating func observe(_ o: Observation) -> (events: [Event], wait: Wait) {
         var events: [Event] = []
         let lateNote = checkLateWakeup(o, events: &events)
 

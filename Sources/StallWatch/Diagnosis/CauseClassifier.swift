@@ -2,22 +2,22 @@
 
 /// Classifies a stall as cpu, lock, io, sleep, deadlock or unknown from the loop thread's samples, its CPU time
 /// and the other threads' waits.
-public enum CauseClassifier {
+enum CauseClassifier {
     /// One look at the loop thread during the stall.
-    public struct Observation: Sendable, Equatable {
-        public var state: String
-        public var syscall: Int?
-        public var wchan: String?
+    package struct Observation: Sendable, Equatable {
+        var state: String
+        var syscall: Int?
+        var wchan: String?
         /// Symbols of the sample's frames, innermost first (may be empty).
-        public var symbols: [String]
+        var symbols: [String]
         /// The owner of the lock the loop waited on at this sample, if it could be read.
-        public var lockOwner: Int32?
+        var lockOwner: Int32?
         /// The call's class judged by its arguments too (``ThreadWait/kind``), when they were read.
-        public var waitKind: SyscallTable.Kind?
+        var waitKind: SyscallTable.Kind?
         /// The capture could not stop the thread in time: it was working inside the kernel (a long write).
-        public var captureTimedOut = false
+        var captureTimedOut = false
 
-        public init(
+        init(
             state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
             waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false
         ) {
@@ -31,25 +31,25 @@ public enum CauseClassifier {
         }
     }
 
-    public struct Evidence: Sendable {
-        public var loopThreadID: Int32
-        public var observations: [Observation]
-        public var wallNanos: UInt64
+    struct Evidence: Sendable {
+        var loopThreadID: Int32
+        var observations: [Observation]
+        var wallNanos: UInt64
         /// CPU time the loop thread used during the stall.
-        public var loopCPUNanos: UInt64?
+        var loopCPUNanos: UInt64?
         /// Every thread at the first sample.
-        public var threads: [StallReport.ThreadSnapshot]
+        var threads: [StallReport.ThreadSnapshot]
         /// Time the loop thread was runnable but waiting for a CPU (schedstat), over the same span as
         /// `loopCPUNanos`.
-        public var loopRunQueueWaitNanos: UInt64?
+        var loopRunQueueWaitNanos: UInt64?
         /// Time the process's cgroup was throttled by its CPU quota during the stall.
-        public var throttledNanos: UInt64?
+        var throttledNanos: UInt64?
         /// How late the watcher itself woke during the stall, in all.
-        public var lateWakeupNanos: UInt64 = 0
+        var lateWakeupNanos: UInt64 = 0
         /// The stall threshold: a loop that used a small part of it in CPU had little work of its own.
-        public var thresholdNanos: UInt64?
+        var thresholdNanos: UInt64?
 
-        public init(
+        init(
             loopThreadID: Int32, observations: [Observation], wallNanos: UInt64, loopCPUNanos: UInt64?,
             threads: [StallReport.ThreadSnapshot]
         ) {
@@ -96,7 +96,7 @@ public enum CauseClassifier {
         return nil
     }
 
-    public static func classify(_ e: Evidence) -> StallReport.Cause {
+    static func classify(_ e: Evidence) -> StallReport.Cause {
         var evidence: [String] = []
         let total = e.observations.count
         var counts: [Activity: Int] = [:]

@@ -24,29 +24,29 @@
 /// spot: a thread that idles on a futex hides a lock wait at the very same place and operation. The
 /// rules are the same for every program: nothing here knows a runtime. Shared by the sidecar's /proc probe and
 /// in-process watching of threads by name.
-public struct IdleWaitLearner: Sendable {
+struct IdleWaitLearner: Sendable {
     /// The learned idle waits (at most ``capacity``).
-    public private(set) var learned: [ThreadWait] = []
+    private(set) var learned: [ThreadWait] = []
     /// How many separate times a futex wait must recur before it is learned.
-    public var futexEpisodes = 5
-    public let capacity = 4
+    var futexEpisodes = 5
+    let capacity = 4
     /// The looks within which the first futex wait seen is taken as the idle wait (a threshold's worth at the
     /// sidecar's default poll interval of a fifth of it).
-    public var startLooks = 5
+    var startLooks = 5
     private var looks = 0
     /// A futex wait, event wait or sleep was seen at some look.
     private var sawWait = false
     private var previous: ThreadWait?
     private var futexCounts: [ThreadWait: Int] = [:]
 
-    public init() {}
+    init() {}
 
     /// Judges one look (nil: the file could not be read) and learns from it. True when the thread sits in its
     /// own idle wait.
     ///
     /// - Parameter cameBack: The thread is known to have left the previous look's wait and come back to it (it
     ///   slept again in a wait only another thread ends).
-    public mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false) -> Bool {
+    mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false) -> Bool {
         looks += 1
         let waitedBefore = sawWait
         defer { previous = wait }
@@ -82,7 +82,7 @@ public struct IdleWaitLearner: Sendable {
 
     /// Whether `wait` is the learned idle wait `learned`: same place, same call waiting on the same thing, or
     /// the `restart_syscall` that continues it after a stop.
-    public static func matches(_ wait: ThreadWait, learned: ThreadWait) -> Bool {
+    static func matches(_ wait: ThreadWait, learned: ThreadWait) -> Bool {
         guard wait.inSyscall, ThreadWait.sameWrapper(wait.programCounter, learned.programCounter) else { return false }
         if wait.isRestart || learned.number == 202 {
             // A futex word says little (it may be fresh each time): the place must match too.
@@ -102,7 +102,7 @@ public struct IdleWaitLearner: Sendable {
     }
 
     /// A description of the learned idle waits, for notes.
-    public var summary: String {
+    var summary: String {
         learned.map { wait in
             let name = wait.number.map(SyscallTable.name) ?? "?"
             let target = wait.target.map { "0x" + String($0, radix: 16) }.joined(separator: ",")

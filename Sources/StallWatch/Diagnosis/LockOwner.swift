@@ -2,9 +2,9 @@
 import CStallWatchCore
 
 /// Finds the owner of the lock behind a futex address, where the lock's layout makes it readable.
-public enum LockOwner {
+enum LockOwner {
     /// How the owner was found.
-    public enum Source: String, Sendable {
+    enum Source: String, Sendable {
         /// A priority-inheritance futex word holds the owner's tid in its low 30 bits.
         case piFutexWord = "PI futex word"
         /// glibc's `pthread_mutex_t.__data.__owner` (4 bytes at +8 from the futex word on x86_64).
@@ -15,7 +15,7 @@ public enum LockOwner {
     ///
     /// Either layout is only trusted when the value read is one of the process's thread ids: a condition
     /// variable or semaphore at that address yields nil rather than a wrong owner.
-    public static func owner(pid: Int32, futexAddress: UInt64, threads: Set<Int32>) -> (
+    static func owner(pid: Int32, futexAddress: UInt64, threads: Set<Int32>) -> (
         threadID: Int32, source: Source
     )? {
         guard futexAddress != 0, futexAddress % 4 == 0 else { return nil }
@@ -33,7 +33,7 @@ public enum LockOwner {
     /// a lock with an owner: a priority-inheritance lock (`FUTEX_LOCK_PI`), or a plain wait for the value 2
     /// (glibc's contended-mutex state). A `pthread_join` waits for the joined thread's id, a condition variable
     /// for a sequence number, a semaphore for 0: those words name no owner, whatever they hold.
-    public static func owner(pid: Int32, wait: ThreadWait, threads: Set<Int32>) -> (threadID: Int32, source: Source)? {
+    static func owner(pid: Int32, wait: ThreadWait, threads: Set<Int32>) -> (threadID: Int32, source: Source)? {
         guard wait.number == 202 || wait.number == 219, wait.arguments.count == 6 else { return nil }
         let op = wait.arguments[1] & 0x7f
         let isPI = op == 6 || op == 13  // FUTEX_LOCK_PI, FUTEX_LOCK_PI2

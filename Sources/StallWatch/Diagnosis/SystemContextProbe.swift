@@ -4,7 +4,7 @@ import Foundation
 
 /// Takes a snapshot when a stall begins and turns the difference at its end into a `SystemContext`, so that
 /// "the machine was starved" is visible next to the stack.
-public struct SystemContextProbe: Sendable {
+struct SystemContextProbe: Sendable {
     struct Snapshot: Sendable {
         var monotonicNanos: UInt64
         var processCPUNanos: UInt64?
@@ -14,13 +14,13 @@ public struct SystemContextProbe: Sendable {
         var steal: (steal: UInt64, total: UInt64)?
     }
 
-    public let pid: Int32
-    public let loopThreadID: Int32
+    let pid: Int32
+    let loopThreadID: Int32
     private let start: Snapshot
     private let cpuStatPath: String?
 
     /// Snapshots now (at detection).
-    public init(pid: Int32, loopThreadID: Int32, monotonicNanos: UInt64) {
+    init(pid: Int32, loopThreadID: Int32, monotonicNanos: UInt64) {
         self.pid = pid
         self.loopThreadID = loopThreadID
         cpuStatPath = Self.cgroupCPUStatPath(pid: pid)
@@ -31,7 +31,7 @@ public struct SystemContextProbe: Sendable {
     ///
     /// Percentages are over the interval actually measured (the two snapshots' own clock readings, not the
     /// stall's end time, which may precede the last look) and bounded by the CPU count.
-    public func finish(monotonicNanos: UInt64) -> StallReport.SystemContext {
+    func finish(monotonicNanos: UInt64) -> StallReport.SystemContext {
         let end = Self.snapshot(
             pid: pid, tid: loopThreadID, cpuStatPath: cpuStatPath, now: max(monotonicNanos, sw_monotonic_ns()))
         let cpus = max(1, ProcessInfo.processInfo.activeProcessorCount)

@@ -3,20 +3,20 @@
 /// The wait-for edges of a process at one instant (thread → owner of the lock it waits for), read for every
 /// thread from /proc and the lock words, with no stop, so a stack cap never hides the holder or the other half
 /// of a deadlock.
-public struct ThreadWaitGraph: Sendable {
+package struct ThreadWaitGraph: Sendable {
     /// Every thread's probe, by thread id.
-    public let probes: [Int32: ThreadProbe]
+    package let probes: [Int32: ThreadProbe]
     /// Thread → the thread that owns the lock it waits for (only where the waiting code is a mutex).
-    public let waitsFor: [Int32: Int32]
+    package let waitsFor: [Int32: Int32]
 
-    public init(probes: [Int32: ThreadProbe], waitsFor: [Int32: Int32]) {
+    package init(probes: [Int32: ThreadProbe], waitsFor: [Int32: Int32]) {
         self.probes = probes
         self.waitsFor = waitsFor
     }
 
     /// Reads every thread of `pid` (but `excluding`), calling `between` before each thread (a process of
     /// thousands of threads takes hundreds of milliseconds to read: the caller's periodic work goes on).
-    public static func read(pid: Int32, excluding: Set<Int32> = [], between: () -> Void = {}) -> ThreadWaitGraph {
+    package static func read(pid: Int32, excluding: Set<Int32> = [], between: () -> Void = {}) -> ThreadWaitGraph {
         let tids = ThreadProbe.threadIDs(pid: pid).filter { !excluding.contains($0) }
         let all = Set(tids)
         var probes: [Int32: ThreadProbe] = [:]
@@ -36,7 +36,7 @@ public struct ThreadWaitGraph: Sendable {
 
     /// The threads in order of relevance to a stall of `loop`: the loop; the owner chain of what it waits for;
     /// threads waiting for the loop or anyone in that chain; threads waiting for those; then the rest by id.
-    public func relevanceOrder(loop: Int32?) -> [Int32] {
+    package func relevanceOrder(loop: Int32?) -> [Int32] {
         var order: [Int32] = []
         var seen = Set<Int32>()
         func add(_ tid: Int32) {

@@ -23,14 +23,14 @@ import Synchronization
 /// ```
 public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is immutable; tid via atomics.
     /// The published file.
-    public let path: String
+    package let path: String
     private let segment: UnsafeMutablePointer<sw_heartbeat>
     private let withdrawn = Atomic<Bool>(false)
 
     /// The default directory (``StallWatchConfiguration/defaultHeartbeatDirectory``).
-    public static let defaultDirectory = StallWatchConfiguration.defaultHeartbeatDirectory
+    package static let defaultDirectory = StallWatchConfiguration.defaultHeartbeatDirectory
     /// File names are `stallwatch.<pid>` (first loop of a process) or `stallwatch.<pid>.<n>`.
-    public static let fileNamePrefix = "stallwatch."
+    package static let fileNamePrefix = "stallwatch."
 
     /// A segment for a loop named `loopName`, published in `directory`; the loop moves its words into it
     /// (``LoopState``).
@@ -145,7 +145,7 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
     }
 
     /// Field 22 of `/proc/<pid>/stat` (start time in clock ticks after boot), which tells a reused pid apart.
-    public static func startTimeTicks(pid: Int32) -> UInt64? {
+    package static func startTimeTicks(pid: Int32) -> UInt64? {
         ProcDirectory(processID: pid).stat()?.startTimeTicks
     }
 }

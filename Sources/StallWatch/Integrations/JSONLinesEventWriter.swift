@@ -25,7 +25,7 @@ import Synchronization
 /// ```
 public final class JSONLinesEventWriter: Sendable {
     /// A JSON value of a line: flat on purpose, so every line is easy to grep and to index.
-    public enum Value: Sendable, Equatable {
+    package enum Value: Sendable, Equatable {
         case string(String)
         case int(Int)
         case double(Double)
@@ -48,7 +48,7 @@ public final class JSONLinesEventWriter: Sendable {
     }
 
     /// Writes one line of `fields` (``encode(_:)``): for events other than stall events.
-    public func write(_ fields: [String: Value]) {
+    package func write(_ fields: [String: Value]) {
         let bytes = Array((Self.encode(fields) + "\n").utf8)
         lock.withLock { _ in
             var offset = 0
@@ -62,7 +62,7 @@ public final class JSONLinesEventWriter: Sendable {
     }
 
     /// The event's fields, or nil for events that are not written (samples).
-    public static func fields(for event: StallEvent) -> [String: Value]? {
+    package static func fields(for event: StallEvent) -> [String: Value]? {
         switch event {
         case .began(let r):
             return [
@@ -97,12 +97,12 @@ public final class JSONLinesEventWriter: Sendable {
     }
 
     /// The event's line without the newline, or nil for events that are not written.
-    public static func line(for event: StallEvent) -> String? {
+    package static func line(for event: StallEvent) -> String? {
         fields(for: event).map(encode)
     }
 
     /// A flat JSON object with sorted keys: the encoding of every event line, whoever emits it.
-    public static func encode(_ fields: [String: Value]) -> String {
+    package static func encode(_ fields: [String: Value]) -> String {
         var out = "{"
         for (index, key) in fields.keys.sorted().enumerated() {
             if index > 0 { out += "," }

@@ -21,8 +21,8 @@ import Synchronization
 /// ```
 public final class MetricsHTTPServer: Sendable {
     /// The bound port (the one the kernel picked when the address asked for port 0).
-    public let port: UInt16
-    public let host: String
+    package let port: UInt16
+    package let host: String
     private let fd: Int32
     private let render: @Sendable () -> String
     private let thread = Mutex<(acceptor: NamedThread, workers: MetricsConnectionWorkers)?>(nil)

@@ -13,8 +13,8 @@ import Synchronization
 /// let otlp = try OTLPLogExporter(endpoint: "http://127.0.0.1:4318", reportDirectory: config.reportDirectoryPath)
 /// let watchdog = Watchdog(loop: loop, configuration: config) { event in otlp.observe(event) }
 /// ```
-public final class OTLPLogExporter: Sendable {
-    public let endpoint: String
+package final class OTLPLogExporter: Sendable {
+    package let endpoint: String
     private let client: OTLPHTTPClient
     private let reportDirectory: String?
     private let serviceName: String?
@@ -34,7 +34,7 @@ public final class OTLPLogExporter: Sendable {
     ///   - serviceName: the `service.name` resource attribute (default: the executable's file name).
     /// - Throws: `.invalidConfiguration` for an endpoint that is not `http://…`; `.systemCall` if the thread
     ///   cannot start.
-    public init(endpoint: String, reportDirectory: String? = nil, serviceName: String? = nil) throws(StallWatchError) {
+    package init(endpoint: String, reportDirectory: String? = nil, serviceName: String? = nil) throws(StallWatchError) {
         guard let client = OTLPHTTPClient(endpoint: endpoint) else {
             throw StallWatchError(
                 .invalidConfiguration, "--otlp \(endpoint): expected http://HOST[:PORT][/PATH]",
@@ -51,7 +51,7 @@ public final class OTLPLogExporter: Sendable {
     deinit { stop() }
 
     /// Queues a record for an ended stall; other events are ignored. Never blocks. Any thread.
-    public func observe(_ event: StallEvent) {
+    package func observe(_ event: StallEvent) {
         guard case .ended(let report) = event else { return }
         let path = reportDirectory.map { ReportWriter.path(ofReportID: report.id, in: $0) }
         let body = OTLPLogRecord.body(for: report, reportPath: path, serviceName: serviceName)
@@ -69,10 +69,10 @@ public final class OTLPLogExporter: Sendable {
     }
 
     /// Records posted and acknowledged, dropped (queue full, refused, retries exhausted), and posts tried.
-    public var statistics: (sent: Int, dropped: Int, attempts: Int) { counters.withLock { $0 } }
+    package var statistics: (sent: Int, dropped: Int, attempts: Int) { counters.withLock { $0 } }
 
     /// Stops the thread (a post in flight finishes or times out; queued records are dropped) and joins it.
-    public func stop() {
+    package func stop() {
         let first = queue.withLock { queue -> Bool in
             defer { queue.stopping = true }
             return !queue.stopping

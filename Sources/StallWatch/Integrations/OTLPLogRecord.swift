@@ -9,10 +9,10 @@ import Foundation
 /// `stallwatch.cause`, `stallwatch.duration_ms`, `stallwatch.top_frame`, `stallwatch.loop`,
 /// `stallwatch.severity`, `stallwatch.status`, `stallwatch.samples`. Severity WARN (13) for a stall, ERROR (17)
 /// for a hang or a stall that never ended.
-public enum OTLPLogRecord {
+enum OTLPLogRecord {
     /// The request body for `report`, whose file is `reportPath`; `serviceName` defaults to the executable's
     /// file name.
-    public static func body(for report: StallReport, reportPath: String?, serviceName: String? = nil) -> String {
+    static func body(for report: StallReport, reportPath: String?, serviceName: String? = nil) -> String {
         let executableName = ApplicationFrame.imageName(report.process.executable)
         let resource = [
             attribute("service.name", string: serviceName ?? executableName),

@@ -35,11 +35,11 @@ public protocol StallLogSink: Sendable {
 /// `cause`, `top_frame` (the function of ``StallReport/applicationFrame``), `samples`, `report_dir` (when known),
 /// `error`.
 public struct StallEventLogger: Sendable {
-    public let sink: any StallLogSink
+    let sink: any StallLogSink
     /// Records below this level are not passed to the sink.
-    public var minimumLevel: StallLogLevel
+    var minimumLevel: StallLogLevel
     /// Added to every record's metadata as `report_dir` (for example ``Watchdog/reportDirectory``).
-    public var reportDirectory: String?
+    var reportDirectory: String?
 
     public init(sink: any StallLogSink, minimumLevel: StallLogLevel = .debug, reportDirectory: String? = nil) {
         self.sink = sink
@@ -55,7 +55,7 @@ public struct StallEventLogger: Sendable {
     }
 
     /// The record an event becomes: level, message, metadata.
-    public static func record(for event: StallEvent) -> (
+    static func record(for event: StallEvent) -> (
         level: StallLogLevel, message: String, metadata: [String: String]
     )? {
         switch event {

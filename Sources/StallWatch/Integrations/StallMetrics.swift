@@ -27,9 +27,9 @@ import Synchronization
 /// (the executable's file name) and `pid`, so processes are not merged into one series.
 public final class StallMetrics: Sendable {
     /// Stall duration buckets (seconds): from a short threshold to a long hang.
-    public static let defaultDurationBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+    static let defaultDurationBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
     /// Loop-thread pause buckets (seconds): the bar is 30 µs median (DESIGN §11).
-    public static let defaultPauseBuckets: [Double] = [
+    static let defaultPauseBuckets: [Double] = [
         0.000005, 0.00001, 0.00002, 0.00003, 0.00005, 0.0001, 0.00025, 0.001, 0.01, 0.1,
     ]
 
@@ -76,12 +76,20 @@ public final class StallMetrics: Sendable {
     ///   - loops: Loops whose iterations and phase to expose (more with ``watch(_:configuration:)``).
     ///   - configuration: The watchdogs' settings, whose `loopName` names loops without a name of their own
     ///     (so the labels match the reports).
+    public convenience init(
+        loops: [any WatchedLoop] = [], configuration: StallWatchConfiguration = StallWatchConfiguration()
+    ) {
+        self.init(loops: loops, configuration: configuration, labelsByProcess: false)
+    }
+
+    /// - Parameters:
     ///   - durationBuckets: Upper bounds (seconds, increasing) of the stall duration histogram.
     ///   - pauseBuckets: Upper bounds (seconds, increasing) of the capture pause histogram.
-    public init(
+    ///   - labelsByProcess: Label every stall series with its process (`executable`, `pid`), as the daemon does.
+    package init(
         loops: [any WatchedLoop] = [], configuration: StallWatchConfiguration = StallWatchConfiguration(),
         durationBuckets: [Double] = StallMetrics.defaultDurationBuckets,
-        pauseBuckets: [Double] = StallMetrics.defaultPauseBuckets, labelsByProcess: Bool = false
+        pauseBuckets: [Double] = StallMetrics.defaultPauseBuckets, labelsByProcess: Bool
     ) {
         self.labelsByProcess = labelsByProcess
         self.durationBuckets = Histogram.normalized(durationBuckets)
@@ -100,7 +108,7 @@ public final class StallMetrics: Sendable {
 
     /// Makes the stall series of `loop` (in process `pid` running `executable`, used with `labelsByProcess`) exist
     /// at 0 for every cause and severity before its first stall: the sidecar calls this when it starts watching.
-    public func declare(loop: String, executable: String = "", pid: Int32 = 0) {
+    package func declare(loop: String, executable: String = "", pid: Int32 = 0) {
         let key = stallKey(loop: loop, executable: executable, pid: pid)
         declared.withLock { _ = $0.insert(key) }
     }
@@ -208,7 +216,7 @@ public final class StallMetrics: Sendable {
         out.family(
             "stallwatch_loop_iterations_total", "counter", "Loop iterations (pings answered, for a main-queue probe).")
         for (loop, _) in snapshots {
-            if let iterations = loop.loop.iterations {
+            if let iterations = loop.loop.sampled?.iterations {
                 out.sample("stallwatch_loop_iterations_total", ["loop": loop.name], iterations)
             }
         }

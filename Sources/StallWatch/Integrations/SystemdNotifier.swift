@@ -24,9 +24,9 @@ import Synchronization
 /// ```
 public final class SystemdNotifier: Sendable {
     /// `NOTIFY_SOCKET` as given, or nil when absent.
-    public let socketAddress: String?
+    let socketAddress: String?
     /// systemd's watchdog period for this process (`WATCHDOG_USEC`), or nil when it has none.
-    public let watchdogPeriod: Duration?
+    let watchdogPeriod: Duration?
     private let fd: Int32
     private let address: sockaddr_un
     private let addressLength: socklen_t
@@ -63,10 +63,10 @@ public final class SystemdNotifier: Sendable {
     }
 
     /// True when systemd asked for notifications (`NOTIFY_SOCKET` set).
-    public var isEnabled: Bool { fd >= 0 }
+    package var isEnabled: Bool { fd >= 0 }
 
     /// `WATCHDOG=1` datagrams sent so far.
-    public var watchdogPingsSent: Int { pingsSent.load(ordering: .relaxed) }
+    var watchdogPingsSent: Int { pingsSent.load(ordering: .relaxed) }
 
     // MARK: Notifications
 
@@ -77,7 +77,7 @@ public final class SystemdNotifier: Sendable {
     /// ``stopWatchdogPings()``. A dropped ping is retried half a period later anyway.
     ///
     /// - Throws: `.systemCall` naming `sendto` (`ECONNREFUSED` when nobody listens any more, `EAGAIN`).
-    public func notify(_ text: String) throws(StallWatchError) {
+    func notify(_ text: String) throws(StallWatchError) {
         guard fd >= 0 else { return }
         var address = self.address
         let length = addressLength
@@ -107,7 +107,7 @@ public final class SystemdNotifier: Sendable {
     public func stopping() throws(StallWatchError) { try notify("STOPPING=1") }
 
     /// `WATCHDOG=1`: one keep-alive ping. ``startWatchdogPings(for:)`` sends these for you.
-    public func watchdogPing() throws(StallWatchError) {
+    func watchdogPing() throws(StallWatchError) {
         try notify("WATCHDOG=1")
         pingsSent.add(1, ordering: .relaxed)
     }
@@ -124,7 +124,7 @@ public final class SystemdNotifier: Sendable {
 
     /// Pings systemd's watchdog every half `WATCHDOG_USEC` while `isHealthy` returns true (asked right before
     /// each ping, on the pinging thread).
-    public func startWatchdogPings(while isHealthy: @escaping @Sendable () -> Bool) throws(StallWatchError) {
+    package func startWatchdogPings(while isHealthy: @escaping @Sendable () -> Bool) throws(StallWatchError) {
         guard fd >= 0, let period = watchdogPeriod else { return }
         let half = Int(clamping: period.nanoseconds / 2)
         try pinger.withLock { (pinger: inout (control: PingControl, thread: NamedThread)?) throws(StallWatchError) in

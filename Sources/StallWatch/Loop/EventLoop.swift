@@ -83,21 +83,21 @@ public final class EventLoop: @unchecked Sendable {
     deinit { close(wakeFD) }
 
     /// The kernel thread id running the loop, or nil when it is not running.
-    public var threadID: Int32? {
+    package var threadID: Int32? {
         let tid = loopThreadID.load(ordering: .acquiring)
         return tid == 0 ? nil : tid
     }
 
-    public var isRunning: Bool { running.load(ordering: .acquiring) }
+    var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// The thread running the loop, with its stack bounds, for samplers; nil when not running.
-    public var sampledThread: SampledThread? { runningThread.withLock { $0 } }
+    package var sampledThread: SampledThread? { runningThread.withLock { $0 } }
 
     /// Loop iterations started since the loop was created, for metrics. Safe from any thread.
-    public var iterations: UInt64? { iterationsPublished.load(ordering: .relaxed) }
+    package var iterations: UInt64? { iterationsPublished.load(ordering: .relaxed) }
 
     /// True when called on the thread currently running this loop.
-    public var inLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == sw_gettid() }
+    var inLoopThread: Bool { loopThreadID.load(ordering: .relaxed) == sw_gettid() }
 
     // MARK: Work
 
@@ -212,7 +212,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// The annotations in force now.
-    public var annotations: [String: String] { annotationStore.withLock { $0 } }
+    package var annotations: [String: String] { annotationStore.withLock { $0 } }
 
     // MARK: Running
 
@@ -295,7 +295,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// The loop's only blocking call. Never inlined and stably named, so a sample taken here reads as idle.
     @inline(never)
-    public func idleWait(timeoutNanos: Int64) -> Int32 {
+    func idleWait(timeoutNanos: Int64) -> Int32 {
         let ready = sw_wait_readable(wakeFD, mainQueueFD, timeoutNanos)
         return ready < 0 ? 0 : ready
     }

@@ -42,5 +42,5 @@ public struct LoopActivity: OptionSet, Sendable, Hashable, CustomStringConvertib
     }
 
     /// A busy phase: the loop is running code, so staying here past the threshold is a stall.
-    public var isBusy: Bool { sw_phase_is_busy(phaseCode) != 0 }
+    package var isBusy: Bool { sw_phase_is_busy(phaseCode) != 0 }
 }

@@ -2,12 +2,12 @@
 import Synchronization
 
 /// A registered observer of loop activities. Keep it to remove the observer later.
-public final class LoopObserver: Sendable, Hashable {
-    public let activities: LoopActivity
+public final class LoopObserver: Sendable {
+    let activities: LoopActivity
     /// Lower orders are called first, as with CFRunLoopObserver.
-    public let order: Int
+    let order: Int
     /// A one-shot observer is removed after its first call.
-    public let repeats: Bool
+    let repeats: Bool
     let callback: @Sendable (LoopActivity) -> Void
     private let valid = Atomic<Bool>(true)
     let serial: UInt64
@@ -24,12 +24,10 @@ public final class LoopObserver: Sendable, Hashable {
     }
 
     /// False once removed (or after a one-shot observer has fired).
-    public var isValid: Bool { valid.load(ordering: .acquiring) }
+    package var isValid: Bool { valid.load(ordering: .acquiring) }
 
     /// Returns true if this call invalidated it.
     @discardableResult
     func invalidate() -> Bool { valid.exchange(false, ordering: .acquiringAndReleasing) }
 
-    public static func == (a: LoopObserver, b: LoopObserver) -> Bool { a === b }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }

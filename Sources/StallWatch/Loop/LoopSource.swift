@@ -48,7 +48,7 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
         if resume { source.resume() }
     }
 
-    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+    package var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Stops delivering events. Safe from any thread, any number of times.
     public func cancel() {

@@ -4,21 +4,21 @@ import Dispatch
 import Synchronization
 
 /// What a watchdog reads of a loop: which transition it is at, which phase, and since when.
-public struct LoopSnapshot: Sendable, Equatable {
+package struct LoopSnapshot: Sendable, Equatable {
     /// Incremented on every activity transition.
-    public var sequence: UInt64
+    package var sequence: UInt64
     /// The last activity the loop reported (empty when not running).
-    public var activity: LoopActivity
+    package var activity: LoopActivity
     /// CLOCK_MONOTONIC_COARSE nanoseconds when the current busy phase began (stale while idle).
-    public var phaseStartNanos: UInt64
+    package var phaseStartNanos: UInt64
 
-    public init(sequence: UInt64, activity: LoopActivity, phaseStartNanos: UInt64) {
+    package init(sequence: UInt64, activity: LoopActivity, phaseStartNanos: UInt64) {
         self.sequence = sequence
         self.activity = activity
         self.phaseStartNanos = phaseStartNanos
     }
 
-    public var isBusy: Bool { activity.isBusy }
+    package var isBusy: Bool { activity.isBusy }
 }
 
 /// The words one loop publishes for its watchdog: written with plain atomic stores on every transition (no
@@ -41,7 +41,7 @@ public final class LoopState: @unchecked Sendable {
     let watchdogAttached = Atomic<Bool>(false)
 
     /// Creates state in private memory.
-    public init() {
+    package init() {
         storage = .allocate(capacity: 1)
         storage.initialize(to: sw_loop_state())
         ownStorage = storage
@@ -119,7 +119,7 @@ public final class LoopState: @unchecked Sendable {
     }
 
     /// `record` for benchmarks outside the module.
-    public func benchmarkRecord(_ activity: LoopActivity, sequence: UInt64, timeMoved: Bool) {
+    package func benchmarkRecord(_ activity: LoopActivity, sequence: UInt64, timeMoved: Bool) {
         record(activity, sequence: sequence, busyEdge: false, timeMoved: timeMoved)
     }
 
@@ -136,7 +136,7 @@ public final class LoopState: @unchecked Sendable {
     func signalEveryTransition(_ on: Bool) { sw_loop_state_signal_every(storage, on ? 1 : 0) }
 
     /// A consistent snapshot of the published words.
-    public func snapshot() -> LoopSnapshot {
+    package func snapshot() -> LoopSnapshot {
         var word: UInt64 = 0
         var start: UInt64 = 0
         sw_loop_state_read(storage, &word, &start)

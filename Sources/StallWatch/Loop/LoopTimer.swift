@@ -4,9 +4,9 @@ import Synchronization
 /// A timer scheduled on an ``EventLoop``. Cancel it from any thread.
 public final class LoopTimer: Sendable {
     /// Nanoseconds between fires; 0 for a one-shot timer.
-    public let intervalNanos: UInt64
+    let intervalNanos: UInt64
     /// How late the timer may fire, so the loop can wake once for several timers.
-    public let toleranceNanos: UInt64
+    let toleranceNanos: UInt64
     let block: @Sendable () -> Void
     private let cancelled = Atomic<Bool>(false)
 
@@ -18,12 +18,12 @@ public final class LoopTimer: Sendable {
 
     /// Stops the timer; a fire already running completes.
     public func cancel() { cancelled.store(true, ordering: .releasing) }
-    public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 }
 
 /// A min-heap of pending fires ordered by their latest acceptable time (fire date + tolerance). Loop thread only.
 struct TimerQueue {
-    struct Entry {
+    package struct Entry {
         var fireAt: UInt64
         var timer: LoopTimer
         var deadline: UInt64 { fireAt &+ timer.toleranceNanos }

@@ -2,17 +2,23 @@
 import Synchronization
 
 /// A loop a ``Watchdog`` can watch: the StallWatch ``EventLoop``, a Foundation `RunLoop` through
-/// ``FoundationRunLoopMonitor``, or the Dispatch main queue through ``MainQueueProbe``.
+/// ``FoundationRunLoopMonitor``, the Dispatch main queue through ``MainQueueProbe``, or a loop of the service's
+/// own through ``TickedLoop``.
 ///
-/// The loop publishes its transitions into ``state`` (lock-free stores, see ``LoopState``); the watchdog reads
-/// snapshots of it, samples ``sampledThread`` during a stall and copies ``annotations`` into the report.
+/// The loop publishes its transitions into ``state`` (lock-free stores, see ``LoopState``), which only StallWatch
+/// reads. A `LoopState` cannot be made outside StallWatch, so these four are the loops there are.
 public protocol WatchedLoop: AnyObject, Sendable {
     /// Appears in reports (`loop.name`) and metrics labels. A loop that keeps the default name
     /// (``StallWatchConfiguration/defaultLoopName``) is named by the watchdog's `loopName` setting in reports,
-    /// events and the heartbeat (``StallWatchConfiguration/name(of:)``).
+    /// events and the heartbeat.
     var name: String { get }
     /// The published progress a watchdog reads.
     var state: LoopState { get }
+}
+
+/// What a watchdog reads of StallWatch's own loops beyond ``WatchedLoop``: the thread to sample during a stall,
+/// the annotations to copy into its report, and the iterations metrics count. Every loop of StallWatch conforms.
+protocol SampledLoop: WatchedLoop {
     /// The thread to sample during a stall, with its stack bounds; nil while unknown (not running yet).
     var sampledThread: SampledThread? { get }
     /// Key/values in force now, copied into the report of a stall.
@@ -21,12 +27,17 @@ public protocol WatchedLoop: AnyObject, Sendable {
     var iterations: UInt64? { get }
 }
 
-extension EventLoop: WatchedLoop {}
+extension WatchedLoop {
+    /// This loop's thread, annotations and iterations, which every loop of StallWatch has.
+    var sampled: (any SampledLoop)? { self as? any SampledLoop }
+}
+
+extension EventLoop: SampledLoop {}
 
 extension StallWatchConfiguration {
     /// The name a watchdog with these settings gives `loop` in reports, events and its heartbeat segment:
     /// `loopName` when the loop kept the default name, else the loop's own name.
-    public func name(of loop: any WatchedLoop) -> String {
+    package func name(of loop: any WatchedLoop) -> String {
         loop.name == Self.defaultLoopName ? loopName : loop.name
     }
 }

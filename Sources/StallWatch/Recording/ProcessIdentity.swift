@@ -1,9 +1,9 @@
 // Who this process is, as reports describe it.
 import Foundation
 
-public enum ProcessIdentity {
+package enum ProcessIdentity {
     /// pid, executable path, its build-id and the host name; computed once.
-    public static let current: StallReport.ProcessDescription = {
+    package static let current: StallReport.ProcessDescription = {
         let executable =
             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments
             .first ?? "?"
@@ -18,7 +18,7 @@ public enum ProcessIdentity {
     }()
 
     /// Another process's identity, from `/proc/<pid>/exe` (nil executable path when it cannot be read).
-    public static func of(pid: Int32) -> StallReport.ProcessDescription {
+    package static func of(pid: Int32) -> StallReport.ProcessDescription {
         if pid == getpid() { return current }
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? "?"
         return StallReport.ProcessDescription(

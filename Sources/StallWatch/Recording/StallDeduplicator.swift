@@ -1,4 +1,5 @@
 // Dedup and backoff: repeats of a stall signature are counted, not rewritten; new files are capped per hour.
+import Synchronization
 
 /// Decides for each finished stall whether it gets a report file of its own.
 ///
@@ -11,7 +12,7 @@
 /// - Annealing: a signature seen before is sampled less often (the interval doubles per repeat, up to 8×), so
 ///   a stall that keeps recurring costs less each time.
 struct StallDeduplicator {
-    struct Entry {
+    package struct Entry {
         var reportID: String
         var occurrences: Int
         var lastSeenNanos: UInt64
@@ -78,5 +79,34 @@ struct StallDeduplicator {
     func samplingScale(signature: String, now: UInt64) -> UInt64 {
         guard let entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos else { return 1 }
         return 1 << UInt64(min(3, entry.occurrences))
+    }
+}
+
+/// A ``StallDeduplicator`` behind a lock of its own: the report stage decides with it on its queue, and the
+/// watching thread reads it for annealing (``samplingScale(signature:now:)``) without waiting for that queue.
+final class SharedDeduplicator: Sendable {
+    private let state: Mutex<StallDeduplicator>
+    let windowNanos: UInt64
+
+    init(_ deduplicator: StallDeduplicator) {
+        windowNanos = deduplicator.windowNanos
+        state = Mutex(deduplicator)
+    }
+
+    /// What to do with a finished stall; see ``StallDeduplicator/decide(signature:reportID:now:severity:durationMs:)``.
+    func decide(
+        signature: String, reportID: String, now: UInt64, severity: StallReport.Severity, durationMs: Double
+    ) -> StallDeduplicator.Decision {
+        state.withLock {
+            $0.decide(signature: signature, reportID: reportID, now: now, severity: severity, durationMs: durationMs)
+        }
+    }
+
+    /// Takes the count of suppressed stalls (to note in the report being written).
+    func takeSuppressed() -> Int { state.withLock { $0.takeSuppressed() } }
+
+    /// The sampling interval multiplier for a stall whose first sample has `signature`: 1, 2, 4 or 8.
+    func samplingScale(signature: String, now: UInt64) -> UInt64 {
+        state.withLock { $0.samplingScale(signature: signature, now: now) }
     }
 }

@@ -12,7 +12,8 @@
 struct StallPublisher {
     let writer: ReportWriter
     private let emit: @Sendable (StallEvent) -> Void
-    private var deduplicator: StallDeduplicator
+    /// Which signatures were reported recently; shared with the watching thread, which anneals by it.
+    let history: SharedDeduplicator
     /// The last report written per signature, with the time (CLOCK_MONOTONIC) of its last occurrence.
     private var recent: [String: (report: StallReport, lastSeenNanos: UInt64)] = [:]
     /// Fills in the lines of final reports written without some; the source of the filled copies in `recent`.
@@ -30,14 +31,10 @@ struct StallPublisher {
         self.lineFiller = lineFiller
         writer = ReportWriter(configuration: configuration)
         writer.removeLeftovers()
-        deduplicator = StallDeduplicator(
-            windowNanos: configuration.intervals.dedupWindow, maxPerHour: configuration.maxReportsPerHour)
+        history = SharedDeduplicator(
+            StallDeduplicator(
+                windowNanos: configuration.intervals.dedupWindow, maxPerHour: configuration.maxReportsPerHour))
         self.emit = emit
-    }
-
-    /// The sampling interval multiplier for a stall whose first sample has `signature` (annealing).
-    func samplingScale(signature: String, now: UInt64) -> UInt64 {
-        deduplicator.samplingScale(signature: signature, now: now)
     }
 
     /// Writes a provisional report (at detection, or on escalation to a hang).
@@ -51,14 +48,14 @@ struct StallPublisher {
         var report = report
         writtenWithLinesPending = nil
         absorbFilledReports()
-        let window = deduplicator.windowNanos
+        let window = history.windowNanos
         recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
-        switch deduplicator.decide(
+        switch history.decide(
             signature: report.signature, reportID: report.id, now: now, severity: report.severity,
             durationMs: report.durationMs)
         {
         case .writeNew:
-            let suppressed = deduplicator.takeSuppressed()
+            let suppressed = history.takeSuppressed()
             if suppressed > 0 {
                 report.notes.append("\(suppressed) earlier stall(s) were not written: over maxReportsPerHour")
             }

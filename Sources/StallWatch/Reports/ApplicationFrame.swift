@@ -8,27 +8,27 @@
 /// `__lll_lock_wait` in libc is where a loop waits; the caller in the application is why. Every tool that names
 /// a stall — event lines, log records, `reports list`, `reports summary`, the HTML page — uses this, so they name
 /// the same function for the same stall.
-public struct ApplicationFrame: Sendable, Equatable, Hashable, CustomStringConvertible {
+package struct ApplicationFrame: Sendable, Equatable, Hashable, CustomStringConvertible {
     /// The symbol's readable name (``StackFrame/readableName``); or the image's file name when the frame has no symbol; or the address.
-    public var name: String
+    package var name: String
     /// The symbol offset (decimal), or the offset in the image (hex) when there is no symbol.
-    public var offset: String?
+    package var offset: String?
 
-    public init(name: String, offset: String? = nil) {
+    package init(name: String, offset: String? = nil) {
         self.name = name
         self.offset = offset
     }
 
     /// `symbol + 40`, `libc.so.6 + 0xa1000` or `0x7f3a…`.
-    public var description: String { offset.map { "\(name) + \($0)" } ?? name }
+    package var description: String { offset.map { "\(name) + \($0)" } ?? name }
 
     /// The function without its `+ offset`; a frame without a symbol keeps image + offset, all there is of it.
-    public var function: String {
+    package var function: String {
         name.hasPrefix("0x") || offset?.hasPrefix("0x") == true ? description : name
     }
 
     /// The application frame of `frames` (innermost first); nil when there are none.
-    public init?(frames: [StackFrame]) {
+    package init?(frames: [StackFrame]) {
         let named = { (frame: StackFrame) in frame.readableName.map { !Self.isMachinery($0) } ?? false }
         if let own = frames.first(where: { named($0) && $0.image.map { !Self.isSystemImage($0) } ?? false }),
             let symbol = own.readableName
@@ -47,14 +47,14 @@ public struct ApplicationFrame: Sendable, Equatable, Hashable, CustomStringConve
 
     /// Symbols that say nothing about the stall: signal trampolines, StallWatch's own C capture code (`sw_…`),
     /// and the run loop's idle wait.
-    public static func isMachinery(_ symbol: String) -> Bool {
+    package static func isMachinery(_ symbol: String) -> Bool {
         ["__restore_rt", "__kernel_rt_sigreturn", "_sigtramp"].contains(symbol) || symbol.hasPrefix("sw_")
             || symbol.contains("idleWait")
     }
 
     /// A shared library of the system or of the Swift runtime, whose frames say less about a stall than the
     /// first frame of the application's own code.
-    public static func isSystemImage(_ path: String) -> Bool {
+    static func isSystemImage(_ path: String) -> Bool {
         let name = imageName(path)
         return path.hasPrefix("/lib/") || path.hasPrefix("/lib64/") || path.hasPrefix("/usr/lib/")
             || path.hasPrefix("/usr/lib64/") || path.contains("/swift/linux/") || name.hasPrefix("ld-linux")
@@ -62,14 +62,14 @@ public struct ApplicationFrame: Sendable, Equatable, Hashable, CustomStringConve
     }
 
     /// The last path component of an image path (`/lib/x86_64-linux-gnu/libc.so.6` → `libc.so.6`).
-    public static func imageName(_ path: String) -> String {
+    package static func imageName(_ path: String) -> String {
         path.split(separator: "/").last.map(String.init) ?? path
     }
 }
 
 extension StallReport {
     /// The stall's top frame (``ApplicationFrame``), from the point stack or else the first sample with frames.
-    public var applicationFrame: ApplicationFrame? {
+    package var applicationFrame: ApplicationFrame? {
         guard let frames = pointStack?.frames ?? samples.first(where: { !$0.frames.isEmpty })?.frames else {
             return nil
         }

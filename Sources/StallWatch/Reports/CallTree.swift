@@ -7,19 +7,19 @@
 /// node, and the same function in two processes (different load addresses) is one node too. The node keeps the
 /// first frame seen as its representative (for `file:line` and image). A pure value: no I/O, no clock, so the
 /// watchdog can build one for a report and the inspector can build one for a directory of reports.
-public struct CallTree: Sendable, Equatable, Codable {
+package struct CallTree: Sendable, Equatable, Codable {
     /// One function on one call path.
-    public struct Node: Sendable, Equatable, Codable {
+    package struct Node: Sendable, Equatable, Codable {
         /// The first frame seen at this node (its `file`/`line` are those of that first sample).
-        public var frame: StackFrame
+        package var frame: StackFrame
         /// Samples whose stack passes through this node (inclusive).
-        public var count: Int
+        package var count: Int
         /// Samples whose innermost (kept) frame is this node.
-        public var selfCount: Int
+        package var selfCount: Int
         /// Callees, most samples first (first seen first on a tie).
-        public var children: [Node]
+        package var children: [Node]
 
-        public init(frame: StackFrame, count: Int = 0, selfCount: Int = 0, children: [Node] = []) {
+        package init(frame: StackFrame, count: Int = 0, selfCount: Int = 0, children: [Node] = []) {
             self.frame = frame
             self.count = count
             self.selfCount = selfCount
@@ -28,13 +28,13 @@ public struct CallTree: Sendable, Equatable, Codable {
     }
 
     /// The outermost frames of the samples, most samples first.
-    public var roots: [Node]
+    package var roots: [Node]
     /// Every sample counted, including those without a stack.
-    public var total: Int
+    package var total: Int
     /// Samples that had no frames (the thread could not be stopped or unwound); they are in `total` only.
-    public var withoutStack: Int
+    package var withoutStack: Int
 
-    public init(roots: [Node] = [], total: Int = 0, withoutStack: Int = 0) {
+    package init(roots: [Node] = [], total: Int = 0, withoutStack: Int = 0) {
         self.roots = roots
         self.total = total
         self.withoutStack = withoutStack
@@ -45,7 +45,7 @@ public struct CallTree: Sendable, Equatable, Codable {
     ///   - samples: the backtraces, each counted once.
     ///   - isMachinery: innermost frames for which this returns true are dropped (signal trampolines, the
     ///     capture handler) so that the leaves are the code that was running.
-    public init(samples: [StallReport.Sample], isMachinery: (StackFrame) -> Bool = { _ in false }) {
+    package init(samples: [StallReport.Sample], isMachinery: (StackFrame) -> Bool = { _ in false }) {
         var builder = Builder()
         for sample in samples { builder.add(innermostFirst: sample.frames, weight: 1, isMachinery: isMachinery) }
         self = builder.tree()
@@ -53,7 +53,7 @@ public struct CallTree: Sendable, Equatable, Codable {
 
     /// The key two frames share when they are "the same function": image + symbol when symbolicated, else
     /// image + offset, else the raw address.
-    public static func functionKey(_ frame: StackFrame) -> String {
+    package static func functionKey(_ frame: StackFrame) -> String {
         let image = frame.image ?? ""
         if let symbol = frame.symbol { return image + "\u{1}" + symbol }
         if let offset = frame.offset { return image + "\u{2}" + offset.hexAddress }
@@ -61,7 +61,7 @@ public struct CallTree: Sendable, Equatable, Codable {
     }
 
     /// Visits every node depth-first, parents before children, with its depth (roots are 0).
-    public func forEach(_ body: (_ node: Node, _ depth: Int) -> Void) {
+    package func forEach(_ body: (_ node: Node, _ depth: Int) -> Void) {
         func visit(_ node: Node, _ depth: Int) {
             body(node, depth)
             for child in node.children { visit(child, depth + 1) }
@@ -70,7 +70,7 @@ public struct CallTree: Sendable, Equatable, Codable {
     }
 
     /// Accumulates weighted stacks, then produces a sorted ``CallTree``.
-    public struct Builder {
+    package struct Builder {
         private final class MutableNode {
             let frame: StackFrame
             var count = 0
@@ -99,10 +99,10 @@ public struct CallTree: Sendable, Equatable, Codable {
         private var total = 0
         private var withoutStack = 0
 
-        public init() {}
+        package init() {}
 
         /// Adds one stack (innermost frame first) with a weight (usually 1 sample).
-        public mutating func add(
+        package mutating func add(
             innermostFirst frames: [StackFrame], weight: Int = 1, isMachinery: (StackFrame) -> Bool = { _ in false }
         ) {
             if !isKnownUniquelyReferenced(&root) { root = copy(root) }
@@ -122,7 +122,7 @@ public struct CallTree: Sendable, Equatable, Codable {
         }
 
         /// The tree so far.
-        public func tree() -> CallTree {
+        package func tree() -> CallTree {
             CallTree(roots: root.frozen().children, total: total, withoutStack: withoutStack)
         }
 

@@ -6,23 +6,23 @@ import Foundation
 ///
 /// Frames have the shape of a report's frames in `stallwatch reports show --json` (addresses and offsets as
 /// `0x…` strings, demangled and short names, file and line), so one script reads both.
-public struct ProcessDump: Codable, Sendable, Equatable {
+package struct ProcessDump: Codable, Sendable, Equatable {
     /// `stallwatch-dump`: tells a dump from a report when files are mixed.
-    public var kind = "stallwatch-dump"
-    public var takenAt: Date
-    public var process: StallReport.ProcessDescription
+    package var kind = "stallwatch-dump"
+    package var takenAt: Date
+    package var process: StallReport.ProcessDescription
     /// How many threads the process had; `threads` holds fewer without `--all-threads`.
-    public var threadCount: Int
+    package var threadCount: Int
     /// The threads that look like the process's loop: those with a heartbeat segment, else the main thread.
-    public var loopThreadIds: [Int32]
+    package var loopThreadIds: [Int32]
     /// Innermost frames first; in order of relevance (the loop, the owner chain of what it waits for, …).
-    public var threads: [Thread]
+    package var threads: [Thread]
     /// The images the frames point into (path, build-id, load base), to symbolicate elsewhere.
-    public var images: [ImageInfo]
+    package var images: [ImageInfo]
     /// Threads that would not stop, stacks that would not unwind, symbols that could not be read.
-    public var errors: [String]
+    package var errors: [String]
 
-    public init(
+    package init(
         takenAt: Date, process: StallReport.ProcessDescription, threadCount: Int, loopThreadIds: [Int32],
         threads: [Thread], images: [ImageInfo] = [], errors: [String] = []
     ) {
@@ -36,9 +36,9 @@ public struct ProcessDump: Codable, Sendable, Equatable {
     }
 
     /// One thread: a report's thread snapshot (same JSON keys) and what only a dump says about it.
-    public struct Thread: Codable, Sendable, Equatable {
+    package struct Thread: Codable, Sendable, Equatable {
         /// Why this thread is in a dump without `--all-threads`.
-        public enum Role: String, Codable, Sendable, CaseIterable {
+        package enum Role: String, Codable, Sendable, CaseIterable {
             /// It looks like the process's loop (heartbeat segment, or the main thread).
             case loop
             /// It owns a lock that a loop thread (or a thread in its owner chain) waits for.
@@ -47,16 +47,16 @@ public struct ProcessDump: Codable, Sendable, Equatable {
             case other
         }
 
-        public var snapshot: StallReport.ThreadSnapshot
-        public var role: Role
+        package var snapshot: StallReport.ThreadSnapshot
+        package var role: Role
         /// The state letter's meaning (`sleeping`, `disk sleep`, …).
-        public var stateDescription: String
+        package var stateDescription: String
         /// What the system call waits on, from its arguments: `word 0x…` (a futex), `epoll fd 4`, `fd 0`, `3 fds`.
-        public var waitTarget: String?
+        package var waitTarget: String?
         /// How long this thread alone was stopped to copy its stack, microseconds.
-        public var pauseMicros: Double?
+        package var pauseMicros: Double?
 
-        public init(
+        package init(
             snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
             pauseMicros: Double? = nil
         ) {
@@ -72,7 +72,7 @@ public struct ProcessDump: Codable, Sendable, Equatable {
         }
 
         /// The snapshot's keys and the dump's side by side in one object.
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             snapshot = try StallReport.ThreadSnapshot(from: decoder)
             let container = try decoder.container(keyedBy: CodingKeys.self)
             role = try container.decode(Role.self, forKey: .role)
@@ -81,7 +81,7 @@ public struct ProcessDump: Codable, Sendable, Equatable {
             pauseMicros = try container.decodeIfPresent(Double.self, forKey: .pauseMicros)
         }
 
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             try snapshot.encode(to: encoder)
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(role, forKey: .role)
@@ -93,7 +93,7 @@ public struct ProcessDump: Codable, Sendable, Equatable {
 
     /// Pretty-printed JSON with a final newline, in the encoding of reports (``StallReport/makeEncoder()``).
     /// - Throws: `StallWatchError(.report)` if a value cannot be encoded (a non-finite number).
-    public func encodedJSON() throws(StallWatchError) -> Data {
+    package func encodedJSON() throws(StallWatchError) -> Data {
         do {
             var data = try StallReport.makeEncoder().encode(self)
             data.append(UInt8(ascii: "\n"))
@@ -104,7 +104,7 @@ public struct ProcessDump: Codable, Sendable, Equatable {
     }
 
     /// Reads what ``encodedJSON()`` wrote.
-    public static func decode(_ data: Data) throws -> ProcessDump {
+    package static func decode(_ data: Data) throws -> ProcessDump {
         try StallReport.makeDecoder().decode(ProcessDump.self, from: data)
     }
 }
@@ -112,7 +112,7 @@ public struct ProcessDump: Codable, Sendable, Equatable {
 extension ThreadWait {
     /// What the call waits on, for people: `word 0x…` (a futex), `epoll fd 4`, `fd 0`, `3 fds`; nil when not in a call or
     /// when the call waits on nothing it names (a sleep).
-    public var targetDescription: String? {
+    package var targetDescription: String? {
         guard let number, arguments.count == 6 else { return nil }
         switch number {
         case 202: return "word \(arguments[0].hexAddress)"

@@ -67,7 +67,7 @@ extension ImageInfo {
         case path, buildId, base, size
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             path: try c.decode(String.self, forKey: .path),
@@ -75,7 +75,7 @@ extension ImageInfo {
             base: try c.decodeHexAddress(forKey: .base), size: try c.decodeIfPresent(UInt64.self, forKey: .size))
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(path, forKey: .path)
         try c.encodeIfPresent(buildId, forKey: .buildId)
@@ -89,7 +89,7 @@ extension StallReport.ThreadSnapshot {
         case threadId, name, state, wchan, syscall, waitAddress, waitingForThreadId, frames, error
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             threadId: try c.decode(Int32.self, forKey: .threadId), name: try c.decode(String.self, forKey: .name),
@@ -101,7 +101,7 @@ extension StallReport.ThreadSnapshot {
             error: try c.decodeIfPresent(String.self, forKey: .error))
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(threadId, forKey: .threadId)
         try c.encode(name, forKey: .name)

@@ -12,41 +12,41 @@ import Foundation
 /// the enumeration.
 public struct ReportStore: Sendable {
     /// A report and the file it came from.
-    public struct Entry: Sendable {
-        public let path: String
-        public let report: StallReport
+    package struct Entry: Sendable {
+        package let path: String
+        package let report: StallReport
 
-        public init(path: String, report: StallReport) {
+        package init(path: String, report: StallReport) {
             self.path = path
             self.report = report
         }
     }
 
     /// A file that was skipped, and why (one line).
-    public struct Problem: Sendable, Equatable, CustomStringConvertible {
-        public let path: String
-        public let reason: String
-        public var description: String { "skipping \(path): \(reason)" }
+    package struct Problem: Sendable, Equatable, CustomStringConvertible {
+        let path: String
+        let reason: String
+        package var description: String { "skipping \(path): \(reason)" }
     }
 
     /// The outcome of looking a report up by id or id prefix.
-    public enum Lookup: Sendable {
+    package enum Lookup: Sendable {
         case found(Entry)
         case notFound
         /// More than one report id starts with the prefix; their ids, sorted.
         case ambiguous([String])
     }
 
-    public let directory: String
+    package let directory: String
 
-    public init(directory: String = ReportWriter.defaultDirectory) {
+    package init(directory: String = ReportWriter.defaultDirectory) {
         self.directory = directory
     }
 
     /// Calls `body` for every readable report (files `*.json` not starting with `.`), in directory order, and
     /// `onProblem` once for every other such file.
     /// - Throws: `StallWatchError(.report)` when the directory itself cannot be opened.
-    public func forEachReport(
+    package func forEachReport(
         listing: Bool = false, onProblem: (Problem) -> Void, _ body: (Entry) -> Void
     ) throws(StallWatchError) {
         let directoryFD = try ReportDirectory.open(directory, forWriting: false)
@@ -94,7 +94,7 @@ public struct ReportStore: Sendable {
 
     /// Every readable report, newest `startedAt` first. Loads them all: for large directories prefer
     /// ``forEachReport(onProblem:_:)`` and keep only what you need.
-    public func reports(onProblem: (Problem) -> Void) throws(StallWatchError) -> [Entry] {
+    package func reports(onProblem: (Problem) -> Void) throws(StallWatchError) -> [Entry] {
         var entries: [Entry] = []
         try forEachReport(onProblem: onProblem) { entries.append($0) }
         return entries.sorted { ($0.report.startedAt, $0.report.id) > ($1.report.startedAt, $1.report.id) }
@@ -104,7 +104,7 @@ public struct ReportStore: Sendable {
     /// files whose names start with `stall-<id>`; then every file's id, so renamed files are still found.
     /// Only heads are read to find it (a version 2 file's first bytes), and one file whole. Unreadable files
     /// are skipped silently.
-    public func lookup(id: String) throws(StallWatchError) -> Lookup {
+    package func lookup(id: String) throws(StallWatchError) -> Lookup {
         guard !id.isEmpty else { return .notFound }
         let exact = ReportWriter.path(ofReportID: id, in: directory)
         if let report = try? Self.load(path: exact), report.id == id {
@@ -156,7 +156,7 @@ public struct ReportStore: Sendable {
 
     /// Decodes report JSON, classifying what is wrong when it is not a report this build reads.
     /// - Parameter listing: skip the heavy parts (see ``StallReport/listingDecodeKey``).
-    public static func decode(_ data: Data, listing: Bool = false) -> Result<StallReport, StallWatchError> {
+    package static func decode(_ data: Data, listing: Bool = false) -> Result<StallReport, StallWatchError> {
         let trimmed = data.drop { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
         guard let first = trimmed.first else { return .failure(decodeFailure("empty file")) }
         guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {

@@ -22,20 +22,20 @@ public struct DetectionSource: RawRepresentable, Hashable, Sendable, Codable, Ex
 }
 
 /// How a report's stack samples were taken, its `capture.method`; typed and extensible like ``DetectionSource``.
-public struct CaptureMethod: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral,
+package struct CaptureMethod: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral,
     CustomStringConvertible
 {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { rawValue = value }
-    public var description: String { rawValue }
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+    package init(stringLiteral value: String) { rawValue = value }
+    package var description: String { rawValue }
 
     /// In-process, by a real-time signal whose handler copies the stack.
-    public static let signal: CaptureMethod = "signal"
+    package static let signal: CaptureMethod = "signal"
     /// In-process, by the non-interrupting capture helper (a ptrace stop of this process's thread).
-    public static let ptraceHelper: CaptureMethod = "ptrace-helper"
+    static let ptraceHelper: CaptureMethod = "ptrace-helper"
     /// From a sidecar, by ptrace.
-    public static let ptrace: CaptureMethod = "ptrace"
+    package static let ptrace: CaptureMethod = "ptrace"
     /// No sampler could be set up: samples carry no frames.
-    public static let none: CaptureMethod = "none"
+    package static let none: CaptureMethod = "none"
 }

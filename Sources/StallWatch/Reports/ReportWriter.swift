@@ -16,21 +16,21 @@ import Foundation
 /// are removed; only files named like ours are touched and the file just written is never removed.
 ///
 /// - Warning: does blocking I/O (`fsync`): call it from the watchdog or a writer thread, never the loop thread.
-public struct ReportWriter: Sendable {
+package struct ReportWriter: Sendable {
     /// `$STALLWATCH_REPORT_DIRECTORY` when set and not empty, else `/var/tmp/stallwatch-<uid>`.
-    public static var defaultDirectory: String { StallWatchConfiguration.defaultReportDirectory() }
+    package static var defaultDirectory: String { StallWatchConfiguration.defaultReportDirectory() }
 
-    public let directory: String
+    package let directory: String
     /// Most report files kept (at least 1).
-    public let maxReports: Int
+    package let maxReports: Int
     /// Most bytes of report files kept, or nil for no byte bound. The newest report is kept even if larger.
-    public let maxTotalBytes: Int?
+    let maxTotalBytes: Int?
 
     /// - Parameters:
     ///   - directory: created (mode 0700, with missing parents) on the first write if missing.
     ///   - maxReports: report files to keep; at least 1. The default is the `maxReports` setting's.
     ///   - maxTotalBytes: bytes of report files to keep, or nil.
-    public init(
+    package init(
         directory: String = ReportWriter.defaultDirectory, maxReports: Int = StallWatchConfiguration().maxReports,
         maxTotalBytes: Int? = 64 << 20
     ) {
@@ -40,7 +40,7 @@ public struct ReportWriter: Sendable {
     }
 
     /// The file name for a report id: `stall-<id>.json`, with anything but `[A-Za-z0-9._-]` replaced by `_`.
-    public static func fileName(forReportID id: String) -> String {
+    static func fileName(forReportID id: String) -> String {
         let safe = id.unicodeScalars.map { scalar -> Character in
             switch scalar {
             case "A"..."Z", "a"..."z", "0"..."9", "-", "_", ".": Character(scalar)
@@ -51,17 +51,17 @@ public struct ReportWriter: Sendable {
     }
 
     /// The writer of the reports `configuration` describes: its report directory and `maxReports`.
-    public init(configuration: StallWatchConfiguration) {
+    package init(configuration: StallWatchConfiguration) {
         self.init(directory: configuration.reportDirectoryPath, maxReports: configuration.maxReports)
     }
 
     /// The path of the file of report `id` in `directory`.
-    public static func path(ofReportID id: String, in directory: String) -> String {
+    package static func path(ofReportID id: String, in directory: String) -> String {
         (directory as NSString).appendingPathComponent(fileName(forReportID: id))
     }
 
     /// The path of the file of report `id` in this writer's directory.
-    public func path(ofReportID id: String) -> String { Self.path(ofReportID: id, in: directory) }
+    package func path(ofReportID id: String) -> String { Self.path(ofReportID: id, in: directory) }
 
     /// Whether the file of report `id` is still there (not pruned, not deleted).
     func hasFile(ofReportID id: String) -> Bool { access(path(ofReportID: id), F_OK) == 0 }
@@ -79,7 +79,7 @@ public struct ReportWriter: Sendable {
     }
 
     /// Whether `name` is a report file name this writer creates (and may therefore remove).
-    public static func isReportFileName(_ name: String) -> Bool {
+    package static func isReportFileName(_ name: String) -> Bool {
         name.hasPrefix("stall-") && name.hasSuffix(".json") && name.count > "stall-.json".count
     }
 
@@ -88,7 +88,7 @@ public struct ReportWriter: Sendable {
     /// - Throws: `StallWatchError(.report)` with `context["path"]` when the directory is a symlink, not a
     ///   directory, owned by another user, or when a write fails (then `errno` and `context["call"]` are set).
     @discardableResult
-    public func write(_ report: StallReport) throws(StallWatchError) -> String {
+    package func write(_ report: StallReport) throws(StallWatchError) -> String {
         let data = try report.encodedJSON()
         let directoryFD = try ReportDirectory.open(directory, forWriting: true)
         defer { close(directoryFD) }
@@ -158,7 +158,7 @@ public struct ReportWriter: Sendable {
 
     /// Removes the temporaries of writers that were killed mid-write (their pid is gone and the file is over a
     /// minute old, or it is over 10 minutes old whoever wrote it). Called when a watcher starts; best effort.
-    public func removeLeftovers() {
+    func removeLeftovers() {
         guard access(directory, F_OK) == 0, let directoryFD = try? ReportDirectory.open(directory, forWriting: true)
         else { return }
         defer { close(directoryFD) }

@@ -6,5 +6,5 @@ extension StackFrame {
     ///
     /// JSON reports keep both: `symbol` for the exact function, `shortSymbol` for reading. Bracketed parts of the
     /// full name (`<Arg[1] = Dead>`, `<A>` in parameter types) are also what pprof strips from a name.
-    public var readableName: String? { shortSymbol ?? symbol }
+    package var readableName: String? { shortSymbol ?? symbol }
 }

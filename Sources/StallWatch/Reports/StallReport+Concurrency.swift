@@ -2,19 +2,19 @@
 
 extension StallReport {
     /// The Swift task whose job ran past the threshold without suspending (the `task` section).
-    public struct TaskDescription: Codable, Sendable, Equatable {
+    package struct TaskDescription: Codable, Sendable, Equatable {
         /// The runtime's task id (`swift_task_getJobTaskId`); 0 for a job that is not a task.
-        public var id: UInt64
+        var id: UInt64
         /// The name given with `Task(name:)`; absent when the runtime does not expose it for another thread's task.
-        public var name: String?
+        var name: String?
         /// Swift's `TaskPriority` raw value (`userInitiated` 25, `medium` 21, `utility` 17, `background` 9).
-        public var priority: Int
+        var priority: Int
         /// What the priority is called (`high`, `medium`, `low`, `background`, `userInteractive`, `unspecified`).
-        public var priorityName: String
+        var priorityName: String
         /// How long the job waited between enqueue and start, ms.
-        public var queuedMs: Double?
+        var queuedMs: Double?
 
-        public init(id: UInt64, name: String? = nil, priority: Int, queuedMs: Double? = nil) {
+        package init(id: UInt64, name: String? = nil, priority: Int, queuedMs: Double? = nil) {
             self.id = id
             self.name = name
             self.priority = priority
@@ -35,18 +35,18 @@ extension StallReport {
     }
 
     /// The pool at a saturation: every worker busy past the threshold while jobs waited (the `pool` section).
-    public struct PoolDescription: Codable, Sendable, Equatable {
+    package struct PoolDescription: Codable, Sendable, Equatable {
         /// One busy worker and its job.
-        public struct Worker: Codable, Sendable, Equatable {
-            public var threadId: Int32
-            public var task: TaskDescription
+        package struct Worker: Codable, Sendable, Equatable {
+            var threadId: Int32
+            var task: TaskDescription
             /// How long the job had run when the saturation was detected, ms.
-            public var runningMs: Double
+            var runningMs: Double
             /// The worker's stack at detection (innermost first); empty when it could not be captured.
-            public var frames: [StackFrame]
-            public var error: String?
+            var frames: [StackFrame]
+            var error: String?
 
-            public init(
+            package init(
                 threadId: Int32, task: TaskDescription, runningMs: Double, frames: [StackFrame] = [],
                 error: String? = nil
             ) {
@@ -59,12 +59,12 @@ extension StallReport {
         }
 
         /// The pool's width: workers that run jobs of one priority at once.
-        public var width: Int
+        var width: Int
         /// Jobs enqueued and not yet started at detection.
-        public var waitingJobs: Int
-        public var workers: [Worker]
+        var waitingJobs: Int
+        var workers: [Worker]
 
-        public init(width: Int, waitingJobs: Int, workers: [Worker]) {
+        package init(width: Int, waitingJobs: Int, workers: [Worker]) {
             self.width = width
             self.waitingJobs = waitingJobs
             self.workers = workers

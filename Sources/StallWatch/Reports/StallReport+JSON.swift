@@ -8,7 +8,7 @@ import Foundation
 extension StallReport {
     /// A new encoder in the expanded (version 1) format: pretty-printed, sorted keys, unescaped slashes, dates as ISO 8601
     /// UTC with milliseconds (`2026-11-30T22:15:00.123Z`). Absent optionals are omitted, not written as null.
-    public static func makeEncoder() -> JSONEncoder {
+    package static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
@@ -20,7 +20,7 @@ extension StallReport {
 
     /// A new decoder for the on-disk format. Dates may carry any number of fractional digits and a `Z` or
     /// `±HH:MM` suffix, so hand-edited or foreign-tool files still read.
-    public static func makeDecoder() -> JSONDecoder {
+    static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -37,7 +37,7 @@ extension StallReport {
     /// The report as its file holds it: schema version 2 (see `ReportDocumentV2`), compact, a final newline.
     /// ``expandedJSON()`` gives the version 1 layout with every frame inline.
     /// - Throws: `StallWatchError(.report)` if a value cannot be encoded (a non-finite number).
-    public func encodedJSON() throws(StallWatchError) -> Data {
+    package func encodedJSON() throws(StallWatchError) -> Data {
         do {
             return try encodedVersion2()
         } catch {
@@ -47,9 +47,9 @@ extension StallReport {
 }
 
 /// The timestamp format of reports: ISO 8601, UTC, millisecond precision.
-public enum ReportDate {
+package enum ReportDate {
     /// `2026-11-30T22:15:00.123Z`; rounds to the nearest millisecond.
-    public static func string(from date: Date) -> String {
+    package static func string(from date: Date) -> String {
         // Beyond year ±100000 (or not a number) `time_t` cannot hold it: say so instead of trapping.
         guard abs(date.timeIntervalSince1970) < 3e12 else { return "(date out of range)" }
         let totalMillis = (date.timeIntervalSince1970 * 1000).rounded()
@@ -64,7 +64,7 @@ public enum ReportDate {
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil for anything else.
-    public static func date(from text: String) -> Date? {
+    package static func date(from text: String) -> Date? {
         let bytes = Array(text.utf8)
         func number(_ start: Int, _ count: Int) -> Int? {
             guard start + count <= bytes.count else { return nil }

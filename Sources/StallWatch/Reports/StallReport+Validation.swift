@@ -18,25 +18,25 @@ extension StallWatchError {
 extension StallReport {
     /// The bounds a decoded report must respect. Generous against anything a watchdog can measure, tight
     /// enough that every arithmetic or conversion the inspector and exporters do on them cannot trap.
-    public enum Limits {
+    enum Limits {
         /// Durations, offsets and thresholds, milliseconds: about three years.
-        public static let maximumMilliseconds = 1e11
+        static let maximumMilliseconds = 1e11
         /// Pause, unwind and symbolication costs, microseconds.
-        public static let maximumMicroseconds = 1e14
+        static let maximumMicroseconds = 1e14
         /// Dates from 1970 up to 2200-01-01 (well inside `Int64` nanoseconds since 1970).
-        public static let dates = Date(timeIntervalSince1970: 0)...Date(timeIntervalSince1970: 7_258_118_400)
+        static let dates = Date(timeIntervalSince1970: 0)...Date(timeIntervalSince1970: 7_258_118_400)
         /// Counts (samples, occurrences, tree counts).
-        public static let maximumCount = 1 << 40
+        static let maximumCount = 1 << 40
         /// Any one string, in UTF-8 bytes.
-        public static let maximumStringBytes = 1 << 20
+        static let maximumStringBytes = 1 << 20
         /// Report ids (they name files).
-        public static let maximumIDBytes = 256
+        static let maximumIDBytes = 256
     }
 
     /// Checks every numeric, date and string field against ``Limits``; the decoder calls this, so a report
     /// that decoded is safe to format, export and do arithmetic on. A v2 reader calls it on what it built.
     /// - Throws: the first invalid field met, as `StallWatchError` `.report` naming the field, value and rule.
-    public func validate() throws(StallWatchError) {
+    func validate() throws(StallWatchError) {
         var check = ReportValidator()
         try check.run(self)
     }

@@ -38,7 +38,7 @@ extension StallReport {
     }
 
     /// A new encoder like ``makeEncoder()`` but without pretty printing: what report files hold.
-    public static func makeCompactEncoder() -> JSONEncoder {
+    static func makeCompactEncoder() -> JSONEncoder {
         let encoder = makeEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder

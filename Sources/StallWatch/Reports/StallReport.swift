@@ -10,7 +10,7 @@ import Foundation
 /// that use doubles (`ReportAddressCoding.swift` converts).
 public struct StallReport: Codable, Sendable, Equatable {
     /// The schema version this build writes. Readers skip documents with a larger version.
-    public static let currentSchemaVersion = 2
+    static let currentSchemaVersion = 2
 
     public enum Status: String, Codable, Sendable, CaseIterable {
         /// Written at detection; the stall had not ended when the file was written.
@@ -29,7 +29,7 @@ public struct StallReport: Codable, Sendable, Equatable {
     }
 
     /// ``currentSchemaVersion`` for every report in memory, whichever version its file had.
-    public var schemaVersion: Int
+    package var schemaVersion: Int
     /// Unique per report: time, pid and a per-process counter (`20261130T221500.123Z-4242-3`).
     public var id: String
     public var status: Status
@@ -40,15 +40,15 @@ public struct StallReport: Codable, Sendable, Equatable {
     public var endedAt: Date?
     /// Exact for `ended` reports; the time stuck so far otherwise.
     public var durationMs: Double
-    public var detection: Detection
-    public var process: ProcessDescription
+    package var detection: Detection
+    package var process: ProcessDescription
     public var loop: LoopDescription
-    public var samples: [Sample]
+    package var samples: [Sample]
     /// The images (executable and shared objects) that any frame points into.
-    public var images: [ImageInfo]
+    package var images: [ImageInfo]
     /// A hash of image + offset of the top frames of the dominant stack: stable across ASLR and hosts.
     public var signature: String
-    public var capture: CaptureSummary
+    package var capture: CaptureSummary
     /// Facts that qualify the report (late watchdog wake-up, process stopped, …), one sentence each.
     public var notes: [String]
     /// Key/values the service attached to the loop work that stalled.
@@ -56,30 +56,30 @@ public struct StallReport: Codable, Sendable, Equatable {
     /// What kind of stall this was and why StallWatch thinks so.
     public var cause: Cause?
     /// The samples merged into a tree by function (outermost frames at the roots), with counts.
-    public var callTree: [CallTree.Node]?
+    package var callTree: [CallTree.Node]?
     /// The dominant stack: the one most samples share (stacks of one frame are never chosen).
     public var pointStack: PointStack?
     /// Every thread of the process on the first sample (bounded), to see who holds what the loop waits for.
-    public var threads: [ThreadSnapshot]?
+    package var threads: [ThreadSnapshot]?
     /// The process and machine during the stall: CPU use, load, throttling.
-    public var context: SystemContext?
+    package var context: SystemContext?
     /// Stalls with this signature folded into this report (1 for a report of its own).
     public var occurrences: Int?
-    public var firstSeen: Date?
-    public var lastSeen: Date?
+    package var firstSeen: Date?
+    package var lastSeen: Date?
     /// With `occurrences` > 1: the longest of the folded stalls, and all of them together, milliseconds
     /// (`durationMs` stays this report's own stall).
-    public var maxDurationMs: Double?
-    public var totalDurationMs: Double?
+    package var maxDurationMs: Double?
+    package var totalDurationMs: Double?
     /// The Swift task of a stall on the Concurrency pool.
-    public var task: TaskDescription?
+    package var task: TaskDescription?
     /// The pool's workers, for a stall whose cause is `saturated`.
-    public var pool: PoolDescription?
+    package var pool: PoolDescription?
     /// Whether every frame's file:line has been looked up (`lines` `pending` until a final report's rewrite
     /// fills them in); nil when the report does not look up lines (symbolication `fast` or `off`).
-    public var symbolication: SymbolicationState?
+    package var symbolication: SymbolicationState?
 
-    public init(
+    package init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
         startedAt: Date, endedAt: Date?, durationMs: Double, detection: Detection, process: ProcessDescription,
         loop: LoopDescription, samples: [Sample], images: [ImageInfo], signature: String, capture: CaptureSummary,
@@ -108,7 +108,7 @@ extension StallReport {
     /// Set this `userInfo` key to `true` on a decoder to read reports for listing: the heavy parts (`threads`,
     /// `callTree`, `images`, and every sample's frames but those of the first sample that has any) are skipped,
     /// so a directory of thousands of reports lists quickly. Samples keep their count and offsets.
-    public static let listingDecodeKey = CodingUserInfoKey(rawValue: "StallWatch.listing")!
+    package static let listingDecodeKey = CodingUserInfoKey(rawValue: "StallWatch.listing")!
 
     enum CodingKeys: String, CodingKey {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
@@ -182,20 +182,20 @@ extension StallReport {
 
 extension StallReport {
     /// How the stall was noticed.
-    public struct Detection: Codable, Sendable, Equatable {
+    package struct Detection: Codable, Sendable, Equatable {
         /// `in-process` (embedded watchdog), `heartbeat` (sidecar reading the heartbeat segment), `proc`
         /// (from /proc evidence, without instrumentation) or `concurrency-pool`.
-        public var source: DetectionSource
+        package var source: DetectionSource
         /// `deadline` (the default) or `classic` (signal per transition, N consecutive timeouts).
-        public var strategy: DetectionStrategy
-        public var thresholdMs: Double
-        public var hangThresholdMs: Double
+        package var strategy: DetectionStrategy
+        package var thresholdMs: Double
+        package var hangThresholdMs: Double
         /// When the watchdog saw the threshold crossed (wall clock).
-        public var detectedAt: Date
+        package var detectedAt: Date
         /// Detection time minus the moment the threshold was crossed.
-        public var latencyMs: Double
+        package var latencyMs: Double
 
-        public init(
+        package init(
             source: DetectionSource, strategy: DetectionStrategy, thresholdMs: Double, hangThresholdMs: Double,
             detectedAt: Date,
             latencyMs: Double
@@ -209,13 +209,13 @@ extension StallReport {
         }
     }
 
-    public struct ProcessDescription: Codable, Sendable, Equatable {
-        public var pid: Int32
-        public var executable: String
-        public var buildId: String?
-        public var host: String
+    package struct ProcessDescription: Codable, Sendable, Equatable {
+        package var pid: Int32
+        package var executable: String
+        package var buildId: String?
+        package var host: String
 
-        public init(pid: Int32, executable: String, buildId: String?, host: String) {
+        package init(pid: Int32, executable: String, buildId: String?, host: String) {
             self.pid = pid
             self.executable = executable
             self.buildId = buildId
@@ -229,9 +229,9 @@ extension StallReport {
         /// The activity the loop was stuck after (`beforeSources`, `afterWaiting`, …).
         public var phase: String
         /// The loop iteration (transition sequence) that stalled.
-        public var iteration: UInt64
+        package var iteration: UInt64
 
-        public init(name: String, threadId: Int32, phase: String, iteration: UInt64) {
+        package init(name: String, threadId: Int32, phase: String, iteration: UInt64) {
             self.name = name
             self.threadId = threadId
             self.phase = phase
@@ -240,19 +240,19 @@ extension StallReport {
     }
 
     /// One backtrace of the loop thread, taken while it was stuck.
-    public struct Sample: Codable, Sendable, Equatable {
+    package struct Sample: Codable, Sendable, Equatable {
         /// Milliseconds since `startedAt`.
-        public var offsetMs: Double
+        package var offsetMs: Double
         /// Innermost frame first.
-        public var frames: [StackFrame]
+        package var frames: [StackFrame]
         /// How long the loop thread was paused for this sample (signal sent → copy done), in microseconds.
-        public var pauseMicros: Double?
+        package var pauseMicros: Double?
         /// Why this sample has no (or a partial) stack, e.g. "handler did not run within 100 ms (state D)".
-        public var error: String?
+        package var error: String?
         /// The loop thread's kernel-side state when the sample was taken.
-        public var thread: ThreadState?
+        package var thread: ThreadState?
 
-        public init(
+        package init(
             offsetMs: Double, frames: [StackFrame], pauseMicros: Double? = nil, error: String? = nil,
             thread: ThreadState? = nil
         ) {
@@ -265,23 +265,23 @@ extension StallReport {
     }
 
     /// What capturing the samples cost, and what went wrong on the way.
-    public struct CaptureSummary: Codable, Sendable, Equatable {
+    package struct CaptureSummary: Codable, Sendable, Equatable {
         /// `ptrace-helper` or `signal` (in-process), `ptrace` (sidecar), `none`.
-        public var method: CaptureMethod
-        public var sampleIntervalMs: Double
-        public var samplesTaken: Int
-        public var samplesFailed: Int
+        package var method: CaptureMethod
+        package var sampleIntervalMs: Double
+        package var samplesTaken: Int
+        package var samplesFailed: Int
         /// Loop-thread pause per sample, median and max, microseconds.
-        public var pauseMicrosMedian: Double?
-        public var pauseMicrosMax: Double?
+        package var pauseMicrosMedian: Double?
+        package var pauseMicrosMax: Double?
         /// Unwinding the copied stacks, per sample median, microseconds.
-        public var unwindMicrosMedian: Double?
+        package var unwindMicrosMedian: Double?
         /// Symbolicating all frames of the report, total, microseconds.
-        public var symbolicationMicros: Double?
+        package var symbolicationMicros: Double?
         /// One line per problem met while capturing (unreadable page, timeout, truncated stack …).
-        public var errors: [String]
+        package var errors: [String]
 
-        public init(
+        package init(
             method: CaptureMethod, sampleIntervalMs: Double, samplesTaken: Int = 0, samplesFailed: Int = 0,
             pauseMicrosMedian: Double? = nil, pauseMicrosMax: Double? = nil, unwindMicrosMedian: Double? = nil,
             symbolicationMicros: Double? = nil, errors: [String] = []
@@ -301,21 +301,21 @@ extension StallReport {
 
 extension StallReport {
     /// A thread's state as `/proc/<pid>/task/<tid>/` showed it.
-    public struct ThreadState: Codable, Sendable, Equatable {
+    package struct ThreadState: Codable, Sendable, Equatable {
         /// R running, S sleeping, D disk sleep, T stopped, t tracing stop …
-        public var state: String
-        public var wchan: String?
+        package var state: String
+        package var wchan: String?
         /// The system call's name, absent when running in user space.
-        public var syscall: String?
-        public var syscallNumber: Int?
+        package var syscall: String?
+        var syscallNumber: Int?
         /// CPU time the thread used since the stall began, milliseconds.
-        public var cpuTimeMs: Double
-        public var voluntarySwitches: UInt64
-        public var involuntarySwitches: UInt64
+        package var cpuTimeMs: Double
+        var voluntarySwitches: UInt64
+        var involuntarySwitches: UInt64
         /// Time runnable but waiting for a CPU since the stall began, milliseconds.
-        public var runQueueWaitMs: Double
+        var runQueueWaitMs: Double
 
-        public init(
+        package init(
             state: String, wchan: String?, syscall: String?, syscallNumber: Int?, cpuTimeMs: Double,
             voluntarySwitches: UInt64, involuntarySwitches: UInt64, runQueueWaitMs: Double
         ) {
@@ -346,8 +346,9 @@ extension StallReport {
         /// For a deadlock: every thread in the cycle, the loop thread first.
         public var deadlockedThreadIds: [Int32]?
 
-        public init(kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil)
-        {
+        package init(
+            kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil
+        ) {
             self.kind = kind
             self.evidence = evidence
             self.blockingThreadId = blockingThreadId
@@ -361,28 +362,28 @@ extension StallReport {
         /// Samples that had exactly this stack.
         public var count: Int
 
-        public init(frames: [StackFrame], count: Int) {
+        package init(frames: [StackFrame], count: Int) {
             self.frames = frames
             self.count = count
         }
     }
 
     /// One thread of the process at the first sample.
-    public struct ThreadSnapshot: Codable, Sendable, Equatable {
-        public var threadId: Int32
-        public var name: String
-        public var state: String
-        public var wchan: String?
-        public var syscall: String?
+    package struct ThreadSnapshot: Codable, Sendable, Equatable {
+        package var threadId: Int32
+        package var name: String
+        package var state: String
+        package var wchan: String?
+        package var syscall: String?
         /// The futex word's address when the thread waits in `futex` (hex in JSON).
-        public var waitAddress: UInt64?
+        package var waitAddress: UInt64?
         /// The owner of the glibc mutex the thread waits for, when it could be read.
-        public var waitingForThreadId: Int32?
+        package var waitingForThreadId: Int32?
         /// Innermost first; empty when the stack could not be captured (see `error`).
-        public var frames: [StackFrame]
-        public var error: String?
+        package var frames: [StackFrame]
+        package var error: String?
 
-        public init(
+        package init(
             threadId: Int32, name: String, state: String, wchan: String? = nil, syscall: String? = nil,
             waitAddress: UInt64? = nil, waitingForThreadId: Int32? = nil, frames: [StackFrame] = [],
             error: String? = nil
@@ -400,21 +401,21 @@ extension StallReport {
     }
 
     /// The process and the machine while the loop was stuck.
-    public struct SystemContext: Codable, Sendable, Equatable {
+    package struct SystemContext: Codable, Sendable, Equatable {
         /// The whole process's CPU use during the stall, percent of one CPU.
-        public var processCpuPercent: Double?
+        package var processCpuPercent: Double?
         /// The loop thread's CPU use during the stall, percent of one CPU.
-        public var loopCpuPercent: Double?
+        package var loopCpuPercent: Double?
         /// /proc/loadavg at the end: 1, 5 and 15 minutes.
-        public var loadAverage: [Double]?
-        public var cpuCount: Int?
+        package var loadAverage: [Double]?
+        package var cpuCount: Int?
         /// cgroup `cpu.stat` (v2, or v1's cpu controller): periods throttled and time throttled during the stall.
-        public var cgroupThrottledPeriods: UInt64?
-        public var cgroupThrottledMs: Double?
+        var cgroupThrottledPeriods: UInt64?
+        package var cgroupThrottledMs: Double?
         /// Steal time during the stall, percent of all CPU time (a starved virtual machine).
-        public var stealPercent: Double?
+        package var stealPercent: Double?
 
-        public init(
+        package init(
             processCpuPercent: Double? = nil, loopCpuPercent: Double? = nil, loadAverage: [Double]? = nil,
             cpuCount: Int? = nil, cgroupThrottledPeriods: UInt64? = nil, cgroupThrottledMs: Double? = nil,
             stealPercent: Double? = nil
@@ -441,18 +442,18 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
     /// Demangled function name.
     public var symbol: String?
     /// Bytes from the start of the function.
-    public var symbolOffset: Int?
+    package var symbolOffset: Int?
     public var file: String?
     public var line: Int?
     /// The short name of ``symbol`` in the Swift backtracer's style (``StackFrame/readableName``); nil when it is the
     /// same as ``symbol`` (C names) or unknown (reports written before it existed).
-    public var shortSymbol: String?
+    package var shortSymbol: String?
     /// What the address is when it is not a return address found on the stack of the frame below; nil for ordinary
     /// frames (the program counter, return addresses).
-    public var kind: Kind?
+    package var kind: Kind?
 
     /// Frames that are not ordinary return addresses.
-    public enum Kind: String, Codable, Sendable, Hashable {
+    package enum Kind: String, Codable, Sendable, Hashable {
         /// A Swift async function awaiting the one below it: its resume point (the start of the partial function
         /// where it continues), taken from the async context chain, not from the machine stack.
         case async
@@ -462,7 +463,7 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
         case stackSwitch
     }
 
-    public init(
+    package init(
         address: UInt64, image: String? = nil, offset: UInt64? = nil, symbol: String? = nil,
         symbolOffset: Int? = nil, file: String? = nil, line: Int? = nil, shortSymbol: String? = nil
     ) {
@@ -478,16 +479,16 @@ public struct StackFrame: Codable, Sendable, Equatable, Hashable {
 }
 
 /// A loaded ELF image.
-public struct ImageInfo: Codable, Sendable, Equatable, Hashable {
-    public var path: String
+package struct ImageInfo: Codable, Sendable, Equatable, Hashable {
+    package var path: String
     /// The GNU build-id note, lowercase hex; nil when the image has none.
-    public var buildId: String?
+    package var buildId: String?
     /// Load base (the address of file offset 0); hex in JSON.
-    public var base: UInt64
+    package var base: UInt64
     /// Bytes from `base` to the end of the image's last mapping.
-    public var size: UInt64?
+    package var size: UInt64?
 
-    public init(path: String, buildId: String?, base: UInt64, size: UInt64?) {
+    package init(path: String, buildId: String?, base: UInt64, size: UInt64?) {
         self.path = path
         self.buildId = buildId
         self.base = base
@@ -498,8 +499,8 @@ public struct ImageInfo: Codable, Sendable, Equatable, Hashable {
 extension StallReport {
     /// `nanoseconds` as a report's milliseconds (`durationMs`, `offsetMs` …): two decimals. The one place the
     /// report turns StallWatch's nanoseconds into its units.
-    public static func milliseconds(_ nanoseconds: UInt64) -> Double { (Double(nanoseconds) / 1e4).rounded() / 100 }
+    package static func milliseconds(_ nanoseconds: UInt64) -> Double { (Double(nanoseconds) / 1e4).rounded() / 100 }
 
     /// `nanoseconds` as a report's microseconds (`pauseMicros` …): two decimals.
-    public static func microseconds(_ nanoseconds: UInt64) -> Double { (Double(nanoseconds) / 10).rounded() / 100 }
+    static func microseconds(_ nanoseconds: UInt64) -> Double { (Double(nanoseconds) / 10).rounded() / 100 }
 }

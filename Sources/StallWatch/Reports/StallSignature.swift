@@ -1,13 +1,13 @@
 // The stall signature: what makes two stalls "the same" across runs, hosts and address-space layouts.
 
 /// Computes a report's signature from image + function offset of the top frames of its dominant stack.
-public enum StallSignature {
+package enum StallSignature {
     /// Frames of the dominant stack that make up the signature.
-    public static let frameCount = 5
+    static let frameCount = 5
 
     /// A frame's identity independent of ASLR and of where in the function the thread was: the image's file
     /// name and the offset of the function's start (the frame's own offset when the symbol is unknown).
-    public static func key(_ frame: StackFrame) -> String {
+    package static func key(_ frame: StackFrame) -> String {
         let image = frame.image.map { String($0.split(separator: "/").last ?? "") } ?? "?"
         guard let offset = frame.offset else { return "\(image)+\(frame.address.hexAddress)" }
         if let symbolOffset = frame.symbolOffset, symbolOffset >= 0, UInt64(symbolOffset) <= offset {
@@ -17,7 +17,7 @@ public enum StallSignature {
     }
 
     /// The samples worth aggregating: stacks of fewer than two frames (a failed unwind, garbage) are left out.
-    public static func aggregatable(_ samples: [StallReport.Sample]) -> [StallReport.Sample] {
+    static func aggregatable(_ samples: [StallReport.Sample]) -> [StallReport.Sample] {
         samples.filter { $0.frames.count >= 2 }
     }
 
@@ -27,11 +27,11 @@ public enum StallSignature {
     /// the path walked, innermost first, is the point stack and the last node's count its weight. Unlike "the
     /// most frequent exact stack", this does not split a CPU-bound function's samples by whatever leaf it
     /// happened to be in (a clock read, a memcpy), so the function holding most samples wins.
-    public static func dominantStack(of samples: [StallReport.Sample]) -> StallReport.PointStack? {
+    package static func dominantStack(of samples: [StallReport.Sample]) -> StallReport.PointStack? {
         dominantStack(of: CallTree(samples: aggregatable(samples)))
     }
 
-    public static func dominantStack(of tree: CallTree) -> StallReport.PointStack? {
+    package static func dominantStack(of tree: CallTree) -> StallReport.PointStack? {
         guard var node = tree.roots.first else { return nil }
         var path = [node.frame]
         while let child = node.children.first, child.count * 2 >= node.count {
@@ -43,7 +43,7 @@ public enum StallSignature {
     }
 
     /// 16 hex digits of FNV-1a over the keys of the top frames of `stack`; "unknown" without a stack.
-    public static func compute(stack: [StackFrame]?) -> String {
+    package static func compute(stack: [StackFrame]?) -> String {
         guard let stack, !stack.isEmpty else { return "unknown" }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for frame in stack.prefix(frameCount) {
@@ -54,7 +54,7 @@ public enum StallSignature {
     }
 
     /// The signature of the samples' dominant stack.
-    public static func compute(samples: [StallReport.Sample]) -> String {
+    package static func compute(samples: [StallReport.Sample]) -> String {
         compute(stack: dominantStack(of: samples)?.frames)
     }
 }

@@ -7,9 +7,9 @@
 ///
 /// Only the ELF header, the program headers and the note segments are read (a few hundred bytes), never the
 /// whole file. 64-bit little-endian ELF only (the platforms StallWatch supports); anything else yields nil.
-public enum BuildID {
+package enum BuildID {
     /// The build-id of the ELF file at `path`, or nil when the file cannot be read, is not ELF or has no note.
-    public static func ofFile(atPath path: String) -> String? {
+    package static func ofFile(atPath path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -17,7 +17,7 @@ public enum BuildID {
     }
 
     /// The build-id of the ELF file open as `fd` (read with `pread`, so the file position does not move), or nil.
-    public static func ofFile(descriptor fd: Int32) -> String? {
+    package static func ofFile(descriptor fd: Int32) -> String? {
         guard let header = pread(fd, offset: 0, count: 64), header.count == 64,
             header[0] == 0x7f, header[1] == UInt8(ascii: "E"), header[2] == UInt8(ascii: "L"),
             header[3] == UInt8(ascii: "F"), header[4] == 2 /* ELFCLASS64 */, header[5] == 1 /* ELFDATA2LSB */
@@ -42,7 +42,7 @@ public enum BuildID {
     }
 
     /// Lowercase hex of `bytes`.
-    public static func hex<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+    package static func hex<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         for byte in bytes {

@@ -8,7 +8,7 @@
 /// Both demanglers are looked up at run time with `dlsym`, so nothing is linked that the process does not
 /// already load (libswiftCore is in every Swift process; `__cxa_demangle` comes with libstdc++, which the Swift
 /// runtime uses). Thread-safe; allocates.
-public enum Demangler {
+enum Demangler {
     /// `char *swift_demangle(const char *name, size_t length, char *buffer, size_t *bufferSize, uint32_t flags)`
     private typealias SwiftDemangle =
         @convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32)
@@ -49,13 +49,13 @@ public enum Demangler {
     }()
 
     /// Whether `name` carries a Swift mangling prefix (`$s`, `_$s`, `$S`, `_T0`, `$e`).
-    public static func isSwiftMangled(_ name: String) -> Bool {
+    static func isSwiftMangled(_ name: String) -> Bool {
         name.hasPrefix("$s") || name.hasPrefix("_$s") || name.hasPrefix("$S") || name.hasPrefix("_$S")
             || name.hasPrefix("_T0") || name.hasPrefix("$e")
     }
 
     /// The readable form of `name`, or `name` itself when it is not mangled or cannot be demangled.
-    public static func demangle(_ name: String) -> String {
+    static func demangle(_ name: String) -> String {
         if isSwiftMangled(name) { return demangleSwift(name) ?? name }
         if name.hasPrefix("_Z") { return demangleCxx(name) ?? name }
         return name
@@ -66,7 +66,7 @@ public enum Demangler {
     /// mangled, cannot be demangled, or the runtime does not export the backtracer's demangler.
     ///
     /// Costs about 4 µs a name (measured here, the same as `swift_demangle`): symbolicators cache it per name.
-    public static func shortName(_ name: String) -> String? {
+    static func shortName(_ name: String) -> String? {
         guard isSwiftMangled(name) || name.hasPrefix("_Z"), let function = functions.short else { return nil }
         let utf8 = Array(name.utf8)
         let result = utf8.withUnsafeBufferPointer { buffer in
@@ -79,7 +79,7 @@ public enum Demangler {
     }
 
     /// Demangles a Swift symbol with the runtime's own demangler; nil when it is not a Swift name.
-    public static func demangleSwift(_ name: String) -> String? {
+    static func demangleSwift(_ name: String) -> String? {
         guard let function = functions.swift else { return nil }
         let utf8 = Array(name.utf8)
         let result = utf8.withUnsafeBufferPointer { buffer in
@@ -91,7 +91,7 @@ public enum Demangler {
     }
 
     /// Demangles an Itanium C++ ABI symbol (`_Z…`); nil when it is not one.
-    public static func demangleCxx(_ name: String) -> String? {
+    static func demangleCxx(_ name: String) -> String? {
         guard let function = functions.cxx else { return nil }
         var status: Int32 = 0
         guard let result = function(name, nil, nil, &status) else { return nil }
@@ -102,7 +102,7 @@ public enum Demangler {
 
 extension StackFrame {
     /// The short form of a raw (mangled) symbol, kept only when it differs from its full demangled form `full`.
-    public static func shortSymbol(raw: String, full: String) -> String? {
+    package static func shortSymbol(raw: String, full: String) -> String? {
         guard let short = Demangler.shortName(raw), short != full else { return nil }
         return short
     }

@@ -8,23 +8,23 @@
 /// Built from `/proc/<pid>/maps` without opening any ELF file, so it works in every ``SymbolicationMode``.
 /// An image's load base is the start of its first mapping minus that mapping's file offset: the address at
 /// which file offset 0 would lie.
-public struct ImageMap: Sendable, Equatable {
+struct ImageMap: Sendable, Equatable {
     /// One mapped image.
-    public struct Image: Sendable, Equatable, Hashable {
+    struct Image: Sendable, Equatable, Hashable {
         /// The mapped file's path (" (deleted)" stripped), or `[vdso]`.
-        public var path: String
+        var path: String
         /// The address of file offset 0.
-        public var base: UInt64
+        var base: UInt64
         /// Bytes from `base` to the end of the image's last mapping.
-        public var size: UInt64
+        var size: UInt64
         /// Has an executable mapping: a loaded image rather than a data mmap of the file (libelf maps ELF files
         /// it reads, and those mappings carry the same path).
-        public var isLoaded: Bool = false
+        var isLoaded: Bool = false
         /// The mapped file's inode as the kernel reports it (0 for the vDSO): tells the file a process really
         /// maps from a newer file that has since replaced it at the same path.
-        public var inode: UInt64 = 0
+        var inode: UInt64 = 0
         /// The first mapping's bounds, which name the mapped file itself in `/proc/<pid>/map_files/`.
-        public var firstMapping: Range<UInt64> = 0..<0
+        var firstMapping: Range<UInt64> = 0..<0
     }
 
     struct Mapping: Sendable, Equatable {
@@ -34,19 +34,19 @@ public struct ImageMap: Sendable, Equatable {
     }
 
     /// The images in address order of their first mapping.
-    public private(set) var images: [Image] = []
+    private(set) var images: [Image] = []
     /// Every file-backed mapping, sorted by start, for the binary search in `image(containing:)`.
     private var mappings: [Mapping] = []
 
     /// Reads `/proc/<processID>/maps`.
     /// - Throws: `StallWatchError(.systemCall)` when the file cannot be read (no such process, no permission).
-    public init(processID: Int32) throws(StallWatchError) {
+    init(processID: Int32) throws(StallWatchError) {
         let path = ProcDirectory(processID: processID).path + "/maps"
         self.init(parsing: try ProcFile.read(path))
     }
 
     /// Parses text in the format of `/proc/<pid>/maps`; malformed lines are ignored.
-    public init(parsing text: String) {
+    init(parsing text: String) {
         self.init(mappings: ProcMapping.all(in: text))
     }
 
@@ -74,7 +74,7 @@ public struct ImageMap: Sendable, Equatable {
     }
 
     /// The image with a mapping that contains `address`, or nil for anonymous memory and unmapped addresses.
-    public func image(containing address: UInt64) -> Image? {
+    func image(containing address: UInt64) -> Image? {
         var low = 0
         var high = mappings.count
         while low < high {
@@ -86,7 +86,7 @@ public struct ImageMap: Sendable, Equatable {
     }
 
     /// The image whose path is `path` (its first load; a data mmap of the same file only if nothing is loaded).
-    public func image(path: String) -> Image? {
+    func image(path: String) -> Image? {
         images.first { $0.path == path && $0.isLoaded } ?? images.first { $0.path == path }
     }
 }

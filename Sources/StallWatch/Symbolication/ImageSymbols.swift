@@ -9,25 +9,25 @@ import Synchronization
 /// at most) and lines (DWARF, whose first load for a large Swift module takes tens of ms). A provisional report,
 /// which needs names only, never waits behind a final report's first DWARF load. Each session keeps a bounded
 /// table of answers per offset, misses included, and demangles each name once.
-public final class ImageSymbols: Sendable {
+package final class ImageSymbols: Sendable {
     /// A function name at an offset.
-    public struct Symbol: Sendable, Equatable {
+    package struct Symbol: Sendable, Equatable {
         /// Demangled (Swift, C++), else as in the symbol table.
-        public var name: String
+        package var name: String
         /// The short readable form, when it differs (``StackFrame/shortSymbol``).
-        public var shortName: String?
+        package var shortName: String?
         /// Bytes from the symbol's start to the offset looked up.
-        public var offset: UInt64
+        package var offset: UInt64
     }
 
     /// A source location at an offset.
-    public struct SourceLine: Sendable, Equatable {
-        public var file: String
-        public var line: Int?
+    package struct SourceLine: Sendable, Equatable {
+        package var file: String
+        package var line: Int?
     }
 
     /// What a lookup that must not wait for DWARF to load found.
-    public enum LineAnswer: Sendable, Equatable {
+    enum LineAnswer: Sendable, Equatable {
         /// The image's line tables are loaded: the location, or nil when there is none.
         case known(SourceLine?)
         /// The line tables are not loaded yet (or another thread is loading them): not looked up.
@@ -35,9 +35,9 @@ public final class ImageSymbols: Sendable {
     }
 
     /// What the entry is cached under (``SymbolCache/Key``).
-    public let key: SymbolCache.Key
+    package let key: SymbolCache.Key
     /// The file's GNU build-id, when it has one.
-    public let buildID: String?
+    package let buildID: String?
     private let names: Mutex<Table<Symbol>>
     private let lines: Mutex<Table<SourceLine>>
     private let counters: SymbolCache.Counters
@@ -87,7 +87,7 @@ public final class ImageSymbols: Sendable {
     }
 
     /// The function containing `offset` bytes past the image's load base, or nil when the symbol table has none.
-    public func symbol(atOffset offset: UInt64) -> Symbol? {
+    package func symbol(atOffset offset: UInt64) -> Symbol? {
         names.withLock { table in
             if let known = table.entries[offset] {
                 counters.hits.add(1, ordering: .relaxed)
@@ -110,14 +110,14 @@ public final class ImageSymbols: Sendable {
     /// The source file and line of `offset` from DWARF, or nil when the image has no line information there.
     /// The image's first lookup loads its DWARF (libc's separate debug file: ~150 ms, nearly all of it libdw
     /// decompressing every debug section of the file).
-    public func sourceLine(atOffset offset: UInt64) -> SourceLine? {
+    package func sourceLine(atOffset offset: UInt64) -> SourceLine? {
         lines.withLock { table in lookUp(offset, in: &table) }
     }
 
     /// The source file and line of `offset` if that costs no DWARF load and no wait: ``LineAnswer/notLoaded``
     /// when the image's line tables have not been loaded yet or another thread holds them (loading them, most
     /// likely). What a final report uses so that it is on disk at once; the lines follow in a rewrite.
-    public func sourceLineIfLoaded(atOffset offset: UInt64) -> LineAnswer {
+    func sourceLineIfLoaded(atOffset offset: UInt64) -> LineAnswer {
         let answer = lines.withLockIfAvailable { table -> LineAnswer in
             // A known offset, or loaded tables: the lookup costs no DWARF load.
             guard table.loaded || table.entries.index(forKey: offset) != nil else { return .notLoaded }
@@ -127,7 +127,7 @@ public final class ImageSymbols: Sendable {
     }
 
     /// Whether the line tables are loaded (a lookup has run), without waiting for a thread loading them.
-    public var linesLoaded: Bool { lines.withLockIfAvailable { $0.loaded } ?? false }
+    var linesLoaded: Bool { lines.withLockIfAvailable { $0.loaded } ?? false }
 
     private func lookUp(_ offset: UInt64, in table: inout Table<SourceLine>) -> SourceLine? {
         if let known = table.entries[offset] {

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// Re-read when the file grows (runtimes append as they compile); lookups are a binary search.
 struct PerfMap {
-    struct Entry {
+    package struct Entry {
         var start: UInt64
         var size: UInt64
         var name: String

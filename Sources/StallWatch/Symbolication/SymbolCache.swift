@@ -9,30 +9,30 @@ import Synchronization
 /// has a new build-id, gets a new entry, and is never answered from the old one, while an old instance still
 /// running keeps getting its own binary's names. At most `capacity` images are kept; past it the least recently
 /// used one is dropped (symbolicators still holding it keep it alive until they let go). Thread-safe.
-public final class SymbolCache: Sendable {
+package final class SymbolCache: Sendable {
     /// The cache every ``Symbolicator`` uses unless given another.
-    public static let shared = SymbolCache()
+    package static let shared = SymbolCache()
 
     /// What a file is: its GNU build-id and size, or for a file without one, where it is and when it was written.
-    public enum Key: Hashable, Sendable {
+    package enum Key: Hashable, Sendable {
         case buildID(String, size: Int64)
         case file(device: UInt64, inode: UInt64, size: Int64, modifiedNanos: Int64)
     }
 
     /// Counts since the cache was created, for tests, benchmarks and debugging.
-    public struct Statistics: Sendable, Equatable {
+    package struct Statistics: Sendable, Equatable {
         /// Image files opened (libdwfl sessions created).
-        public var imagesOpened = 0
+        package var imagesOpened = 0
         /// Requests for an image already in the cache.
-        public var imagesReused = 0
+        package var imagesReused = 0
         /// Names and lines answered from an image's table.
-        public var hits = 0
+        package var hits = 0
         /// Names and lines looked up in libdwfl.
-        public var misses = 0
+        package var misses = 0
         /// Images dropped to stay within the capacity.
-        public var evictions = 0
+        var evictions = 0
         /// Images held now (including files libdwfl could not read, remembered so they are not retried).
-        public var resident = 0
+        var resident = 0
     }
 
     /// Shared with the entries, which count their own hits and misses.
@@ -55,16 +55,16 @@ public final class SymbolCache: Sendable {
     }
 
     /// The most images kept at once.
-    public let capacity: Int
+    package let capacity: Int
     private let counters = Counters()
     private let state = Mutex(State())
 
     /// A cache of at most `capacity` images (a Swift service maps 20–40).
-    public init(capacity: Int = 64) {
+    package init(capacity: Int = 64) {
         self.capacity = max(1, capacity)
     }
 
-    public var statistics: Statistics {
+    package var statistics: Statistics {
         var statistics = Statistics(
             imagesOpened: counters.imagesOpened.load(ordering: .relaxed),
             imagesReused: counters.imagesReused.load(ordering: .relaxed),
@@ -114,7 +114,7 @@ public final class SymbolCache: Sendable {
     }
 
     /// Drops every entry (symbolicators holding one keep it until they let go).
-    public func removeAll() {
+    package func removeAll() {
         state.withLock { $0.entries.removeAll() }
     }
 }

@@ -19,21 +19,21 @@ import CStallWatchSymbols
 /// library may have been `dlopen`ed).
 ///
 /// Not thread-safe: use one instance per thread (the watchdog's), off the loop thread.
-public final class Symbolicator: @unchecked Sendable {
+package final class Symbolicator: @unchecked Sendable {
     // @unchecked Sendable: only handed to the one thread that symbolicates (it is not thread-safe).
-    public let processID: Int32
-    public let mode: SymbolicationMode
+    package let processID: Int32
+    package let mode: SymbolicationMode
     /// Problems met so far (libdwfl could not start, maps unreadable), one line each, for the report's
     /// `capture.errors`. Each distinct problem is recorded once.
-    public private(set) var errors: [String] = []
+    package private(set) var errors: [String] = []
     /// In `full` mode, whether a frame's file:line may wait for its image's line tables to load (the first
     /// lookup in an image loads its DWARF: tens of ms for a Swift module, ~150 ms for libc's separate debug
     /// file). When false, frames of images whose tables are not loaded yet get no file:line and count in
     /// ``pendingLineLookups``: what a final report does to be on disk at once, the lines following in a rewrite.
-    public var waitsForLines = true
+    var waitsForLines = true
     /// Frames given without file:line because their image's line tables were not loaded (``waitsForLines``
     /// false), counted since this symbolicator was made. Such frames are not cached: a later call looks again.
-    public private(set) var pendingLineLookups = 0
+    private(set) var pendingLineLookups = 0
 
     private struct Resolved {
         var image: ImageMap.Image
@@ -70,7 +70,7 @@ public final class Symbolicator: @unchecked Sendable {
 
     /// Creates a symbolicator for `processID` (which may be this process). Nothing is read until first use.
     /// - Parameter cache: Where image tables are shared (tests pass their own to count what it does).
-    public init(processID: Int32, mode: SymbolicationMode, cache: SymbolCache = .shared) {
+    package init(processID: Int32, mode: SymbolicationMode, cache: SymbolCache = .shared) {
         self.processID = processID
         self.mode = mode
         symbolCache = cache
@@ -82,7 +82,7 @@ public final class Symbolicator: @unchecked Sendable {
     /// the later ones return addresses.
     /// - Parameter addresses: innermost first.
     /// - Returns: one frame per address; a frame in no image has only its address.
-    public func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
+    package func symbolicate(_ addresses: [UInt64]) -> [StackFrame] {
         symbolicate(UnwoundFrame.backtrace(addresses))
     }
 
@@ -92,7 +92,7 @@ public final class Symbolicator: @unchecked Sendable {
     /// its original address, and `symbolOffset` is measured from that original address.
     /// - Parameter unwound: innermost first.
     /// - Returns: one frame per captured frame; a frame in no image has only its address.
-    public func symbolicate(_ unwound: [UnwoundFrame]) -> [StackFrame] {
+    package func symbolicate(_ unwound: [UnwoundFrame]) -> [StackFrame] {
         var refreshed = false
         var frames: [StackFrame] = []
         frames.reserveCapacity(unwound.count)
@@ -136,7 +136,7 @@ public final class Symbolicator: @unchecked Sendable {
     }
 
     /// The images that `frames` point into, in order of first appearance, with build-id, load base and size.
-    public func images(for frames: [StackFrame]) -> [ImageInfo] {
+    package func images(for frames: [StackFrame]) -> [ImageInfo] {
         var seen = Set<String>()
         var result: [ImageInfo] = []
         for frame in frames {
@@ -154,7 +154,7 @@ public final class Symbolicator: @unchecked Sendable {
     }
 
     /// The process's main executable (`/proc/<pid>/exe`) with its build-id, or nil when it cannot be read.
-    public func executableImage() -> ImageInfo? {
+    package func executableImage() -> ImageInfo? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink("/proc/\(processID)/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
@@ -236,7 +236,7 @@ public final class Symbolicator: @unchecked Sendable {
     /// Reads the process's image map, checks the files behind the images `addresses` fall in and opens the
     /// symbol session now, while the process surely exists, and keeps them: a target that exits during a stall
     /// still gets symbols and images in its final report.
-    public func prepare(addresses: [UInt64] = []) {
+    func prepare(addresses: [UInt64] = []) {
         guard let map = currentImageMap(), mode != .off else { return }
         for address in addresses {
             if let image = map.image(containing: address) { _ = sharedSymbols(for: image) }

@@ -7,7 +7,7 @@
 /// resume points, the stack-switch walker marks where it crossed to another stack; the symbolicator looks each
 /// one up by its kind, and the report builder gives each its report kind. No array of indices travels beside
 /// the addresses, and nothing decides by position what an address is.
-public enum UnwoundFrame: Sendable, Hashable {
+package enum UnwoundFrame: Sendable, Hashable {
     /// The thread's program counter at capture (the innermost frame): the very instruction, looked up as is.
     case programCounter(UInt64)
     /// A caller's return address: the instruction after the call, looked up one byte back, inside the call (a
@@ -20,7 +20,7 @@ public enum UnwoundFrame: Sendable, Hashable {
     /// left (report kind `stackSwitch`).
     case stackSwitch(UInt64)
 
-    public var address: UInt64 {
+    package var address: UInt64 {
         switch self {
         case .programCounter(let address), .returnAddress(let address), .asyncResumePoint(let address),
             .stackSwitch(let address):
@@ -29,7 +29,7 @@ public enum UnwoundFrame: Sendable, Hashable {
     }
 
     /// Where the address is looked up: a return address one byte back, inside its call; the others as they are.
-    public var lookupAddress: UInt64 {
+    package var lookupAddress: UInt64 {
         switch self {
         case .returnAddress(let address), .stackSwitch(let address): address == 0 ? 0 : address - 1
         case .programCounter(let address), .asyncResumePoint(let address): address
@@ -37,7 +37,7 @@ public enum UnwoundFrame: Sendable, Hashable {
     }
 
     /// The report's frame kind (`StackFrame.Kind`), nil for the program counter and plain return addresses.
-    public var reportKind: StackFrame.Kind? {
+    var reportKind: StackFrame.Kind? {
         switch self {
         case .asyncResumePoint: .async
         case .stackSwitch: .stackSwitch
@@ -47,14 +47,14 @@ public enum UnwoundFrame: Sendable, Hashable {
 
     /// A plain backtrace, innermost first: the program counter, then return addresses (what a frame-pointer or
     /// CFI walk gives, and what callers that hold bare addresses mean).
-    public static func backtrace(_ addresses: [UInt64]) -> [UnwoundFrame] {
+    static func backtrace(_ addresses: [UInt64]) -> [UnwoundFrame] {
         addresses.enumerated().map { $0.offset == 0 ? .programCounter($0.element) : .returnAddress($0.element) }
     }
 
     /// The frame a report's frame stands for: its kind says a resume point or a stack switch; otherwise the
     /// report's innermost frame (index 0, the report format's rule) is the program counter and the others are
     /// return addresses. What offline symbolication looks a stored frame up by.
-    public init(_ frame: StackFrame, innermost: Bool) {
+    package init(_ frame: StackFrame, innermost: Bool) {
         switch frame.kind {
         case .async?: self = .asyncResumePoint(frame.address)
         case .stackSwitch?: self = .stackSwitch(frame.address)

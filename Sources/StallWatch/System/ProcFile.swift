@@ -7,14 +7,14 @@
 /// Whole-file reads for /proc files, whose stat size is 0, and small ELF reads.
 ///
 /// `package`: the sidecar reads another process's /proc files with the same code.
-package enum ProcFile {
+enum ProcFile {
     /// Reads `path` to the end.
-    package static func read(_ path: String) throws(StallWatchError) -> String {
+    static func read(_ path: String) throws(StallWatchError) -> String {
         let bytes = try readBytes(path)
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    package static func readBytes(_ path: String) throws(StallWatchError) -> [UInt8] {
+    static func readBytes(_ path: String) throws(StallWatchError) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Syscall.error("open", errno: errno, path: path) }
         defer { close(fd) }

@@ -16,12 +16,12 @@ public struct StallWatchError: Error, Sendable, Equatable, CustomStringConvertib
         /// The real-time signal for sampling could not be installed (none free, or owned by someone else).
         public static let signalUnavailable = Code(raw: "signalUnavailable")
         /// A stack could not be captured from a thread.
-        public static let captureFailed = Code(raw: "captureFailed")
+        static let captureFailed = Code(raw: "captureFailed")
         /// A capture's deadline passed before the thread could be sampled (signal blocked, uninterruptible
         /// sleep, not scheduled); `context["threadState"]` holds its /proc state letter when known.
-        public static let captureTimedOut = Code(raw: "captureTimedOut")
+        package static let captureTimedOut = Code(raw: "captureTimedOut")
         /// The process or thread does not exist (any more); `errno` is ESRCH.
-        public static let noSuchProcess = Code(raw: "noSuchProcess")
+        package static let noSuchProcess = Code(raw: "noSuchProcess")
         /// The system refused access (ptrace: different user, missing CAP_SYS_PTRACE, Yama, already traced).
         public static let permissionDenied = Code(raw: "permissionDenied")
         /// A report file could not be read, parsed or written.
@@ -31,7 +31,7 @@ public struct StallWatchError: Error, Sendable, Equatable, CustomStringConvertib
         /// A binary at a report image's path is a different build from the one the report names (its build-id
         /// differs) and no debug file with the report's build-id exists; `context` holds `path`, `expected` and
         /// `found`.
-        public static let buildIDMismatch = Code(raw: "buildIDMismatch")
+        package static let buildIDMismatch = Code(raw: "buildIDMismatch")
         /// A needed facility is unavailable on this system (for example, libdispatch's main-queue hooks).
         public static let unsupported = Code(raw: "unsupported")
     }
@@ -43,7 +43,9 @@ public struct StallWatchError: Error, Sendable, Equatable, CustomStringConvertib
     /// The errno value for `systemCall` errors.
     public var errno: Int32?
 
-    public init(_ code: Code, _ message: String, context: [String: String] = [:], errno: Int32? = nil) {
+    @usableFromInline package init(
+        _ code: Code, _ message: String, context: [String: String] = [:], errno: Int32? = nil
+    ) {
         self.code = code
         self.message = message
         self.context = context

@@ -4,7 +4,7 @@
 #endif
 
 @usableFromInline
-enum Syscall {
+package enum Syscall {
     /// Runs `body` until it does not fail with EINTR; a result of -1 becomes a `.systemCall` error naming `call`.
     @inlinable
     @discardableResult
@@ -21,7 +21,7 @@ enum Syscall {
         }
     }
 
-    static func error(_ call: String, errno err: Int32, path: String? = nil) -> StallWatchError {
+    package static func error(_ call: String, errno err: Int32, path: String? = nil) -> StallWatchError {
         var context = ["call": call]
         if let path { context["path"] = path }
         let where_ = path.map { " \($0)" } ?? ""

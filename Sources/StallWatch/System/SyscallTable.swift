@@ -1,9 +1,9 @@
 // x86_64 system call numbers StallWatch needs to name, and how it classifies them.
 
 /// Names and classes of the x86_64 system calls a stuck or idle thread is typically in.
-public enum SyscallTable {
+package enum SyscallTable {
     /// What a thread blocked in a system call is waiting for.
-    public enum Kind: String, Sendable {
+    package enum Kind: String, Sendable {
         /// Waiting for events: the loop's idle wait (epoll_wait, poll, select, io_uring_enter …).
         case idleWait
         /// A futex: a lock, condition variable or semaphore.
@@ -20,7 +20,7 @@ public enum SyscallTable {
     ///
     /// `/proc/<pid>/task/<tid>/syscall` says "running" for a thread working inside a system call (copying a
     /// large write into the page cache): the innermost frame is then the better evidence.
-    public static func number(forWrapperSymbol symbol: String) -> Int? {
+    static func number(forWrapperSymbol symbol: String) -> Int? {
         var name = Substring(symbol)
         if let at = name.firstIndex(of: "@") { name = name[..<at] }
         if let space = name.firstIndex(of: " ") { name = name[..<space] }
@@ -41,9 +41,9 @@ public enum SyscallTable {
     private static let byName: [String: Int] = Dictionary(names.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
 
     /// The name of system call `number`, or `syscall_<n>`.
-    public static func name(_ number: Int) -> String { names[number] ?? "syscall_\(number)" }
+    static func name(_ number: Int) -> String { names[number] ?? "syscall_\(number)" }
 
-    public static func kind(_ number: Int) -> Kind {
+    static func kind(_ number: Int) -> Kind {
         switch number {
         case 7, 23, 232, 270, 271, 281, 426, 441, 34, 130, 128: return .idleWait
         case 202, 449: return .lock

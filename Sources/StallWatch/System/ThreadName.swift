@@ -5,6 +5,6 @@ import CStallWatchCore
 ///
 /// Foundation's `Thread.name` is not always passed to the kernel on Linux; call this at the start of a thread's
 /// body. The kernel keeps the first 15 bytes.
-public func setCurrentThreadName(_ name: String) {
+package func setCurrentThreadName(_ name: String) {
     sw_set_thread_name(name)
 }

@@ -11,17 +11,20 @@ import Dispatch
 struct LoopProgressSource: ProgressSource {
     let loop: any WatchedLoop
     private let state: LoopState
+    /// The loop's thread and annotations (every loop of StallWatch has them).
+    private let details: (any SampledLoop)?
     /// True once the watchdog is asked to stop; a park must not begin then.
     private let isStopping: () -> Bool
 
     init(loop: any WatchedLoop, isStopping: @escaping () -> Bool) {
         self.loop = loop
         self.state = loop.state
+        self.details = loop.sampled
         self.isStopping = isStopping
     }
 
-    var sampledThread: SampledThread? { loop.sampledThread }
-    var annotations: [String: String] { loop.annotations }
+    var sampledThread: SampledThread? { details?.sampledThread }
+    var annotations: [String: String] { details?.annotations ?? [:] }
     /// Reads are two atomic loads: look again at once rather than sleep through the stall's end.
     var looksAgainAtOnce: Bool { true }
 

@@ -32,9 +32,9 @@ import Dispatch
 ///
 /// Blind spot: a loop stuck in a busy sequence of read/write calls (synchronous disk I/O in a loop) looks like
 /// progress here; the heartbeat sees it.
-public struct ProcProgressProbe: Sendable {
-    public let processID: Int32
-    public let threadID: Int32
+package struct ProcProgressProbe: Sendable {
+    package let processID: Int32
+    package let threadID: Int32
     /// How the follower waits between looks.
     package var polling = PollingWait(intervalNanos: 50_000_000, wakeup: DispatchSemaphore(value: 0))
     private var sequence: UInt64 = 1
@@ -43,13 +43,13 @@ public struct ProcProgressProbe: Sendable {
     private var counters: [UInt64]?
     private var lastWait: ThreadWait?
     /// The thread's own idle wait, learned as it idles.
-    package private(set) var idleWaits = IdleWaitLearner()
+    private(set) var idleWaits = IdleWaitLearner()
     /// The thread's schedule at `phaseStart`.
     package private(set) var phaseStartSchedule: ThreadSchedule?
     /// Counter moves our own ptrace captures may have caused since the last look (switches, syscr, syscw).
     private var captureAllowance: [UInt64] = [0, 0, 0]
 
-    public init(processID: Int32, threadID: Int32, now: UInt64) {
+    package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
         self.threadID = threadID
         phaseStart = now
@@ -63,7 +63,7 @@ public struct ProcProgressProbe: Sendable {
     }
 
     /// What the thread looks like now; nil when it is gone.
-    public mutating func observe(now: UInt64) -> LoopSnapshot? {
+    package mutating func observe(now: UInt64) -> LoopSnapshot? {
         let directory = ProcDirectory(processID: processID, threadID: threadID)
         guard let status = directory.status() else { return nil }
         let state = status.state ?? "?"
@@ -111,7 +111,7 @@ public struct ProcProgressProbe: Sendable {
 
     /// Call after each ptrace capture of the thread: its stop and its going back to sleep after the detach are
     /// two voluntary context switches, and a read or write it was blocked in is counted again when restarted.
-    public mutating func noteCapture() {
+    package mutating func noteCapture() {
         captureAllowance[0] += 2
         // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
         guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
@@ -143,7 +143,7 @@ public struct ProcProgressProbe: Sendable {
 
     /// Whether the thread made progress between two looks: `old`/`new` are (voluntary switches, syscr, syscw),
     /// `allowance` what captures in between explain.
-    package static func isProgress(
+    static func isProgress(
         from before: ThreadWait?, to after: ThreadWait?, counters old: [UInt64], _ new: [UInt64],
         allowance: [UInt64]
     ) -> Bool {

@@ -52,7 +52,7 @@ package struct StallFollower<Source: ProgressSource> {
     }
 
     /// True while a stall is being followed.
-    package var isFollowing: Bool { detector.current != nil }
+    var isFollowing: Bool { detector.current != nil }
 
     /// What a look asks for next.
     package enum Next: Sendable, Equatable {
@@ -66,16 +66,16 @@ package struct StallFollower<Source: ProgressSource> {
 
     /// When to look next at several followers served by one thread (the thread watchdog's, the pool watchdog's):
     /// each look's answer folded in, the earliest deadline kept.
-    package struct Looks: Sendable, Equatable {
+    struct Looks: Sendable, Equatable {
         /// A follower asked to look again at once.
-        package private(set) var lookAgain = false
+        private(set) var lookAgain = false
         /// The earliest deadline any follower (or other work of the thread) gave; nil while all of them park.
-        package private(set) var deadline: UInt64?
+        private(set) var deadline: UInt64?
 
-        package init(deadline: UInt64? = nil) { self.deadline = deadline }
+        init(deadline: UInt64? = nil) { self.deadline = deadline }
 
         /// Folds one follower's answer; returns false when its source ended (the caller drops it).
-        package mutating func fold(_ next: Next) -> Bool {
+        mutating func fold(_ next: Next) -> Bool {
             switch next {
             case .sourceEnded: return false
             case .lookAgain: lookAgain = true
@@ -85,7 +85,7 @@ package struct StallFollower<Source: ProgressSource> {
         }
 
         /// Folds a deadline of the thread's own (a rescan, a pool-wide look).
-        package mutating func fold(_ time: UInt64?) {
+        mutating func fold(_ time: UInt64?) {
             guard let time else { return }
             deadline = min(deadline ?? time, time)
         }

@@ -32,10 +32,10 @@ import Synchronization
 public final class ThreadWatchdog: @unchecked Sendable {
     // @unchecked Sendable: `watcher` changes only in `lock`, before its thread starts and after it is joined.
     /// The shell glob thread names are matched against (`comm`, at most 15 bytes).
-    public let pattern: String
-    public let configuration: StallWatchConfiguration
+    let pattern: String
+    package let configuration: StallWatchConfiguration
     /// How often the list of threads is read again for new ones.
-    public let rescanInterval: Duration
+    package let rescanInterval: Duration
     private let onEvent: @Sendable (StallEvent) -> Void
     private let stopRequested = StopFlag()
     private let wakeup = DispatchSemaphore(value: 0)
@@ -48,7 +48,7 @@ public final class ThreadWatchdog: @unchecked Sendable {
     ///   - rescanInterval: How often new threads are looked for.
     ///   - onEvent: Called on the watching thread for every stall event. Keep it short.
     /// - Throws: `.invalidConfiguration` when there is no pattern.
-    public init(
+    package init(
         threadsNamed pattern: String? = nil, configuration: StallWatchConfiguration = StallWatchConfiguration(),
         rescanInterval: Duration = .seconds(1), onEvent: @escaping @Sendable (StallEvent) -> Void = { _ in }
     ) throws(StallWatchError) {
@@ -78,9 +78,9 @@ public final class ThreadWatchdog: @unchecked Sendable {
     }
 
     /// Where this watchdog writes its reports.
-    public var reportDirectory: String { configuration.reportDirectoryPath }
+    package var reportDirectory: String { configuration.reportDirectoryPath }
 
-    public var isRunning: Bool { lock.withLock { $0 != nil } }
+    package var isRunning: Bool { lock.withLock { $0 != nil } }
 
     /// The threads followed now (id and name at the time they were found), by thread id.
     public var watchedThreads: [(threadID: Int32, name: String)] {
@@ -92,7 +92,7 @@ public final class ThreadWatchdog: @unchecked Sendable {
     /// running or when `configuration.enabled` is false.
     ///
     /// - Throws: `.systemCall` if the thread cannot start.
-    public func start() throws(StallWatchError) {
+    package func start() throws(StallWatchError) {
         guard configuration.enabled else { return }
         try lock.withLock { (thread: inout NamedThread?) throws(StallWatchError) in
             guard thread == nil else { return }

@@ -19,8 +19,8 @@ import Synchronization
 public final class Watchdog: @unchecked Sendable {
     // @unchecked Sendable: `recorder`/`heartbeat` change only in `lock`, before the thread using them starts.
     /// The watched loop: an ``EventLoop``, ``FoundationRunLoopMonitor`` or ``MainQueueProbe``.
-    public let loop: any WatchedLoop
-    public let configuration: StallWatchConfiguration
+    package let loop: any WatchedLoop
+    package let configuration: StallWatchConfiguration
     private let onEvent: @Sendable (StallEvent) -> Void
     private let stopRequested = Atomic<Bool>(false)
     private let lock = Mutex<NamedThread?>(nil)
@@ -49,14 +49,14 @@ public final class Watchdog: @unchecked Sendable {
         configuration.reportDirectoryPath
     }
 
-    public var isRunning: Bool { lock.withLock { $0 != nil } }
+    package var isRunning: Bool { lock.withLock { $0 != nil } }
 
     /// The heartbeat segment this watchdog published (`configuration.heartbeat`), if any.
-    public var heartbeatPath: String? { lock.withLock { _ in heartbeat?.path } }
+    var heartbeatPath: String? { lock.withLock { _ in heartbeat?.path } }
 
     /// Why the heartbeat was not published (the loop was already running, the directory is missing …).
     /// Detection in-process is not affected.
-    public var heartbeatError: StallWatchError? { heartbeatProblem.withLock { $0 } }
+    var heartbeatError: StallWatchError? { heartbeatProblem.withLock { $0 } }
 
     /// Starts the watchdog thread. Does nothing when `configuration.enabled` is false.
     ///

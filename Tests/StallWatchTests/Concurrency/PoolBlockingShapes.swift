@@ -2,8 +2,9 @@ import CStallWatchCore
 // The five ways a job blocks the Concurrency pool that the pool watchdog must catch, as named functions.
 import Dispatch
 import Glibc
-import StallWatch
 import Synchronization
+
+@testable import StallWatch
 
 /// Blocking shapes run on the pool at `.utility` priority (tests pick their reports by that priority), each in a
 /// task named after it (``taskName(_:)``).

@@ -11,9 +11,9 @@ import Foundation
 /// times out with no registers. The kernel stack still names the call. The file needs `CAP_SYS_ADMIN`; for a
 /// thread on a CPU it shows the stack as of its last switch, which inside a long call is still in that call.
 /// Without the capability, or outside a system call, there is no answer.
-public enum KernelStack {
+enum KernelStack {
     /// The function names of the thread's kernel stack, innermost first; nil when it cannot be read.
-    public static func read(pid: Int32, tid: Int32) -> [String]? {
+    static func read(pid: Int32, tid: Int32) -> [String]? {
         ProcDirectory(processID: pid, threadID: tid).kernelStack()
     }
 
@@ -25,7 +25,7 @@ public enum KernelStack {
 
     /// The number of the system call the stack is inside: the function called by the system call dispatcher
     /// (`do_syscall_64`), without its entry prefixes (`__x64_sys_fsync`, `ksys_write`, `__do_sys_pwrite64`).
-    public static func syscall(in names: [String]) -> Int? {
+    static func syscall(in names: [String]) -> Int? {
         guard let dispatcher = names.firstIndex(where: { $0 == "do_syscall_64" || $0 == "do_fast_syscall_32" }),
             dispatcher > 0
         else { return nil }

@@ -66,7 +66,7 @@ package struct ProcDirectory: Sendable, Hashable {
     package func syscall() -> ThreadWait? { text("syscall").flatMap(ThreadWait.init(line:)) }
 
     /// `schedstat`: CPU time and run-queue wait, read at `now` (CLOCK_MONOTONIC).
-    package func schedstat(now: UInt64) -> ThreadSchedule? {
+    func schedstat(now: UInt64) -> ThreadSchedule? {
         text("schedstat").flatMap { ThreadSchedule(parsing: $0, monotonicNanos: now) }
     }
 
@@ -83,7 +83,7 @@ package struct ProcDirectory: Sendable, Hashable {
     package func comm() -> String? { text("comm") }
 
     /// `stack`: the thread's kernel stack, innermost first (needs `CAP_SYS_ADMIN`).
-    package func kernelStack() -> [String]? { text("stack").flatMap(KernelStack.functions(in:)) }
+    func kernelStack() -> [String]? { text("stack").flatMap(KernelStack.functions(in:)) }
 
     /// Whether reading the thread's `syscall` file is refused (EACCES, EPERM): it needs the same rights as ptrace,
     /// so this is a cheap, attach-free check of them.

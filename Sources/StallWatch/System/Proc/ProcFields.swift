@@ -5,7 +5,7 @@ package struct ProcFields: Sendable, Equatable {
     private var values: [Substring: Substring] = [:]
 
     /// Parses `text`; lines without a `:` are ignored.
-    package init(parsing text: String) {
+    init(parsing text: String) {
         for line in text.split(separator: "\n") {
             guard let colon = line.firstIndex(of: ":") else { continue }
             var value = line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
@@ -18,22 +18,22 @@ package struct ProcFields: Sendable, Equatable {
     package subscript(key: String) -> String? { values[Substring(key)].map(String.init) }
 
     /// The value of `key` as a decimal number (`voluntary_ctxt_switches`, `syscr`).
-    package func number(_ key: String) -> UInt64? { values[Substring(key)].flatMap { UInt64($0) } }
+    func number(_ key: String) -> UInt64? { values[Substring(key)].flatMap { UInt64($0) } }
 
     // MARK: status
 
     /// `State`'s letter.
     package var state: Character? { values["State"]?.first }
-    package var voluntarySwitches: UInt64? { number("voluntary_ctxt_switches") }
-    package var involuntarySwitches: UInt64? { number("nonvoluntary_ctxt_switches") }
+    var voluntarySwitches: UInt64? { number("voluntary_ctxt_switches") }
+    var involuntarySwitches: UInt64? { number("nonvoluntary_ctxt_switches") }
     /// `TracerPid`: the tracing process (a debugger), 0 when none.
     package var tracerProcessID: Int32? { values["TracerPid"].flatMap { Int32($0) } }
     /// `SigBlk`: the thread's blocked signals, bit `n - 1` for signal `n`.
-    package var blockedSignals: UInt64? { values["SigBlk"].flatMap { UInt64($0, radix: 16) } }
+    var blockedSignals: UInt64? { values["SigBlk"].flatMap { UInt64($0, radix: 16) } }
 
     // MARK: io
 
     /// `syscr`/`syscw`: read and write system calls made.
-    package var readCalls: UInt64? { number("syscr") }
-    package var writeCalls: UInt64? { number("syscw") }
+    var readCalls: UInt64? { number("syscr") }
+    var writeCalls: UInt64? { number("syscw") }
 }

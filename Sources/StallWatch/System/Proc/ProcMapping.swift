@@ -2,24 +2,24 @@
 
 /// One mapping of a process (proc(5) `maps`): `start-end perms offset dev inode path`.
 package struct ProcMapping: Sendable, Equatable {
-    package var start: UInt64
-    package var end: UInt64
-    package var isReadable: Bool
-    package var isWritable: Bool
-    package var isExecutable: Bool
+    var start: UInt64
+    var end: UInt64
+    var isReadable: Bool
+    var isWritable: Bool
+    var isExecutable: Bool
     /// The file offset of `start`.
-    package var offset: UInt64
+    var offset: UInt64
     /// The backing file's inode (0 for anonymous memory and the vDSO).
     package var inode: UInt64
     /// The backing file's path (" (deleted)" stripped), a pseudo-path (`[stack]`, `[vdso]`, `[heap]`), or nil for
     /// anonymous memory.
-    package var path: String?
+    var path: String?
 
-    package var range: Range<UInt64> { start..<max(start, end) }
-    package func contains(_ address: UInt64) -> Bool { start <= address && address < end }
+    var range: Range<UInt64> { start..<max(start, end) }
+    func contains(_ address: UInt64) -> Bool { start <= address && address < end }
 
     /// Every well-formed line of `text`, in the file's (address) order; malformed lines are skipped.
-    package static func all(in text: String) -> [ProcMapping] {
+    static func all(in text: String) -> [ProcMapping] {
         var mappings: [ProcMapping] = []
         for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
             if let mapping = ProcMapping(line: line) { mappings.append(mapping) }

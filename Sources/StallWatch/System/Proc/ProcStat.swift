@@ -8,19 +8,19 @@
 /// are counted from the last `)`.
 package struct ProcStat: Sendable, Equatable {
     /// `comm`, as the parentheses hold it.
-    package var name: String
+    var name: String
     /// The state letter: R running, S sleeping, D disk sleep, T stopped, t tracing stop, Z zombie, X dead, I idle.
     package var state: Character
     /// Field 4: the parent's pid.
-    package var parentProcessID: Int32
+    var parentProcessID: Int32
     /// Fields 14 and 15: user and system CPU time, in clock ticks.
-    package var userTicks: UInt64
-    package var systemTicks: UInt64
+    var userTicks: UInt64
+    var systemTicks: UInt64
     /// Field 22: when the process (or thread) started, in clock ticks after boot; tells a reused pid apart.
-    package var startTimeTicks: UInt64
+    var startTimeTicks: UInt64
 
     /// Parses the file's one line; nil when it is not a `stat` line.
-    package init?(parsing text: String) {
+    init?(parsing text: String) {
         guard let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")"), open < close else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // fields[0] is field 3 (state), so field n is fields[n - 3].
@@ -36,10 +36,10 @@ package struct ProcStat: Sendable, Equatable {
     }
 
     /// User + system CPU time in nanoseconds (clock-tick resolution: 10 ms).
-    package var cpuNanos: UInt64 { (userTicks + systemTicks) * 1_000_000_000 / Self.ticksPerSecond }
+    var cpuNanos: UInt64 { (userTicks + systemTicks) * 1_000_000_000 / Self.ticksPerSecond }
 
     /// `sysconf(_SC_CLK_TCK)`, read once.
-    package static let ticksPerSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
+    static let ticksPerSecond = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
 
     /// "S (sleeping)" for a state letter, as proc(5) names them; "unknown (thread gone?)" for nil.
     package static func describe(state: Character?) -> String {
@@ -48,7 +48,7 @@ package struct ProcStat: Sendable, Equatable {
     }
 
     /// The meaning of a state letter (`running`, `disk sleep` …), nil for a letter proc(5) does not list.
-    package static func name(ofState state: Character) -> String? {
+    static func name(ofState state: Character) -> String? {
         switch state {
         case "R": "running"
         case "S": "sleeping"

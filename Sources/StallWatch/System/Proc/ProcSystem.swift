@@ -8,7 +8,7 @@ package enum ProcSystem {
     }
 
     /// The first (`cpu`) line of `/proc/stat`: steal time and the total of its first eight columns, in clock ticks.
-    package static func cpuSteal() -> (steal: UInt64, total: UInt64)? {
+    static func cpuSteal() -> (steal: UInt64, total: UInt64)? {
         guard let stat = ProcFile.text("/proc/stat"), let first = stat.split(separator: "\n").first,
             first.hasPrefix("cpu ")
         else { return nil }

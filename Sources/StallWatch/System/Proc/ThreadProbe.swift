@@ -1,36 +1,36 @@
 // Reading one thread's kernel-side state from /proc/<pid>/task/<tid>/: the evidence behind a stall's cause.
 
 /// What the kernel says about a thread at one instant.
-public struct ThreadProbe: Sendable, Equatable {
-    public var threadID: Int32
+package struct ThreadProbe: Sendable, Equatable {
+    var threadID: Int32
     /// `comm`: the thread's name.
-    public var name: String
+    package var name: String
     /// The state letter: R running, S sleeping, D disk sleep, T stopped, t traced, Z zombie …
-    public var state: String
+    package var state: String
     /// The kernel function the thread sleeps in (`futex_wait_queue`, `do_epoll_wait` …); nil when running.
-    public var wchan: String?
+    package var wchan: String?
     /// The system call the thread is in, or nil when running in user space (or unreadable).
-    public var syscall: Int?
+    var syscall: Int?
     /// The system call's first argument (the futex word's address for `futex`).
-    public var syscallArg0: UInt64?
+    package var syscallArg0: UInt64?
     /// User + system CPU time, nanoseconds.
-    public var cpuNanos: UInt64
-    public var voluntarySwitches: UInt64
-    public var involuntarySwitches: UInt64
+    var cpuNanos: UInt64
+    var voluntarySwitches: UInt64
+    var involuntarySwitches: UInt64
     /// Time spent runnable but waiting for a CPU (schedstat), nanoseconds.
-    public var runQueueWaitNanos: UInt64
+    var runQueueWaitNanos: UInt64
     /// The whole `syscall` reading: arguments, stack pointer and program counter.
-    public var wait: ThreadWait? = nil
+    package var wait: ThreadWait? = nil
 
-    public var syscallName: String? { syscall.map(SyscallTable.name) }
+    package var syscallName: String? { syscall.map(SyscallTable.name) }
     /// The call's class, judged by its content where it has one (a `select` on no descriptor is a sleep).
-    public var syscallKind: SyscallTable.Kind? { wait?.kind ?? syscall.map(SyscallTable.kind) }
+    package var syscallKind: SyscallTable.Kind? { wait?.kind ?? syscall.map(SyscallTable.kind) }
 
     /// The state letter's meaning.
-    public var stateDescription: String { state.first.flatMap(ProcStat.name(ofState:)) ?? state }
+    package var stateDescription: String { state.first.flatMap(ProcStat.name(ofState:)) ?? state }
 
     /// Reads `/proc/<pid>/task/<tid>/`; nil if the thread is gone.
-    public static func read(pid: Int32, tid: Int32) -> ThreadProbe? {
+    static func read(pid: Int32, tid: Int32) -> ThreadProbe? {
         let directory = ProcDirectory(processID: pid, threadID: tid)
         guard let stat = directory.stat() else { return nil }
         var probe = ThreadProbe(
@@ -55,5 +55,5 @@ public struct ThreadProbe: Sendable, Equatable {
     }
 
     /// The thread ids of process `pid`.
-    public static func threadIDs(pid: Int32) -> [Int32] { ProcDirectory(processID: pid).threadIDs() }
+    static func threadIDs(pid: Int32) -> [Int32] { ProcDirectory(processID: pid).threadIDs() }
 }

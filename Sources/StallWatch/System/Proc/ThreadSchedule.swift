@@ -3,10 +3,10 @@
 /// A thread's CPU time and run-queue wait (schedstat) at one moment: the baseline a stall's starvation verdict
 /// measures from.
 package struct ThreadSchedule: Sendable, Equatable {
-    package var cpuNanos: UInt64
-    package var runQueueWaitNanos: UInt64
+    var cpuNanos: UInt64
+    var runQueueWaitNanos: UInt64
     /// When it was read (CLOCK_MONOTONIC).
-    package var monotonicNanos: UInt64
+    var monotonicNanos: UInt64
 
     package init(cpuNanos: UInt64, runQueueWaitNanos: UInt64, monotonicNanos: UInt64) {
         self.cpuNanos = cpuNanos

@@ -4,15 +4,15 @@
 /// six arguments, the user stack pointer and program counter), running, or in user space.
 ///
 /// Reading it does not stop the thread; it needs ptrace-read rights on the target.
-public struct ThreadWait: Sendable, Hashable {
+package struct ThreadWait: Sendable, Hashable {
     /// The system call, or nil when the thread is running or in user space.
-    public var number: Int?
+    package var number: Int?
     /// The call's six arguments (empty when not in a call).
-    public var arguments: [UInt64]
-    public var stackPointer: UInt64
-    public var programCounter: UInt64
+    package var arguments: [UInt64]
+    var stackPointer: UInt64
+    var programCounter: UInt64
 
-    public init(number: Int?, arguments: [UInt64] = [], stackPointer: UInt64 = 0, programCounter: UInt64 = 0) {
+    package init(number: Int?, arguments: [UInt64] = [], stackPointer: UInt64 = 0, programCounter: UInt64 = 0) {
         self.number = number
         self.arguments = arguments
         self.stackPointer = stackPointer
@@ -20,7 +20,7 @@ public struct ThreadWait: Sendable, Hashable {
     }
 
     /// Parses the file's one line: `"202 0x… 0x… … sp pc"`, `"-1 sp pc"` (user space) or `"running"`.
-    public init?(line: String) {
+    package init?(line: String) {
         let parts = line.split(whereSeparator: { $0 == " " || $0 == "\n" })
         guard let first = parts.first else { return nil }
         if first == "running" {
@@ -39,20 +39,20 @@ public struct ThreadWait: Sendable, Hashable {
     }
 
     /// Reads `/proc/<pid>/task/<tid>/syscall`; nil when it cannot be read.
-    public static func read(pid: Int32, tid: Int32) -> ThreadWait? {
+    package static func read(pid: Int32, tid: Int32) -> ThreadWait? {
         ProcDirectory(processID: pid, threadID: tid).syscall()
     }
 
     /// In a system call (blocked or about to be).
-    public var inSyscall: Bool { number != nil }
+    var inSyscall: Bool { number != nil }
 
     /// The call as the thread sees it: `restart_syscall` (219) continues the call a stop interrupted (a timed
     /// futex wait, a sleep), at the same stack pointer and program counter.
-    public var isRestart: Bool { number == 219 }
+    var isRestart: Bool { number == 219 }
 
     /// What the call waits on, from its arguments: the epoll descriptor, the poll array and its length, the
     /// select sets, the futex word. Two waits at the same call site that differ here wait for different things.
-    public var target: [UInt64] {
+    package var target: [UInt64] {
         guard let number, arguments.count == 6 else { return [] }
         switch number {
         case 232, 281, 441, 426: return [arguments[0]]  // epoll_wait, epoll_pwait, epoll_pwait2, io_uring_enter
@@ -66,7 +66,7 @@ public struct ThreadWait: Sendable, Hashable {
 
     /// The file descriptor the call works on, for a call whose first argument is one (a read or write, `fsync`,
     /// `close`, `ftruncate`, a socket call …); nil for any other call, and for a wait on a set of descriptors.
-    public var descriptor: UInt64? {
+    package var descriptor: UInt64? {
         guard let number, arguments.count == 6 else { return nil }
         switch number {
         // read, write, close, fstat, lseek, ioctl, pread64, pwrite64, readv, writev, sendfile (out), connect,
@@ -84,7 +84,7 @@ public struct ThreadWait: Sendable, Hashable {
     /// a runtime's parking word): such a call ends only when another thread wakes it (or a signal arrives), so a
     /// thread seen in it again after sleeping again was woken and came back, whereas a timed wait can wake itself
     /// to re-check, and a mutex waiter that lost the lock to another thread sleeps again in the same acquisition.
-    public var isWakeOnlyFutexWait: Bool {
+    var isWakeOnlyFutexWait: Bool {
         guard number == 202, arguments.count == 6 else { return false }
         let op = arguments[1] & 0x7f
         return (op == 0 || op == 9) && arguments[3] == 0 && arguments[2] != 2  // FUTEX_WAIT(_BITSET), no timeout
@@ -92,7 +92,7 @@ public struct ThreadWait: Sendable, Hashable {
 
     /// The class of the call, judged by its content as well as its number: a `select` or `poll` that waits on no
     /// descriptor is a sleep.
-    public var kind: SyscallTable.Kind? {
+    package var kind: SyscallTable.Kind? {
         guard let number else { return nil }
         let sets = arguments.count == 6
         switch number {
@@ -107,7 +107,7 @@ public struct ThreadWait: Sendable, Hashable {
     /// The same call at the same place as `other`, waiting on the same thing: the thread did not leave it
     /// between the two looks (or left and came back to an identical call, which counters may still tell).
     /// A `restart_syscall` matches the call it continues (same stack pointer and program counter).
-    public func isSameCall(as other: ThreadWait) -> Bool {
+    func isSameCall(as other: ThreadWait) -> Bool {
         guard inSyscall, other.inSyscall, stackPointer == other.stackPointer,
             Self.sameWrapper(programCounter, other.programCounter)
         else { return false }

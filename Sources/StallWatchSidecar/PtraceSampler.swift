@@ -1,5 +1,6 @@
 // PtraceSampler: out-of-process capture of one thread's registers and stack for the sidecar.
 import CStallWatchPtrace
+import StallWatch
 
 #if canImport(Glibc)
     import Glibc
@@ -13,17 +14,17 @@ import CStallWatchPtrace
 /// The ptrace work runs on a short-lived helper thread that is the tracer, so even a thread that never stops
 /// (uninterruptible sleep) is released at the deadline: the helper exits and the kernel detaches. Signals that
 /// arrive during the stop are passed on at detach.
-public final class PtraceSampler: Sendable {
-    public let processID: Int32
+package final class PtraceSampler: Sendable {
+    package let processID: Int32
     /// How long to wait for the thread to stop after `PTRACE_INTERRUPT`, nanoseconds.
     package let timeoutNanos: UInt64
     /// How long to wait for the thread to stop after `PTRACE_INTERRUPT`.
-    public var timeout: Duration { .nanoseconds(Int64(clamping: timeoutNanos)) }
+    package var timeout: Duration { .nanoseconds(Int64(clamping: timeoutNanos)) }
 
     /// - Parameters:
     ///   - processID: The process to sample (not this one: a process cannot trace its own threads).
     ///   - timeout: How long to wait for a thread to stop.
-    public convenience init(processID: Int32, timeout: Duration = .milliseconds(250)) {
+    package convenience init(processID: Int32, timeout: Duration = .milliseconds(250)) {
         self.init(processID: processID, timeoutNanos: timeout.nanoseconds)
     }
 
@@ -44,7 +45,7 @@ public final class PtraceSampler: Sendable {
     ///   `.noSuchProcess` (ESRCH), `.permissionDenied` (EPERM, with the usual reasons), `.captureTimedOut`
     ///   (the thread did not stop; names its state), `.systemCall` otherwise.
     ///   - maps: The process's maps read beforehand (shared by many captures); nil reads them for this one.
-    public func capture(threadID: Int32, maxStackBytes: Int, maps: PtraceMaps? = nil)
+    package func capture(threadID: Int32, maxStackBytes: Int, maps: PtraceMaps? = nil)
         -> Result<StackCapture, StallWatchError>
     {
         var record = sw_ptrace_record()

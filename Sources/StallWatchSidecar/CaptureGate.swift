@@ -9,7 +9,7 @@
 /// would leave its target in tracing stop for as long as it stays suspended.
 ///
 /// A process-wide reader/writer lock that prefers the writer, so back-to-back captures cannot starve a stop.
-public enum CaptureGate {
+enum CaptureGate {
     nonisolated(unsafe) private static let lock: UnsafeMutablePointer<pthread_rwlock_t> = {
         let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
         var attributes = pthread_rwlockattr_t()
@@ -21,14 +21,14 @@ public enum CaptureGate {
     }()
 
     /// Runs one capture; captures of several targets may run at once.
-    public static func capturing<Result>(_ body: () throws -> Result) rethrows -> Result {
+    static func capturing<Result>(_ body: () throws -> Result) rethrows -> Result {
         pthread_rwlock_rdlock(lock)
         defer { pthread_rwlock_unlock(lock) }
         return try body()
     }
 
     /// Runs `body` once no capture is under way, with new captures held off until it returns.
-    public static func excludingCaptures<Result>(_ body: () throws -> Result) rethrows -> Result {
+    static func excludingCaptures<Result>(_ body: () throws -> Result) rethrows -> Result {
         pthread_rwlock_wrlock(lock)
         defer { pthread_rwlock_unlock(lock) }
         return try body()
