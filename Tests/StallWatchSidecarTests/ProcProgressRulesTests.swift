@@ -171,6 +171,19 @@ import Testing
         #expect(ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: timer, work: work))
     }
 
+    @Test func aShortAppendBetweenTheWritesAndTheFsyncIsNotProgressOnceFilePagesWereDirtied() {
+        // Two appends of 93 bytes in all (a JIT runtime's symbol map, a page already dirty) after a 1 MiB write.
+        var work = FileWork()
+        work.account(Self.moves(writes: 1, written: Self.mib, dirtied: Self.mib))
+        let appends = Self.moves(writes: 2, written: 93)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: appends, work: work))
+        // Before any file page was dirtied, the same writes are the loop's work (a reply on a socket).
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: appends))
+        // More than a page a call is not an append.
+        let large = Self.moves(writes: 1, written: 64 << 10)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: large, work: work))
+    }
+
     @Test func aSleepInTheMiddleOfALongWriteIsNotProgress() {
         // Throttled by writeback in the middle of one long write: a switch, nothing dirtied in this interval.
         var work = FileWork()

@@ -77,7 +77,8 @@ package struct FileWork: Sendable, Equatable {
     /// file pages since the work began, or is in the middle of a call that does: writeback throttling, the sync
     /// of what it wrote, a read from a disk). Writes of at most
     /// ``wakeupBytes`` a call that dirty nothing are wake-ups of other threads (a runtime's eventfd or
-    /// self-pipe), not work of the loop's; a read is never let go so (reading its timer or wake-up descriptor
+    /// self-pipe), and once file pages were dirtied writes of at most ``appendBytes`` a call that dirty nothing
+    /// are appends (a log line), not work of the loop's; a read is never let go so (reading its timer or wake-up descriptor
     /// is how a loop turns).
     package func explains(_ moves: CounterMoves) -> Bool {
         guard !moves.inconsistent else { return false }
@@ -86,9 +87,11 @@ package struct FileWork: Sendable, Equatable {
         if moves.ticksKnown, moves.userTicks > moves.systemTicks + 1 { return false }
         if moves.writeCalls > 0 {
             let dirtied = moves.dirtiedBytes + dirtiedCredit
-            let wakeups = Self.wakeupBytes * moves.writeCalls
-            guard moves.bytesKnown, dirtied > 0 || moves.writtenBytes <= wakeups,
-                moves.writtenBytes <= 2 * dirtied + wakeups
+            // Once the work has dirtied file pages, a short write that dirties nothing is an append into a page
+            // already dirty (a log line, a JIT runtime's symbol map) made as part of it.
+            let small = (touchedFilePages ? Self.appendBytes : Self.wakeupBytes) * moves.writeCalls
+            guard moves.bytesKnown, dirtied > 0 || moves.writtenBytes <= small,
+                moves.writtenBytes <= 2 * dirtied + small
             else { return false }
         }
         if moves.readCalls > 0 {
@@ -110,6 +113,10 @@ package struct FileWork: Sendable, Equatable {
 
     /// The most bytes a write call moves when it only wakes another thread (an eventfd's counter is 8 bytes).
     package static let wakeupBytes: UInt64 = 8
+    /// The most bytes a write call that dirties nothing moves, in work that has dirtied file pages, when it is
+    /// an append into a page already dirty: a page. (Blind spot: a loop that wrote a file, then answers with
+    /// short writes and no read in between, looks busy with the file.)
+    package static let appendBytes: UInt64 = 4096
 
     /// Carries the bytes of calls still in progress to the next look.
     package mutating func account(_ moves: CounterMoves) {
