@@ -69,6 +69,20 @@ import Testing
         #expect(CauseClassifier.classify(mostlyWaiting).kind == .starved)
     }
 
+    /// A loop sampled in a call has evidence of a wait of its own: the part of the stall before the figures begin
+    /// counts as its own work, not as more of the measured shares. 600 ms of fsync, 210 ms measured in the run queue
+    /// of the last 330 ms: up to 390 ms its own, over the threshold.
+    @Test func aLoopSampledInACallIsStarvedOnlyOnWhatWasMeasured() {
+        var e = Self.evidence(cpuMs: 15, runQueueMs: 210, wallMs: 330)
+        e.stallNanos = 600_000_000
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: nil), count: 10)
+        #expect(CauseClassifier.classify(e).kind == .io)
+        // Sampled runnable, the same figures are the machine's.
+        e.observations = Self.evidence(cpuMs: 15, runQueueMs: 210).observations
+        #expect(CauseClassifier.classify(e).kind == .starved)
+    }
+
     @Test func cgroupThrottlingOrALateWatcherForMuchOfTheStallIsStarvation() {
         var throttled = Self.evidence(cpuMs: 20, runQueueMs: 100)
         throttled.throttledNanos = 600_000_000

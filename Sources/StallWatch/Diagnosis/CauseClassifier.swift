@@ -121,18 +121,20 @@ enum CauseClassifier {
             ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
         }
         let (top, topCount) = (ranked[0].key, ranked[0].value)
-        // The run queue first, whatever call the samples caught the thread in (a sample is a moment; schedstat
-        // covers the whole span): a loop that waited for a CPU for most of the stall, and whose own work would not
-        // have made a stall, was held up by the machine.
-        if let starved = runQueueStarvation(e, evidence: evidence) { return starved }
-        // The quota and the watcher's own lateness say nothing of the loop thread itself: they count only where
-        // the loop wanted a CPU (not blocked in a call). A capture that timed out with no call known is no proof of
-        // a call: a runnable thread given no CPU cannot reach the stop either; nor is an event wait seen as the
-        // stall ended (a starved loop re-entering its wait after a capture).
+        // A capture that timed out with no call known is no proof of a call: a runnable thread given no CPU cannot
+        // reach the stop either; nor is an event wait seen as the stall ended (a starved loop re-entering its wait
+        // after a capture).
         let unnamedTimeouts = e.observations.filter {
             $0.captureTimedOut && $0.state != "D" && $0.syscall == nil
                 && $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) == nil
         }.count
+        let inANamedCall = (top == .io && unnamedTimeouts < topCount) || top == .lock || top == .sleep
+        // The run queue first, whatever call the samples caught the thread in (a sample is a moment; schedstat
+        // covers the whole span): a loop that waited for a CPU for most of the stall, and whose own work would not
+        // have made a stall, was held up by the machine.
+        if let starved = runQueueStarvation(e, evidence: evidence, sampledInACall: inANamedCall) { return starved }
+        // The quota and the watcher's own lateness say nothing of the loop thread itself: they count only where
+        // the loop wanted a CPU (not blocked in a call).
         if top == .cpu || top == .other || top == .idle || (top == .io && unnamedTimeouts >= topCount),
             let starved = starvation(e, evidence: evidence)
         {
@@ -189,12 +191,18 @@ enum CauseClassifier {
     /// been no stall, whatever call the samples caught the thread in. Under plain oversubscription a loop with a
     /// stall of its own work still gets its share of a CPU (half, among two takers), and its own work alone crosses
     /// the threshold: that is its own stall, slowed, and not starvation.
-    static func runQueueStarvation(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
+    ///
+    /// When the figures cover only the stall's later part (in-process, from the first sample), the own work of the
+    /// part before is estimated from the measured shares for a loop sampled runnable; one sampled in a call (a
+    /// write, a futex, a sleep) has evidence of a wait of its own, so the run queue must prove starvation on what
+    /// was measured alone: the unmeasured part counts as its own work.
+    static func runQueueStarvation(_ e: Evidence, evidence: [String], sampledInACall: Bool = false)
+        -> StallReport.Cause?
+    {
         guard e.wallNanos > 0, let wait = e.loopRunQueueWaitNanos else { return nil }
         let waitShare = min(1, Double(wait) / Double(e.wallNanos))
-        // Over the whole stall when the figures cover only its later part (in-process, from the first sample).
         let stall = Double(max(e.stallNanos ?? e.wallNanos, e.wallNanos))
-        let ownWork = stall * (1 - waitShare)
+        let ownWork = sampledInACall ? stall - Double(min(wait, e.wallNanos)) : stall * (1 - waitShare)
         // With no threshold known, its own work must at least be shorter than its wait.
         // (Not `map(Double.init)`: on a UInt64 that reference resolves to `init(bitPattern:)`.)
         let limit = e.thresholdNanos.map { Double($0) } ?? stall * waitShare
