@@ -146,8 +146,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Called when the watching stops, so a service that exits after stopping leaves complete reports.
     package func waitForLineFills() { reports.waitForLineFills() }
 
-    /// The wait the stuck thread was in just before its latest capture, as the sample's probe read it.
-    var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
+    /// Each sample of the followed stall from index `start` on: the wait the stuck thread was in just before the
+    /// capture, as the sample's probe read it, and when the capture was taken.
+    func captures(from start: Int) -> [(waitBefore: ThreadWait?, capturedAt: UInt64?)] {
+        guard let samples = collector.evidence?.samples, start < samples.count else { return [] }
+        return samples[start...].map { ($0.probe?.wait, $0.capturedAtNanos) }
+    }
 
     /// Takes a sample if one is due; returns true if it did.
     @discardableResult
@@ -239,6 +243,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Closes the stall's evidence and hands it to the report queue for its final report (after any rewrite of
     /// its provisional report, so the final one lands last); with `waiting`, returns once it is written.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64, waiting: Bool) {
+        if let endNanos { collector.dropSamples(capturedFrom: endNanos) }
         collector.closeContext(now: now)
         guard let evidence = collector.evidence else { return }
         collector.reset()
