@@ -22,7 +22,7 @@ import Testing
     func asyncRunReturnsOnCancellationAndFinishesTheStallInProgressAsUnrecovered() async throws {
         let directory = Fixtures.temporaryDirectory("run-cancel")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = EventLoop(name: "service", mainQueue: .disabled)
+        let loop = try EventLoop(name: "service", mainQueue: .disabled)
         let began = DispatchSemaphore(value: 0)
         let finals = Recorder<StallReport.Status>()
         let watchdog = Watchdog(loop: loop, configuration: configuration(directory)) { event in
@@ -61,7 +61,7 @@ import Testing
         let directory = Fixtures.temporaryDirectory("run-cancelled")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let watchdog = Watchdog(
-            loop: EventLoop(name: "idle", mainQueue: .disabled), configuration: configuration(directory))
+            loop: try EventLoop(name: "idle", mainQueue: .disabled), configuration: configuration(directory))
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             try await watchdog.run()
@@ -75,7 +75,7 @@ import Testing
         let directory = Fixtures.temporaryDirectory("churn-embed")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let listener = try DatagramListener(address: "@stallwatch-churn-\(getpid())-\(UUID().uuidString.prefix(8))")
-        let loop = EventLoop(name: "churn", mainQueue: .disabled)
+        let loop = try EventLoop(name: "churn", mainQueue: .disabled)
         let probe = MainQueueProbe(
             name: "churn-probe", interval: .milliseconds(1), queue: DispatchQueue(label: "churn"))
         let metrics = StallMetrics(loops: [loop, probe])

@@ -19,7 +19,7 @@ import Testing
     func healthyLoopRunning100kShortWorkItemsPerSecondWritesNoReport() throws {
         let directory = Fixtures.temporaryDirectory("healthy")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = EventLoop(name: "healthy", mainQueue: .disabled)
+        let loop = try EventLoop(name: "healthy", mainQueue: .disabled)
         let events = Recorder<String>()
         let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory)) {
             events.append("\($0)")
@@ -50,7 +50,7 @@ import Testing
     func stuckLoopIsReportedOnceWithTheExactDurationAndItsStack() throws {
         let directory = Fixtures.temporaryDirectory("stuck")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = EventLoop(name: "stuck", mainQueue: .disabled)
+        let loop = try EventLoop(name: "stuck", mainQueue: .disabled)
         let ended = DispatchSemaphore(value: 0)
         let events = Recorder<String>()
         let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory, thresholdMs: 100)) {
@@ -103,7 +103,7 @@ import Testing
     func stallSpentInTwoFunctionsShowsBothInTheCallTreeInProportion() throws {
         let directory = Fixtures.temporaryDirectory("two-functions")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = EventLoop(name: "two-functions", mainQueue: .disabled)
+        let loop = try EventLoop(name: "two-functions", mainQueue: .disabled)
         var config = configuration(directory: directory, thresholdMs: 100)
         config.sampleIntervalMs = 20
         // The all-thread snapshot at detection takes as long as the other threads of this test process (tests
@@ -180,7 +180,7 @@ import Testing
     func classicStrategyDetectsTheSameStall() throws {
         let directory = Fixtures.temporaryDirectory("classic")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = EventLoop(name: "classic", mainQueue: .disabled)
+        let loop = try EventLoop(name: "classic", mainQueue: .disabled)
         var config = configuration(directory: directory, thresholdMs: 100)
         config.strategy = .classic
         let ended = DispatchSemaphore(value: 0)
@@ -199,7 +199,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func aLoopCanHaveOnlyOneWatchdog() throws {
-        let loop = EventLoop(name: "single", mainQueue: .disabled)
+        let loop = try EventLoop(name: "single", mainQueue: .disabled)
         let directory = Fixtures.temporaryDirectory("single")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = Watchdog(loop: loop, configuration: configuration(directory: directory))
@@ -213,7 +213,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(2)))
     func startingAndStoppingAThousandTimesLeavesNoThreadsBehind() throws {
-        let loop = EventLoop(name: "churn", mainQueue: .disabled)
+        let loop = try EventLoop(name: "churn", mainQueue: .disabled)
         let directory = Fixtures.temporaryDirectory("churn")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory))

@@ -48,15 +48,15 @@ package final class SignalSampler: Sendable {
 
     private static func install() -> Result<SignalSampler, StallWatchError> {
         var requested: Int32 = 0
-        if let raw = getenv("STALLWATCH_SAMPLE_SIGNAL") {
-            let text = String(cString: raw)
+        let variable = StallWatchEnvironmentVariable.sampleSignal
+        if let text = variable.value {
             guard let signal = parseSignal(text) else {
                 return .failure(
                     StallWatchError(
                         .signalUnavailable,
-                        "STALLWATCH_SAMPLE_SIGNAL=\(text) is not a real-time signal (use SIGRTMIN+N, SIGRTMAX-N or "
+                        "\(variable)=\(text) is not a real-time signal (use SIGRTMIN+N, SIGRTMAX-N or "
                             + "a number from \(__libc_current_sigrtmin()) to \(__libc_current_sigrtmax()))",
-                        context: ["variable": "STALLWATCH_SAMPLE_SIGNAL"]))
+                        context: ["variable": variable.name]))
             }
             requested = signal
         }
