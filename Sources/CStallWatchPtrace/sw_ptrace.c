@@ -217,7 +217,8 @@ static void *tracer_main(void *arg) {
         fail(j, not_stopping ? SW_PTRACE_STEP_STOP : SW_PTRACE_STEP_GETREGS, -stopped);
         return NULL;  // not stopped (or gone): thread exit detaches
     }
-    r->stop_wait_ns = sw_monotonic_ns() - start;
+    r->stopped_at_ns = sw_monotonic_ns();
+    r->stop_wait_ns = r->stopped_at_ns - start;
     r->stop_syscall = (long long)regs.orig_rax;
     sw_registers_from_user_regs(&regs, r->registers);
     r->stack_pointer = regs.rsp;

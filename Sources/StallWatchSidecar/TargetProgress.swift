@@ -65,11 +65,11 @@ struct TargetProgress: ProgressSource {
 
     mutating func noteCapture() { proc?.noteCapture() }
 
-    mutating func noteCapture(waitBefore: ThreadWait?) { proc?.noteCapture(waitBefore: waitBefore) }
+    mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?) {
+        proc?.noteCapture(waitBefore: waitBefore, capturedAt: capturedAt)
+    }
 
     var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
-
-    mutating func noteStallOver(at now: UInt64) { proc?.noteStallOver(at: now) }
 
     /// The heartbeat's sequence has not moved on, or the /proc probe does not see the thread back in its idle wait.
     func isStillStuck(after sequence: UInt64) -> Bool {

@@ -44,6 +44,7 @@ extension StackCapture {
             stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns)
         capture.restartedCall = record.restarted_call != 0
         capture.stopSyscall = record.stop_syscall >= 0 ? Int(record.stop_syscall) : nil
+        capture.capturedAtNanoseconds = record.stopped_at_ns
         return .success(capture)
     }
 }

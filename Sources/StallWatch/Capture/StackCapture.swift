@@ -41,6 +41,12 @@ package struct StackCapture: Sendable {
     /// or left it: `ORIG_RAX` at the stop), nil when the stop interrupted user-space code. It names the call a
     /// thread was working in when `/proc/…/syscall` could only say "running".
     var stopSyscall: Int?
+    /// CLOCK_MONOTONIC of the state copied, as a bound that tells it from the thread's own later work: the ptrace
+    /// stop as seen by the tracer (the thread runs none of its code from its stop until the detach), the signal
+    /// handler's entry, or the look that found the thread blocked in its call; 0 when unknown. A thread that
+    /// records a moment `t` in its own code (a loop leaving a stall) was captured before `t` exactly when this is
+    /// earlier than `t`.
+    var capturedAtNanoseconds: UInt64 = 0
 
     package init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,

@@ -51,16 +51,13 @@ package protocol ProgressSource {
     mutating func stallEnded()
     /// A stack sample of the thread was taken (a ptrace stop is a context switch the source must not count).
     mutating func noteCapture()
-    /// The same, with the thread's wait read just before the capture (nil: unknown): a polled source may have
-    /// missed that the thread was back in its idle wait when it was captured.
-    mutating func noteCapture(waitBefore: ThreadWait?)
+    /// The same, with the thread's wait read just before the capture (nil: unknown) and when the capture was taken
+    /// (CLOCK_MONOTONIC; nil: unknown): a polled source may have missed that the thread was back in its idle wait
+    /// when it was captured, and then gives that time as the stall's end.
+    mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?)
     /// Whether the loop is still stuck after transition `sequence` (the stall's), read without waiting; a
     /// source that cannot tell cheaply says true. Asked during a long all-threads snapshot and before each sample.
     func isStillStuck(after sequence: UInt64) -> Bool
-    /// ``isStillStuck(after:)`` said false at `now` during the stall's snapshot, while the follower could not
-    /// look: a polled source takes that as the end of the stall, which its next look might not see any more
-    /// (the thread back at work after a turn of its loop).
-    mutating func noteStallOver(at now: UInt64)
 }
 
 extension ProgressSource {
@@ -71,7 +68,6 @@ extension ProgressSource {
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}
     package mutating func noteCapture() {}
-    package mutating func noteCapture(waitBefore: ThreadWait?) { noteCapture() }
+    package mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?) { noteCapture() }
     package func isStillStuck(after sequence: UInt64) -> Bool { true }
-    package mutating func noteStallOver(at now: UInt64) {}
 }
