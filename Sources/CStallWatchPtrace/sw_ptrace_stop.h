@@ -75,8 +75,9 @@ static inline uint64_t sw_stop_task_run_ns(pid_t pid, pid_t tid) {
 }
 
 /// CPU time after the interrupt that only work inside the kernel explains: reaching the stop from user space
-/// takes microseconds; the kernel brings a running thread's figure up to date at each tick (1–4 ms).
-#define SW_PTRACE_IN_KERNEL_RUN_NS 2000000ull
+/// takes microseconds, but a running thread's figure is brought up to date only at the scheduler's ticks (up to
+/// 10 ms apart) and context switches, so the figure read at the interrupt may lag by a tick. Five ticks at 250 Hz.
+#define SW_PTRACE_IN_KERNEL_RUN_NS 20000000ull
 
 /// Whether a seized, interrupted thread that has not stopped yet never will soon, and why:
 /// - SW_PTRACE_UNSTOPPED_UNINTERRUPTIBLE: it sleeps in state D (an fsync waiting for writeback, a read from a
