@@ -89,6 +89,22 @@ final class RunningProgram {
         #expect(afterSecond.imagesReused >= afterFirst.imagesReused + 1)
     }
 
+    @Test func aSymbolicatorThatMustNotWaitGivesNoNameUntilAnotherLoadedTheTable() throws {
+        let cache = SymbolCache()
+        let addresses = symbolCacheTestsCaptureHere()
+        let watching = Symbolicator(processID: getpid(), mode: .fast, cache: cache)
+        watching.waitsForNames = false
+        let before = watching.symbolicate(addresses)
+        #expect(!before.contains { $0.symbol?.contains("symbolCacheTestsCaptureHere") == true })
+        #expect(before.map(\.address) == addresses, "every frame kept, with its image and offset")
+        #expect(watching.pendingNameLookups >= 1)
+        #expect(cache.statistics.imagesOpened == 0, "no table loaded by the symbolicator that must not wait")
+        // The report queue's symbolicator loads the tables; the watching one then answers from them.
+        _ = Symbolicator(processID: getpid(), mode: .fast, cache: cache).symbolicate(addresses)
+        let after = watching.symbolicate(addresses)
+        #expect(after.contains { $0.symbol?.contains("symbolCacheTestsCaptureHere") == true })
+    }
+
     @Test func twoProcessesOfOneBinaryShareItsEntry() throws {
         try #require(Self.compilerPresent, Self.compilerMissing)
         let directory = Fixtures.temporaryDirectory("symbol-cache-share")

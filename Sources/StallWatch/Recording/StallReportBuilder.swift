@@ -186,6 +186,15 @@ struct StallReportBuilder {
     ) -> StallReport.Cause? {
         guard let tid = evidence.threadID else { return nil }
         let samples = evidence.samples
+        if samples.isEmpty, evidence.samplesAfterEnd > 0 {
+            // Its probes too are of the thread after the stall: no evidence of what held it.
+            return .init(
+                kind: .unknown,
+                evidence: [
+                    "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
+                        + "thread still stuck, and sampled it after it had moved on)"
+                ])
+        }
         let observations = zip(samples, reportSamples).compactMap { raw, sample -> CauseClassifier.Observation? in
             guard let probe = raw.probe else { return nil }
             return .init(

@@ -125,7 +125,12 @@ import Testing
         #expect(!named.isEmpty, "\(shape): no sample names \(function)")
         #expect(
             report.samples.contains { sample in sample.frames.contains { $0.kind == .async && $0.symbol != nil } },
-            "\(shape): no async frame in \(report.samples.last.map { $0.frames.map { $0.symbol ?? "?" } } ?? [])")
+            """
+            \(shape): no async frame in \(report.samples.count) samples (offset ms: frames, async frames; \
+            errors \(report.capture.errors), notes \(report.notes)): \
+            \(report.samples.map { "\(Int($0.offsetMs)): \($0.frames.count), \($0.frames.filter { $0.kind == .async }.count)" }); \
+            the last: \(report.samples.last.map { $0.frames.map { $0.symbol ?? "?" } } ?? [])
+            """)
         #expect(report.samples.allSatisfy { $0.frames.count < 2 || Self.asyncFramesFollowTheJob($0.frames) })
         try Fixtures.expectReportsValidate(in: directory)
     }
