@@ -30,6 +30,23 @@ extension StressTests {
     }
 }
 
+extension StressTests {
+    /// Leak checks with no margin: alone in their process, nothing else starts threads or opens descriptors, so the
+    /// counts must come back exactly.
+    @Suite(.serialized) struct LeaksAlone {
+        @Test(.timeLimit(.minutes(2)))
+        func startingAndStoppingAThousandTimesLeavesNoThreadOrDescriptorBehind() throws {
+            try WatchdogTests().checkStartingAndStoppingAThousandTimesLeavesNothingBehind()
+        }
+
+        @Test(.timeLimit(.minutes(3)))
+        func aThousandStartsAndStopsWithSystemdPingsAndAMetricsServerLeaveNoThreadsOrDescriptors() throws {
+            try EmbeddingLifecycleTests()
+                .checkAThousandStartsAndStopsWithSystemdPingsAndAMetricsServerLeaveNoThreadsOrDescriptors()
+        }
+    }
+}
+
 extension Tag {
     /// Stress tests: bounded, but longer or heavier than the rest.
     @Tag static var slow: Self

@@ -211,22 +211,26 @@ import Testing
         second.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func startingAndStoppingAThousandTimesLeavesNoThreadsBehind() throws {
+    /// A thousand starts and stops, then this process's threads and descriptors settle back to what they were after
+    /// the first (which creates what lives for the process: the sampler). Exact: run alone, by
+    /// ``StressTests/LeaksAlone``, where no other test starts threads or opens descriptors meanwhile.
+    func checkStartingAndStoppingAThousandTimesLeavesNothingBehind() throws {
         let loop = try EventLoop(name: "churn", mainQueue: .disabled)
         let directory = Fixtures.temporaryDirectory("churn")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory))
+        try watchdog.start()
+        watchdog.stop()
         let threadsBefore = Self.threadCount()
         let fdsBefore = Self.fdCount()
         for _ in 0..<1000 {
             try watchdog.start()
             watchdog.stop()
         }
-        // Other suites start threads and open descriptors in parallel, for a while each; a leak would be one per
-        // cycle (1,000) and would stay. So the counts are read again, for up to 20 s, until back within a margin.
-        #expect(Self.settles(Self.threadCount, within: threadsBefore + 8), "threads: \(Self.threadCount())")
-        #expect(Self.settles(Self.fdCount, within: fdsBefore + 16), "descriptors: \(Self.fdCount())")
+        // A thread may still be on its way out when stop returns: the counts are read until they come back.
+        #expect(
+            Self.settles(Self.threadCount, within: threadsBefore), "threads: \(threadsBefore) → \(Self.threadCount())")
+        #expect(Self.settles(Self.fdCount, within: fdsBefore), "descriptors: \(fdsBefore) → \(Self.fdCount())")
     }
 
     /// Whether `read()` comes back to `limit` or below within 20 s.

@@ -242,6 +242,10 @@ struct StallReportBuilder {
             loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
             loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)
         input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
+        // The span may start only at the first sample (a threshold into the stall): the stall up to its end.
+        let measuredEnd =
+            evidence.lastProbe.map { $0.monoNanos &- evidence.stall.startNanos } ?? samples.last?.offsetNanos ?? 0
+        input.stallNanos = max(measuredEnd, span)
         input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
         input.lateWakeupNanos = evidence.lateWakeupNanos
         input.thresholdNanos = detector.thresholdNanos
