@@ -1,6 +1,7 @@
 // The watchdog in this process: a healthy busy loop is never blamed; a stuck one is, once.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 
