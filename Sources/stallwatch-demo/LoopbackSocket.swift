@@ -36,10 +36,18 @@ enum LoopbackSocket {
         return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    /// Connects to 127.0.0.1:`port` (blocking); nil when refused.
-    static func connect(port: Int) -> Int32? {
+    /// Connects to 127.0.0.1:`port` (blocking); nil when refused. With `timeoutSeconds`, the connection's sends
+    /// and receives (the connect included) give up after that long, and small writes go out at once (no Nagle).
+    static func connect(port: Int, timeoutSeconds: Int? = nil) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
+        if let timeoutSeconds {
+            var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
