@@ -88,9 +88,12 @@ let package = Package(
                 "StallWatch", "StallWatchInspector", "StallWatchCommands", "StallWatchSidecar", "CStallWatchCore",
                 "CStallWatchFixtures",
             ]),
-        // What the test targets share: fixtures, spawning programs and waiting for them, reading reports, scratch
-        // directories. Depended on by test targets only; in no product.
-        .target(name: "StallWatchTestSupport", dependencies: ["StallWatch"], path: "Tests/StallWatchTestSupport"),
+        // What the test targets share: fixtures and golden reports, spawning programs and waiting for them, running
+        // the command line in-process, reading reports, scratch directories. Depended on by test targets only; in
+        // no product.
+        .target(
+            name: "StallWatchTestSupport", dependencies: ["StallWatch", "StallWatchCommands"],
+            path: "Tests/StallWatchTestSupport"),
         .testTarget(
             name: "StallWatchTests",
             dependencies: [
@@ -110,7 +113,7 @@ let package = Package(
                 "StallWatchTestSupport", "StallWatchInspector", "StallWatchCommands", "StallWatch",
                 "CStallWatchSymbols",
             ],
-            resources: [.copy("Fixtures")]),
+            exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchCommandsTests",
             dependencies: [
