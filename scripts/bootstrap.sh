@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what StallWatch needs on a fresh Debian 12 machine. Idempotent: does nothing when all is present.
+# Installs what StallWatch and its test suite need on a fresh Debian 12 machine: Debian packages (after an
+# apt-get update), and from PyPI only the test tooling Debian does not package for the tests' python3. Idempotent:
+# does nothing when all is present. The tests never install anything: a missing tool is a failure naming it.
 set -euo pipefail
 
 # C libraries the package links (libunwind, libdw, liblzma), found through pkg-config (pkgconf; libdw.pc also
@@ -13,6 +15,8 @@ packages+=(python3 nodejs gcc libc6-dev binutils)
 # strace: the other tracer in the test of `stallwatch dump` on a process that is already traced; util-linux:
 # runuser, to dump as another user (elfutils' eu-stack is the dump's reference).
 packages+=(strace util-linux)
+# systemd: systemd-analyze verifies the shipped units; chromium: renders `reports html` pages headless.
+packages+=(systemd chromium)
 if [ "${STALLWATCH_BENCH:-0}" = 1 ]; then packages+=(gdb); fi
 
 missing=()

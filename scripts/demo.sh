@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 
 scripts/bootstrap.sh
 echo "== build"
-swift build --product stallwatch-demo 2>&1 | grep -E "error|warning|Build complete" || true
-swift build --product stallwatch 2>&1 | grep -E "error|warning|Build complete" || true
+swift build --product stallwatch-demo 2>&1 | { grep -E "error|warning|Build complete" || true; }
+swift build --product stallwatch 2>&1 | { grep -E "error|warning|Build complete" || true; }
 bin=$(swift build --show-bin-path)
 
 reports=$(mktemp -d "${TMPDIR:-/tmp}/stallwatch-demo-reports.XXXXXX")
@@ -118,8 +118,26 @@ if [ "$unfixed_count" -lt "${#kinds[@]}" ]; then
     echo "demo: expected at least ${#kinds[@]} reports from the unremedied service, found $unfixed_count" >&2
     exit 1
 fi
+# Each injected stall is named by a report of its cause (the function in the report's samples, the cause the
+# classifier gave): a count alone would pass with every cause wrong.
+expected_causes=(io:writeJournalSynchronously:io sort:resortHugeSessionList:cpu lock:waitForDatabaseWriterLock:lock
+    deadlock:lockSessionsThenIndex:deadlock reentrant:reenterSessionLockFromEnumeration:deadlock)
+for entry in "${expected_causes[@]}"; do
+    IFS=: read -r kind function cause <<<"$entry"
+    mapfile -t naming < <(grep -l "ServiceStalls.$function" "$service_reports"/stall-*.json || true)
+    if [ "${#naming[@]}" -eq 0 ]; then
+        echo "demo: no report names ServiceStalls.$function (the $kind stall)" >&2
+        exit 1
+    fi
+    found=$("$bin/stallwatch" reports list "${naming[@]}" --cause "$cause" --json | grep -c '"cause"' || true)
+    if [ "$found" -eq 0 ]; then
+        echo "demo: the $kind stall's reports (${naming[*]}) do not give the cause $cause:" >&2
+        "$bin/stallwatch" reports list "${naming[@]}" >&2
+        exit 1
+    fi
+done
 if [ "$fixed_count" -ne 0 ]; then
     echo "demo: the remedied service stalled $fixed_count times" >&2
     exit 1
 fi
-echo "demo: the same load and the same injected work: ${#kinds[@]}+ stalls without the remedies, none with them"
+echo "demo: the same load and the same injected work: ${#kinds[@]}+ stalls without the remedies, each of its cause; none with them"

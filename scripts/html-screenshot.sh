@@ -2,30 +2,18 @@
 # Renders an HTML page in headless Chromium and checks that the screenshot is not blank.
 #
 # usage: scripts/html-screenshot.sh PAGE.html [SCREENSHOT.png]
-#        scripts/html-screenshot.sh --install   (only make sure Chromium is there)
-# Installs Debian's chromium when it is missing (apt-get; root or sudo). Exit status: 0 the page rendered with
-# content, 1 the screenshot is blank or missing, 2 usage, 77 Chromium is not available and cannot be installed
-# (the test suite reports that as a skip, with this script's last line as the reason).
+# Chromium is Debian's chromium, which scripts/bootstrap.sh installs. Exit status: 0 the page rendered with
+# content, 1 the screenshot is blank or missing, 2 usage, 3 Chromium is not installed.
 set -euo pipefail
 
-page=${1:?usage: html-screenshot.sh PAGE.html [SCREENSHOT.png] | --install}
+page=${1:?usage: html-screenshot.sh PAGE.html [SCREENSHOT.png]}
 
-find_chromium() { command -v chromium || command -v chromium-browser || command -v google-chrome || true; }
-browser=$(find_chromium)
+browser=$(command -v chromium || true)
 if [ -z "$browser" ]; then
-    sudo_=""
-    [ "$(id -u)" -eq 0 ] || sudo_="sudo -n"
-    echo "html-screenshot: installing chromium (apt-get)" >&2
-    if ! { $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq chromium; } \
-        >/dev/null 2>&1; then
-        echo "html-screenshot: chromium is not installed and apt-get could not install it" >&2
-        exit 77
-    fi
-    browser=$(find_chromium)
-    [ -n "$browser" ] || { echo "html-screenshot: chromium installed but not found on PATH" >&2; exit 77; }
+    echo "html-screenshot: chromium is not installed (the Debian package chromium; scripts/bootstrap.sh installs it)" >&2
+    exit 3
 fi
 
-[ "$page" = --install ] && { echo "html-screenshot: using $browser"; exit 0; }
 shot=${2:-${page%.html}.png}
 [ -f "$page" ] || { echo "html-screenshot: no such file: $page" >&2; exit 2; }
 page=$(cd "$(dirname "$page")" && pwd)/$(basename "$page")

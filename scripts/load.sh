@@ -24,14 +24,26 @@ done
 
 scratch=$(mktemp -d /tmp/stallwatch-load.XXXXXX)
 pids=()
+# Every process of one part of the load: its session (the compiler driver puts each compiler in a process group
+# of its own, so the part's process group is not enough).
+part_processes() { pgrep -s "$1" 2>/dev/null || true; }
 stop_load() {
-    for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do pkill -TERM -s "$p" 2>/dev/null || true; done
+    # A compiler or a dd in the middle of a sync may take a moment to go; what is left after 10 s is killed.
+    for _ in $(seq 100); do
+        left=""
+        for p in "${pids[@]}"; do left+=$(part_processes "$p"); done
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
+    for p in "${pids[@]}"; do pkill -KILL -s "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$scratch"
 }
 trap stop_load EXIT
 
-# Each part runs in a process group of its own (setsid), so stopping it stops its children (compilers, dd).
+# Each part runs in a session of its own (setsid), so stopping it stops every process it started (the build's
+# compilers, dd) and nothing else.
 if [ "$build" = 1 ]; then
     setsid bash -c "while :; do rm -rf '$scratch/build'; swift build --scratch-path '$scratch/build' >/dev/null 2>&1 || sleep 1; done" &
     pids+=($!)

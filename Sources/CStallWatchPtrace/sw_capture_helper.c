@@ -130,6 +130,8 @@ static int capture(channel *c) {
         fail(r, SW_PTRACE_STEP_STOP, stopped);
         return stopped == -ETIMEDOUT;
     }
+    r->stopped_at_ns = sw_monotonic_ns();
+    r->stop_wait_ns = r->stopped_at_ns - start;
     struct user_regs_struct regs;
     rc = RAW(SYS_ptrace, PTRACE_GETREGS, c->tid, 0, &regs, 0);
     if (rc != 0) {
@@ -171,12 +173,13 @@ static int capture(channel *c) {
         }
     }
     rc = RAW(SYS_ptrace, PTRACE_DETACH, c->tid, 0, pending, 0);
+    uint64_t detached = sw_monotonic_ns();
+    r->pause_ns = detached - start;
     if (rc != 0) {
         fail(r, SW_PTRACE_STEP_DETACH, rc);
-        r->pause_ns = sw_monotonic_ns() - start;
         return 1;  // exiting detaches
     }
-    r->pause_ns = sw_monotonic_ns() - start;
+    r->detached_at_ns = detached;
     return 0;
 }
 

@@ -188,7 +188,8 @@ static void *tracer_main(void *arg) {
              -stopped);
         return NULL;  // not stopped (or gone): thread exit detaches
     }
-    r->stop_wait_ns = sw_monotonic_ns() - start;
+    r->stopped_at_ns = sw_monotonic_ns();
+    r->stop_wait_ns = r->stopped_at_ns - start;
     sw_registers_from_user_regs(&regs, r->registers);
     r->stack_pointer = regs.rsp;
     r->pending_signal = pending_signal(j->tid);

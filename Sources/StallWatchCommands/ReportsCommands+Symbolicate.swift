@@ -11,7 +11,7 @@ extension ReportsCommands {
         let console = invocation.console
         let entry = try entry(invocation.arguments.positionals[0], invocation)
         var symbolicator = ReportSymbolicator()
-        if let debug = invocation.environment["STALLWATCH_DEBUG_DIRECTORY"], !debug.isEmpty {
+        if let debug = StallWatchEnvironmentVariable.debugDirectory.value(in: invocation.environment), !debug.isEmpty {
             symbolicator.debugDirectory = debug
         }
         let outcome = try symbolicator.symbolicate(entry.report)

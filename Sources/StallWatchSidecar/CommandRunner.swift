@@ -8,11 +8,12 @@ import Synchronization
 
 /// Starts a command as our child and watches its loop until it exits, as `stallwatch run -- CMD` does.
 ///
-/// Every catchable signal sent to this process (``SignalRelay/forwardable``) is forwarded to the child, except
-/// those the terminal sent to the whole foreground group, which the child (in that group) has already; a stop
-/// (^Z, SIGTSTP) waits for the capture under way, and one sent to `run` alone is passed on to the child and
-/// undone when `run` continues. The watcher is given a moment to find the child's heartbeat before it settles for /proc evidence; a stall still
-/// going when the child exits is written `unrecovered`.
+/// Every catchable signal sent to this process (``SignalRelay/forwardable``) is forwarded to the child once,
+/// unless the child received it already: sent to the whole process group or cgroup, which the child shares
+/// (``SignalForwarder`` says how that is told). A stop (^Z, SIGTSTP) waits for the capture under way; one that
+/// was forwarded (sent to `run` alone) is undone for the child when `run` continues. The watcher is given a moment
+/// to find the child's heartbeat before it settles for /proc evidence; a stall still going when the child exits is
+/// written `unrecovered`.
 package enum CommandRunner {
     /// What the runner tells its caller, on the watching thread.
     package enum Event: Sendable {
@@ -34,16 +35,50 @@ package enum CommandRunner {
         _ arguments: [String], options: TargetWatcher.Options, heartbeatWait: Duration,
         onEvent: @escaping @Sendable (Event) -> Void
     ) throws(SidecarError) -> Int32 {
-        // Forward what the child did not get from the terminal itself; we exit when it does.
-        let child = Mutex<ChildProcess?>(nil)
-        SignalRelay.install(SignalRelay.forwardable) { delivery in
-            guard !delivery.fromKernel else { return }
-            child.withLock { $0?.send(delivery.signal) }
-        } resumed: { delivery in
-            if !delivery.fromKernel { child.withLock { $0?.send(SIGCONT) } }
+        // The witness first, so that it is in the process group and cgroup before the child is; then the relay,
+        // which forwards what the child did not receive itself. We exit when the child does.
+        let witness = Result { () throws(SidecarError) in
+            try SignalWitness.start(signals: SignalRelay.forwardable + SignalRelay.jobControl)
         }
-        let started = try ChildProcess.spawn(arguments)
-        child.withLock { $0 = started }
+        if case .failure(let error) = witness {
+            onEvent(.watchFailed(SidecarError(error.code, error.message + "; signals are forwarded without it")))
+        }
+        // Until the child runs, signals are kept (it cannot have them), and forwarded once it does; a stop is
+        // `run`'s own then.
+        let forwarding = Mutex<(forwarder: SignalForwarder?, early: [SignalRelay.Delivery])>((nil, []))
+        let stopForwarded = Atomic<Bool>(false)
+        SignalRelay.install(SignalRelay.forwardable) { delivery in
+            let current = forwarding.withLock { state -> SignalForwarder? in
+                if state.forwarder == nil, !SignalRelay.jobControl.contains(delivery.signal) {
+                    state.early.append(delivery)
+                }
+                return state.forwarder
+            }
+            guard let current else { return }
+            let forward = !current.childHasAlready(delivery)
+            if SignalRelay.jobControl.contains(delivery.signal) { stopForwarded.store(forward, ordering: .relaxed) }
+            if forward { kill(current.childPID, delivery.signal) }
+        } resumed: { _ in
+            // A stop forwarded to the child is ours to undo; one the child received itself is its shell's.
+            if stopForwarded.load(ordering: .relaxed), let current = forwarding.withLock({ $0.forwarder }) {
+                kill(current.childPID, SIGCONT)
+            }
+        }
+        let started: ChildProcess
+        do {
+            started = try ChildProcess.spawn(arguments)
+        } catch {
+            if case .success(let witness) = witness { witness.stop() }
+            throw error
+        }
+        let signals = SignalForwarder(childPID: started.pid, witness: try? witness.get())
+        let early = forwarding.withLock { state in
+            state.forwarder = signals
+            defer { state.early = [] }
+            return state.early
+        }
+        for delivery in early { kill(started.pid, delivery.signal) }
+        defer { signals.stop() }
         var options = options
         options.pid = started.pid
 

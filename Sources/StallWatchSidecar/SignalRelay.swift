@@ -6,24 +6,57 @@ import StallWatch
     import Glibc
 #endif
 
-/// Relays signals to a thread of its own: the C handler (`sw_relay.h`) writes one byte per signal to a pipe
-/// and does nothing else; the relay thread calls the handler given to ``install(_:handler:)``.
+/// Relays signals to a thread of its own: the C handler (`sw_relay.h`) writes one record per signal (the number
+/// and, from `siginfo_t`, who sent it and how) to a pipe and does nothing else; the relay thread calls the handler
+/// given to ``install(_:handler:resumed:)``.
 ///
 /// Job-control stops (SIGTSTP, SIGTTIN, SIGTTOU) are obeyed only between captures: after the handler has
 /// seen the signal, the relay thread waits for the capture under way to detach (``CaptureGate``) and then
 /// stops the process with SIGSTOP; once continued it lets captures go on. A sidecar suspended by ^Z therefore
 /// never leaves its target in tracing stop.
 enum SignalRelay {
-    /// One signal as it arrived.
-    struct Delivery: Sendable, Equatable {
+    /// One signal as it arrived, as the kernel described it to the handler.
+    struct Delivery: Sendable, Equatable, CustomStringConvertible {
         let signal: Int32
-        /// Sent by the kernel (the terminal's ^C, ^Z, ^\ …), not by a process: the terminal sent it to the
-        /// whole foreground process group, so a child in that group has it already.
-        let fromKernel: Bool
+        /// `si_code`: positive when the kernel sent it (a terminal's ^C, ^Z, ^\, a hangup, a timer), `SI_USER` (0)
+        /// for `kill`, `SI_TKILL` for `tgkill`, `SI_QUEUE` for `sigqueue`.
+        let code: Int32
+        /// The sending process for a signal a process sent; 0 for the kernel's.
+        let senderPID: Int32
+        /// The sender's real user id (0 for the kernel's).
+        let senderUID: UInt32
+        /// When the handler ran, the signal witness (``SignalWitness``) had the same signal pending: it was sent to
+        /// the witness too.
+        let witnessHadItPending: Bool
 
-        init(signal: Int32, fromKernel: Bool) {
+        init(
+            signal: Int32, code: Int32 = 0, senderPID: Int32 = 0, senderUID: UInt32 = 0,
+            witnessHadItPending: Bool = false
+        ) {
             self.signal = signal
-            self.fromKernel = fromKernel
+            self.code = code
+            self.senderPID = senderPID
+            self.senderUID = senderUID
+            self.witnessHadItPending = witnessHadItPending
+        }
+
+        /// Sent by the kernel, not by a process.
+        var fromKernel: Bool { code > 0 }
+
+        /// The same signal from the same sender, sent the same way.
+        func sameSending(as other: Delivery) -> Bool {
+            signal == other.signal && code == other.code && senderPID == other.senderPID
+                && senderUID == other.senderUID
+        }
+
+        var description: String {
+            fromKernel ? "signal \(signal) from the kernel" : "signal \(signal) from process \(senderPID)"
+        }
+
+        init(_ record: sw_relay_record) {
+            self.init(
+                signal: record.signo, code: record.code, senderPID: record.pid, senderUID: record.uid,
+                witnessHadItPending: record.flags & UInt32(SW_RELAY_WITNESS_PENDING) != 0)
         }
     }
 
@@ -59,13 +92,7 @@ enum SignalRelay {
         let readFD = fds[0]
         // Never joined: it lives as long as the process (dropping the handle detaches it).
         _ = try? NamedThread(name: "stallwatch-sigs") {
-            var byte: UInt8 = 0
-            while true {
-                let n = read(readFD, &byte, 1)
-                if n < 0 && errno == EINTR { continue }
-                guard n == 1 else { return }
-                let delivery = Delivery(
-                    signal: Int32(byte & 0x7f), fromKernel: byte & UInt8(SW_RELAY_FROM_KERNEL) != 0)
+            while let delivery = read(readFD) {
                 handler(delivery)
                 if jobControl.contains(delivery.signal) {
                     CaptureGate.excludingCaptures { _ = kill(getpid(), SIGSTOP) }
@@ -73,5 +100,19 @@ enum SignalRelay {
                 }
             }
         }
+    }
+
+    /// The next record on the relay pipe; nil once the pipe is closed or broken.
+    static func read(_ fd: Int32) -> Delivery? {
+        var record = sw_relay_record()
+        let size = MemoryLayout<sw_relay_record>.size
+        var got = 0
+        while got < size {
+            let n = withUnsafeMutableBytes(of: &record) { Glibc.read(fd, $0.baseAddress! + got, size - got) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            got += n
+        }
+        return Delivery(record)
     }
 }

@@ -65,7 +65,11 @@ struct TargetProgress: ProgressSource {
 
     mutating func noteCapture() { proc?.noteCapture() }
 
-    mutating func noteCapture(waitBefore: ThreadWait?) { proc?.noteCapture(waitBefore: waitBefore) }
+    mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?) {
+        proc?.noteCapture(waitBefore: waitBefore, capturedAt: capturedAt)
+    }
+
+    func isStillStuck(after sequence: UInt64) -> Bool { proc?.isStillStuck(after: sequence) ?? true }
 
     var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
 

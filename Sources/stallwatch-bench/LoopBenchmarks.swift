@@ -5,6 +5,16 @@ import Foundation
 import StallWatch
 import Synchronization
 
+/// A loop for one benchmark; a benchmark run that cannot create one (out of descriptors) ends with the reason.
+func benchmarkLoop(_ name: String) -> EventLoop {
+    do {
+        return try EventLoop(name: name, mainQueue: .disabled)
+    } catch {
+        FileHandle.standardError.write(Data("stallwatch-bench: \(error.message)\n".utf8))
+        exit(1)
+    }
+}
+
 enum LoopBenchmarks {
     /// Nanoseconds per published transition (the loop's whole cost of being watched).
     ///
@@ -45,7 +55,7 @@ enum LoopBenchmarks {
     static func throughput() {
         var unwatchedNanosPerItem = Double.nan
         for mode in ["off", "deadline", "classic"] {
-            let loop = EventLoop(name: "bench", mainQueue: .disabled)
+            let loop = benchmarkLoop("bench")
             var config = StallWatchConfiguration()
             config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
             config.strategy = mode == "classic" ? .classic : .deadline
@@ -83,7 +93,7 @@ enum LoopBenchmarks {
     static func fixedRateCPU(seconds: Int = 3) {
         var baseline: Double = 0
         for mode in ["off", "deadline", "classic"] {
-            let loop = EventLoop(name: "rate", mainQueue: .disabled)
+            let loop = benchmarkLoop("rate")
             var config = StallWatchConfiguration()
             config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
             config.strategy = mode == "classic" ? .classic : .deadline
@@ -124,7 +134,7 @@ enum LoopBenchmarks {
     /// Stalls of 3× the threshold, repeated: detection latency (threshold crossed → watchdog saw it) and time
     /// from detection to the provisional report on disk.
     static func detectionLatency(stalls: Int = 40) {
-        let loop = EventLoop(name: "latency", mainQueue: .disabled)
+        let loop = benchmarkLoop("latency")
         var config = StallWatchConfiguration()
         config.thresholdMs = 50
         config.sampleIntervalMs = 20
@@ -167,7 +177,7 @@ enum LoopBenchmarks {
 
     /// The watchdog thread's wake-ups while the loop idles for 2 s (bar: none).
     static func idleWakeups() {
-        let loop = EventLoop(name: "idle", mainQueue: .disabled)
+        let loop = benchmarkLoop("idle")
         var config = StallWatchConfiguration()
         config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-idle"
         let watchdog = Watchdog(loop: loop, configuration: config)

@@ -136,7 +136,7 @@ enum SymbolicationBenchmarks {
     }
 
     static func stalls(_ count: Int) -> Deadlines {
-        let loop = EventLoop(name: "symbolication", mainQueue: .disabled)
+        let loop = benchmarkLoop("symbolication")
         var config = StallWatchConfiguration()
         config.thresholdMs = 100
         config.sampleIntervalMs = 50

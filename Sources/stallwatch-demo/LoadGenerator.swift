@@ -14,10 +14,11 @@ let loadUsage = """
     (default 200) over --connections keep-alive connections (default 8): 80% message posts to random sessions
     among the first --sessions (default 20000), 20% session-list reads. --stall KIND... (io, sort, lock, deadlock,
     reentrant; comma- or space-separated) injects each kind once, evenly spread over the run, for --stall-ms
-    (default 600) on a separate connection. --quit posts /quit at the end. Prints a summary, then one JSON line
-    {"event":"summary",...} with requests, errors and latency percentiles (stall requests counted apart): of
-    every request, of the reads alone (readP99Ms: the loop answers them from memory) and of the posts alone
-    (postP99Ms: each is answered once its journal line is on disk, so the disk's speed is part of it).
+    (default 600) on a separate connection, each at least 300 ms after the previous one was answered (one stall
+    at a time). --quit posts /quit at the end. Prints a summary, then one JSON line {"event":"summary",...} with
+    requests, errors and latency percentiles (stall requests counted apart): of every request, of the reads alone
+    (readP99Ms: the loop answers them from memory) and of the posts alone (postP99Ms: each is answered once its
+    journal line is on disk, so the disk's speed is part of it).
     """
 
 struct LoadCommand {
@@ -166,22 +167,29 @@ struct LoadGenerator {
             thread.name = "load-\(index)"
             thread.start()
         }
-        for (index, kind) in command.stalls.enumerated() {
+        // One stall at a time: a stall sent while the previous one is still being served (a slow machine) would be
+        // served right after it with no progress of the loop in between, one stall of two kinds.
+        if !command.stalls.isEmpty {
             group.enter()
-            let at =
-                start + UInt64(command.seconds) * 1_000_000_000 * UInt64(index + 1) / UInt64(command.stalls.count + 1)
             let thread = Thread {
                 defer { group.leave() }
-                Self.sleep(until: at)
-                var client = HTTPClient(port: command.port, timeoutSeconds: 60)
-                let sent = Self.now()
-                let status = client.exchange(
-                    HTTPClient.request("POST", "/stall/\(kind.rawValue)?ms=\(command.stallMs)", body: nil))
-                let result = StallResult(
-                    kind: kind.rawValue, latencyMs: Double(Self.now() - sent) / 1e6, ok: status == 200)
-                collected.withLock { $0.stalls.append(result) }
+                var earliest: UInt64 = 0
+                for (index, kind) in command.stalls.enumerated() {
+                    let count = UInt64(command.stalls.count + 1)
+                    Self.sleep(
+                        until: max(
+                            earliest, start + UInt64(command.seconds) * 1_000_000_000 * UInt64(index + 1) / count))
+                    var client = HTTPClient(port: command.port, timeoutSeconds: 60)
+                    let sent = Self.now()
+                    let status = client.exchange(
+                        HTTPClient.request("POST", "/stall/\(kind.rawValue)?ms=\(command.stallMs)", body: nil))
+                    let result = StallResult(
+                        kind: kind.rawValue, latencyMs: Double(Self.now() - sent) / 1e6, ok: status == 200)
+                    collected.withLock { $0.stalls.append(result) }
+                    earliest = Self.now() + Self.stallGapNanos
+                }
             }
-            thread.name = "load-stall-\(kind.rawValue)"
+            thread.name = "load-stalls"
             thread.start()
         }
         group.wait()
@@ -199,6 +207,10 @@ struct LoadGenerator {
     }
 
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    /// How long after an injected stall was answered the next may be sent: the loop serves the other connections
+    /// meanwhile, so each stall ends before the next begins.
+    static let stallGapNanos: UInt64 = 300_000_000
 
     static func sleep(until deadline: UInt64) {
         let now = now()

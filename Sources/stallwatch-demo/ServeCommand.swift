@@ -48,7 +48,12 @@ struct ServeCommand {
 
     func run() -> Never {
         signal(SIGPIPE, SIG_IGN)
-        let loop = EventLoop(name: "chat")
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(name: "chat")
+        } catch {
+            fail(error.message, code: 1)
+        }
         // Before any other thread starts, so every thread inherits the blocked mask (see addSignalSource).
         let signalSources = [SIGTERM, SIGINT].map { loop.addSignalSource(signal: $0) { loop.stop() } }
         // A process started from a thread that blocks signals (a test runner's worker, a Dispatch thread)

@@ -75,7 +75,12 @@ struct StallCommand {
         if loop == .dispatchMain { runOnDispatchMain() }
         if loop == .concurrency { runOnConcurrencyPool() }
         if loop == .threads { runOnEventLoopThreads() }
-        let loop = EventLoop(name: "demo")
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(name: "demo")
+        } catch {
+            fail(error.message, code: 1)
+        }
         let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs
         let watchdog = Watchdog(loop: loop, configuration: configuration) { event in

@@ -82,6 +82,37 @@ import Testing
         #expect(StallWatchConfiguration.unknownEnvironmentVariables(in: ["STALLWATCH_THRESHOLD_MS": "1"]).isEmpty)
     }
 
+    /// The library reads its variables through one list, which the command line's check uses: none of them is
+    /// called unknown (`STALLWATCH_NO_PTRACE_HELPER` once was, while the library obeyed it).
+    @Test(arguments: StallWatchEnvironmentVariable.all)
+    func aVariableTheLibraryReadsIsNotCalledUnknown(_ variable: StallWatchEnvironmentVariable) {
+        let environment = ["TZ": "UTC", variable.name: "1"]
+        let (_, output) = CapturedConsole.run(["reports", "list", "/nonexistent"], environment: environment)
+        #expect(!output.standardError.contains("unknown environment variable"), "\(output.standardError)")
+    }
+
+    /// No source file names a `STALLWATCH_…` variable but the list itself (and the prefix the configuration keys'
+    /// names are made from): a variable read anywhere else would be unknown to the command line.
+    @Test func noVariableIsReadOutsideTheList() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources")
+        let list = "StallWatchConfiguration+Environment.swift"
+        let enumerator = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
+        var offenders: [String] = []
+        var scanned = 0
+        for case let url as URL in enumerator where url.pathExtension == "swift" || url.pathExtension == "c" {
+            scanned += 1
+            guard url.lastPathComponent != list else { continue }
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for line in text.split(separator: "\n") where line.contains("\"STALLWATCH_") {
+                if line.contains("\"STALLWATCH_\"") { continue }  // the configuration keys' prefix
+                offenders.append("\(url.lastPathComponent): \(line.trimmingCharacters(in: .whitespaces))")
+            }
+        }
+        #expect(scanned > 100, "scanned only \(scanned) files under \(sources.path)")
+        #expect(offenders.isEmpty, "variables named outside \(list): \(offenders)")
+    }
+
     @Test func dumbTerminalsAndNoColorGetNoColour() {
         #expect(Console.standard(environment: ["TERM": "dumb"]).useColor == false)
         #expect(Console.standard(environment: ["NO_COLOR": "1"]).useColor == false)

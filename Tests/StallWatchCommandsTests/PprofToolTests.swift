@@ -8,8 +8,9 @@ import Testing
 @Suite struct PprofToolTests {
     static var goAvailable: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/go") }
 
-    @Test(.enabled(if: PprofToolTests.goAvailable, "the golang-go Debian package"), .timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(2)))
     func goToolPprofNamesTheStallingFunctionAndTheFileIsRealGzip() throws {
+        try #require(Self.goAvailable, "/usr/bin/go is missing (the Debian package golang-go, scripts/bootstrap.sh)")
         let directory = Fixtures.temporaryDirectory("pprof-tool")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let demo = try Fixtures.run(

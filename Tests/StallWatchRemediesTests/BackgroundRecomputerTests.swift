@@ -9,8 +9,8 @@ import Testing
 
 @Suite struct BackgroundRecomputerTests {
     @Test(.timeLimit(.minutes(3)))
-    func aBurstOfSignalsBecomesFewComputationsAndTheLastResultCoversEveryChange() {
-        let loop = EventLoop(name: "recompute", mainQueue: .disabled)
+    func aBurstOfSignalsBecomesFewComputationsAndTheLastResultCoversEveryChange() throws {
+        let loop = try EventLoop(name: "recompute", mainQueue: .disabled)
         let thread = Thread { loop.run() }
         thread.start()
         defer { loop.stop() }
@@ -45,8 +45,8 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func aBackgroundWorkerRunsJobsOffTheLoopInOrderAndCompletesThemOnTheLoop() {
-        let loop = EventLoop(name: "worker", mainQueue: .disabled)
+    func aBackgroundWorkerRunsJobsOffTheLoopInOrderAndCompletesThemOnTheLoop() throws {
+        let loop = try EventLoop(name: "worker", mainQueue: .disabled)
         let thread = Thread { loop.run() }
         thread.start()
         defer { loop.stop() }

@@ -58,24 +58,25 @@ import Testing
             var key: Int
             var order: Int
         }
+        var rng = SeededGenerator()
         for count in [0, 1, 2, 127, 128, 129, 1000, 4097, 20_000] {
             let scheduler = ManualScheduler()
             let executor = ChunkedExecutor(scheduler: scheduler, maxStepsPerChunk: 1)
-            var rng = SystemRandomNumberGenerator()
             let items = (0..<count).map { Item(key: Int.random(in: 0..<50, using: &rng), order: $0) }
             let result = Mutex<[Item]?>(nil)
             let job = executor.sort(items, by: { $0.key < $1.key }) { sorted in result.withLock { $0 = sorted } }
             scheduler.runUntilIdle()
             let sorted = result.withLock { $0 }
             // Stable: equal keys keep their original order.
-            #expect(sorted == items.sorted { ($0.key, $0.order) < ($1.key, $1.order) }, "count \(count)")
+            #expect(
+                sorted == items.sorted { ($0.key, $0.order) < ($1.key, $1.order) }, "count \(count), seed \(rng.seed)")
             if count > 20_000 - 1 { #expect(job.chunkCount > 100) }
         }
     }
 
     @Test(.timeLimit(.minutes(3)))
     func onARealLoopTimersKeepFiringWhileALargeSortRunsInChunks() throws {
-        let loop = EventLoop(name: "chunked", mainQueue: .disabled)
+        let loop = try EventLoop(name: "chunked", mainQueue: .disabled)
         let executor = ChunkedExecutor(scheduler: loop, timeBudget: .milliseconds(2))
         let ticks = Atomic<Int>(0)
         let finished = DispatchSemaphore(value: 0)

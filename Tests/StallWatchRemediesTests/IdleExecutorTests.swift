@@ -62,8 +62,8 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func onARealLoopIdleTasksRunBeforeTheLoopWaits() {
-        let loop = EventLoop(name: "idle", mainQueue: .disabled)
+    func onARealLoopIdleTasksRunBeforeTheLoopWaits() throws {
+        let loop = try EventLoop(name: "idle", mainQueue: .disabled)
         let idle = IdleExecutor(scheduler: loop)
         let done = DispatchSemaphore(value: 0)
         let log = Log<Bool>()

@@ -127,8 +127,9 @@ import Testing
         let appended = Atomic<Int>(0)
         let removed = Atomic<Int>(0)
         let operations = 100_000
+        let seeded = SeededGenerator()
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
-            var rng = SystemRandomNumberGenerator()
+            var rng = seeded.derived(thread)
             var localAppended = 0
             var localRemoved = 0
             for i in 0..<operations {
@@ -158,7 +159,7 @@ import Testing
             removed.add(localRemoved, ordering: .relaxed)
         }
         let expected = 1000 + appended.load(ordering: .relaxed) - removed.load(ordering: .relaxed)
-        #expect(array.count == expected)
-        #expect(array.snapshot.count == expected)
+        #expect(array.count == expected, "seed \(seeded.seed)")
+        #expect(array.snapshot.count == expected, "seed \(seeded.seed)")
     }
 }

@@ -16,7 +16,9 @@ import Testing
     }
 
     /// Creates `names` in `directory` as the user `nobody` (so this process can neither replace nor remove them).
+    /// Needs root, to run as `nobody`.
     static func plantAsNobody(_ names: [String], in directory: String) throws {
+        try #require(geteuid() == 0, "needs root: plants files as the user nobody with runuser")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
         process.arguments = ["-u", "nobody", "--", "/bin/sh", "-c", "cd \"$0\" && touch \"$@\"", directory] + names
@@ -38,7 +40,7 @@ import Testing
         try Self.plantAsNobody(planted, in: directory)
         var configuration = StallWatchConfiguration()
         configuration.heartbeatDirectory = directory
-        let loop = EventLoop(name: "planted", mainQueue: .disabled)
+        let loop = try EventLoop(name: "planted", mainQueue: .disabled)
         let publisher = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
         defer { publisher.withdraw() }
         #expect(try HeartbeatReader(path: publisher.path, expectedPID: pid).segment.loopName == "planted")
@@ -49,23 +51,26 @@ import Testing
     }
 
     /// The attack as it happens: the service runs as one user (`nobody`), another (`daemon`) plants the names
-    /// the service would use for its pid in the shared directory before it publishes.
+    /// the service would use for its pid in the shared directory before it publishes. Needs root (to run as those
+    /// users); the demo runs from a copy `nobody` can reach (``OtherUserExecutable``), wherever the checkout is.
     @Test(.timeLimit(.minutes(3)))
     func aServiceOfOneUserPublishesDespiteNamesAnotherUserPlanted() throws {
-        let directory = Self.sharedDirectory("hb-users")
-        let reports = SidecarFixtures.temporaryDirectory("hb-users-reports")
-        defer {
-            try? FileManager.default.removeItem(atPath: directory)
-            try? FileManager.default.removeItem(atPath: reports)
+        let demo = try OtherUserExecutable("stallwatch-demo")
+        // Beside the copy, so both users reach them whatever TMPDIR is: a sticky shared directory like /dev/shm,
+        // and the service's report directory.
+        let directory = demo.directory + "/shared"
+        let reports = demo.directory + "/reports"
+        for (path, mode) in [(directory, 0o1777), (reports, 0o777)] {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            chmod(path, mode_t(mode))
         }
-        chmod(reports, 0o777)
         let service = Process()
         service.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
         // The shell prints its pid, waits for a line, then becomes the service with that pid.
         service.arguments = [
-            "-u", "nobody", "--", "/bin/sh", "-c",
+            "-u", demo.user, "--", "/bin/sh", "-c",
             "echo $$; read go; exec \"$0\" stall --kind sleep --duration-ms 100 --delay-ms 20000 --no-watchdog",
-            SidecarFixtures.executable("stallwatch-demo"),
+            demo.path,
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["STALLWATCH_HEARTBEAT_DIRECTORY"] = directory
@@ -122,7 +127,7 @@ import Testing
         var configuration = StallWatchConfiguration()
         configuration.heartbeatDirectory = directory
         let publisher = try HeartbeatPublisher.publish(
-            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+            loop: try EventLoop(mainQueue: .disabled), configuration: configuration)
         defer { publisher.withdraw() }
         #expect(!FileManager.default.fileExists(atPath: stale))
         #expect(FileManager.default.fileExists(atPath: fresh), "a writer may be using a fresh one")
@@ -135,7 +140,7 @@ import Testing
         configuration.heartbeatDirectory = directory
         configuration.loopName = "check\u{1B}]0;owned\u{07}out\n\u{202E}é"
         let publisher = try HeartbeatPublisher.publish(
-            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+            loop: try EventLoop(mainQueue: .disabled), configuration: configuration)
         defer { publisher.withdraw() }
         #expect(
             try HeartbeatReader(path: publisher.path, expectedPID: getpid()).segment.loopName == "check]0;ownedouté")
@@ -165,7 +170,7 @@ import Testing
         configuration.reportDirectory = directory
         let failures = Locked<[String]>([])
         let seen = DispatchSemaphore(value: 0)
-        let watchdog = Watchdog(loop: EventLoop(mainQueue: .disabled), configuration: configuration) { event in
+        let watchdog = Watchdog(loop: try EventLoop(mainQueue: .disabled), configuration: configuration) { event in
             if case .heartbeatFailed(let error) = event {
                 failures.withLock { $0.append(error.message) }
                 seen.signal()

@@ -33,7 +33,7 @@ import Testing
         configuration.heartbeatDirectory = directory
         configuration.loopName = "checkout"
         let publisher = try HeartbeatPublisher.publish(
-            loop: EventLoop(mainQueue: .disabled), configuration: configuration)
+            loop: try EventLoop(mainQueue: .disabled), configuration: configuration)
         defer { publisher.withdraw() }
         #expect(try HeartbeatReader(path: publisher.path, expectedPID: getpid()).segment.loopName == "checkout")
     }
@@ -44,7 +44,7 @@ import Testing
         var configuration = StallWatchConfiguration()
         configuration.heartbeatDirectory = directory
         configuration.thresholdMs = 123
-        let loop = EventLoop(name: "hb-test", mainQueue: .disabled)
+        let loop = try EventLoop(name: "hb-test", mainQueue: .disabled)
         let publisher = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
         #expect(
             publisher.path == "\(directory)/stallwatch.\(getpid())"
@@ -101,7 +101,7 @@ import Testing
     }
 
     @Test func randomAndMutatedSegmentsNeverCrashTheReader() throws {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator()
         let valid = Self.validBytes()
         var accepted = 0
         for round in 0..<5000 {
@@ -121,22 +121,31 @@ import Testing
                 _ = try HeartbeatReader.decode(bytes, path: "fuzz", fileSize: bytes.count)
                 accepted += 1
             } catch {
-                #expect(error.code == .invalidHeartbeat)
+                #expect(error.code == .invalidHeartbeat, "round \(round), seed \(generator.seed)")
             }
         }
         // Files too: every outcome is a clear error (or, for harmless mutations, a segment of this process).
         let directory = SidecarFixtures.temporaryDirectory("fuzz")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for round in 0..<200 {
-            var bytes = round % 3 == 0 ? (0..<Int.random(in: 0...300)).map { _ in UInt8.random(in: 0...255) } : valid
-            if round % 3 == 1 { bytes[Int.random(in: 0..<bytes.count)] ^= UInt8.random(in: 1...255) }
-            if round % 3 == 2 { bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count))) }
+            var bytes =
+                round % 3 == 0
+                ? (0..<Int.random(in: 0...300, using: &generator)).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                } : valid
+            if round % 3 == 1 {
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= UInt8.random(
+                    in: 1...255, using: &generator)
+            }
+            if round % 3 == 2 { bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &generator))) }
             let path = "\(directory)/stallwatch.\(round + 1)"
             Self.write(bytes, to: path)
             do {
                 _ = try HeartbeatReader(path: path)
             } catch {
-                #expect([.invalidHeartbeat, .noSuchProcess, .permissionDenied].contains(error.code), "\(error)")
+                #expect(
+                    [.invalidHeartbeat, .noSuchProcess, .permissionDenied].contains(error.code),
+                    "\(error), round \(round), seed \(generator.seed)")
             }
         }
         _ = accepted

@@ -23,7 +23,7 @@ package enum ReportFixtures {
     }
     package static var repositoryRoot: URL { Fixtures.packageRoot }
     /// `STALLWATCH_UPDATE_GOLDEN=1`: the golden tests write what they produce instead of comparing.
-    package static let updating = ProcessInfo.processInfo.environment["STALLWATCH_UPDATE_GOLDEN"] == "1"
+    package static let updating = StallWatchEnvironmentVariable.updateGolden.value == "1"
 
     package static func date(_ text: String) -> Date { ReportDate.date(from: text)! }
 

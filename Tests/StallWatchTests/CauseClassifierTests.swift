@@ -65,11 +65,14 @@ import Testing
         var starved = evidence(o, cpuMs: 20)
         starved.loopRunQueueWaitNanos = 950 * ms
         #expect(CauseClassifier.classify(starved).kind == .starved)
-        // A call named by the kernel stack stays io, whatever the run queue says.
+        // A call named by the kernel stack is io while the thread had its CPU; starved when it mostly waited
+        // for one (the run queue covers the span, a sample one moment).
         let named = Array(repeating: O(state: "R", syscall: 1, wchan: nil, captureTimedOut: true), count: 5)
         var inWrite = evidence(named, cpuMs: 20)
-        inWrite.loopRunQueueWaitNanos = 950 * ms
+        inWrite.loopRunQueueWaitNanos = 100 * ms
         #expect(CauseClassifier.classify(inWrite).kind == .io)
+        inWrite.loopRunQueueWaitNanos = 950 * ms
+        #expect(CauseClassifier.classify(inWrite).kind == .starved)
     }
 
     @Test func aKernelStackNamesTheSystemCallItIsInside() {

@@ -11,19 +11,19 @@ import Testing
 #endif
 
 @Suite struct ConfigurationKeyTests {
-    @Test func loopNameNamesOnlyLoopsWithoutANameOfTheirOwn() {
+    @Test func loopNameNamesOnlyLoopsWithoutANameOfTheirOwn() throws {
         var config = StallWatchConfiguration()
         config.loopName = "checkout"
-        #expect(config.name(of: EventLoop(mainQueue: .disabled)) == "checkout")
-        #expect(config.name(of: EventLoop(name: "io", mainQueue: .disabled)) == "io")
-        #expect(StallWatchConfiguration().name(of: EventLoop(mainQueue: .disabled)) == "main")
+        #expect(config.name(of: try EventLoop(mainQueue: .disabled)) == "checkout")
+        #expect(config.name(of: try EventLoop(name: "io", mainQueue: .disabled)) == "io")
+        #expect(StallWatchConfiguration().name(of: try EventLoop(mainQueue: .disabled)) == "main")
     }
 
     @Test(.timeLimit(.minutes(3)))
     func aStallOfAnUnnamedLoopIsReportedUnderLoopName() throws {
         let directory = Fixtures.temporaryDirectory("loop-name")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = EventLoop(mainQueue: .disabled)
+        let loop = try EventLoop(mainQueue: .disabled)
         var config = StallWatchConfiguration()
         config.thresholdMs = 100
         config.reportDirectory = directory
@@ -48,11 +48,11 @@ import Testing
         #expect(reports.map(\.loop.name) == ["checkout"])
     }
 
-    @Test func metricsLabelAnUnnamedLoopWithLoopNameAsReportsDo() {
+    @Test func metricsLabelAnUnnamedLoopWithLoopNameAsReportsDo() throws {
         var config = StallWatchConfiguration()
         config.loopName = "checkout"
-        let metrics = StallMetrics(loops: [EventLoop(mainQueue: .disabled)], configuration: config)
-        metrics.watch(EventLoop(name: "io", mainQueue: .disabled), configuration: config)
+        let metrics = StallMetrics(loops: [try EventLoop(mainQueue: .disabled)], configuration: config)
+        metrics.watch(try EventLoop(name: "io", mainQueue: .disabled), configuration: config)
         let lines = metrics.exposition().split(separator: "\n")
         #expect(lines.contains("stallwatch_loop_transitions_total{loop=\"checkout\"} 0"))
         #expect(lines.contains("stallwatch_loop_transitions_total{loop=\"io\"} 0"))

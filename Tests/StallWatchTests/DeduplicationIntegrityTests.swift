@@ -57,7 +57,7 @@ import Testing
         configuration.hangThresholdMs = 600
         configuration.sampleIntervalMs = 20
         configuration.maxThreads = 0
-        let loop = EventLoop(name: "dedup", mainQueue: .disabled)
+        let loop = try EventLoop(name: "dedup", mainQueue: .disabled)
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: configuration) { if case .ended = $0 { ended.signal() } }
         try watchdog.start()

@@ -25,9 +25,32 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
 }
 
 @Suite struct EventLoopTests {
+    /// Out of descriptors, creating a loop is an error naming the call and its errno, not a crash. In a process of
+    /// its own (an exit test): the lowered descriptor limit would starve every other test of this process.
+    @Test func aLoopCreatedWithNoDescriptorLeftThrowsNamingEventfd() async {
+        await #expect(processExitsWith: .success) {
+            // The limit is set just above the highest descriptor open now, and what is left below it is taken.
+            let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            let highest = open.compactMap { Int($0) }.max() ?? 2
+            var limit = rlimit()
+            getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            limit.rlim_cur = rlim_t(highest + 1)
+            guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { exit(4) }
+            while dup(2) >= 0 {}
+            guard errno == EMFILE else { exit(5) }
+            do throws(StallWatchError) {
+                _ = try EventLoop(name: "starved", mainQueue: .disabled)
+                exit(1)
+            } catch {
+                let named = error.code == .systemCall && error.context["call"] == "eventfd" && error.errno == EMFILE
+                exit(named && error.message.hasPrefix("eventfd: ") ? 0 : 2)
+            }
+        }
+    }
+
     @Test(.timeLimit(.minutes(3)))
-    func activitiesOfAnIterationHoldingATimerAndAPerformComeInCFRunLoopOrder() {
-        let loop = EventLoop(name: "order", mainQueue: .disabled)
+    func activitiesOfAnIterationHoldingATimerAndAPerformComeInCFRunLoopOrder() throws {
+        let loop = try EventLoop(name: "order", mainQueue: .disabled)
         let log = Recorder<String>()
         let observer = loop.addObserver(activities: .allActivities) { log.append($0.description) }
         loop.schedule(after: .milliseconds(30)) {
@@ -64,8 +87,8 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func performFromOtherThreadsRunsEveryBlockOnTheLoopThread() {
-        let loop = EventLoop(name: "perform", mainQueue: .disabled)
+    func performFromOtherThreadsRunsEveryBlockOnTheLoopThread() throws {
+        let loop = try EventLoop(name: "perform", mainQueue: .disabled)
         let thread = startLoopThread(loop)
         let loopTID = loop.threadID
         let seen = Recorder<Int32>()
@@ -89,8 +112,8 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func aRemovedObserverIsNotCalledAgain() {
-        let loop = EventLoop(name: "remove", mainQueue: .disabled)
+    func aRemovedObserverIsNotCalledAgain() throws {
+        let loop = try EventLoop(name: "remove", mainQueue: .disabled)
         let calls = Recorder<LoopActivity>()
         let observer = loop.addObserver(activities: .beforeSources) { calls.append($0) }
         let removed = DispatchSemaphore(value: 0)
@@ -114,8 +137,8 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func observersAreCalledByOrderAndOneShotObserversOnce() {
-        let loop = EventLoop(name: "observer-order", mainQueue: .disabled)
+    func observersAreCalledByOrderAndOneShotObserversOnce() throws {
+        let loop = try EventLoop(name: "observer-order", mainQueue: .disabled)
         let log = Recorder<String>()
         loop.addObserver(activities: .beforeSources, order: 10) { _ in log.append("late") }
         loop.addObserver(activities: .beforeSources, order: -5) { _ in log.append("early") }
@@ -134,8 +157,8 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func repeatingTimersFireUntilCancelledAndOneShotsOnce() {
-        let loop = EventLoop(name: "timers", mainQueue: .disabled)
+    func repeatingTimersFireUntilCancelledAndOneShotsOnce() throws {
+        let loop = try EventLoop(name: "timers", mainQueue: .disabled)
         let fires = Recorder<String>()
         let repeating = loop.schedule(after: .milliseconds(5), repeating: .milliseconds(5)) { fires.append("r") }
         loop.schedule(after: .milliseconds(2)) { fires.append("once") }
@@ -152,15 +175,15 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func runForReturnsTimedOutWhenNothingStopsIt() {
-        let loop = EventLoop(name: "timeout", mainQueue: .disabled)
+    func runForReturnsTimedOutWhenNothingStopsIt() throws {
+        let loop = try EventLoop(name: "timeout", mainQueue: .disabled)
         #expect(loop.run(for: .milliseconds(20)) == .timedOut)
         #expect(!loop.isRunning)
     }
 
     @Test(.timeLimit(.minutes(3)))
     func readSourceHandlersRunOnTheLoopThreadAndStopWhenCancelled() throws {
-        let loop = EventLoop(name: "fd", mainQueue: .disabled)
+        let loop = try EventLoop(name: "fd", mainQueue: .disabled)
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
         defer {
@@ -189,8 +212,8 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
         loop.stop()
     }
 
-    @Test func annotationsAreKeptUntilCleared() {
-        let loop = EventLoop(name: "annotations", mainQueue: .disabled)
+    @Test func annotationsAreKeptUntilCleared() throws {
+        let loop = try EventLoop(name: "annotations", mainQueue: .disabled)
         loop.annotate("request", "42")
         loop.annotate("route", "/messages")
         #expect(loop.annotations == ["request": "42", "route": "/messages"])

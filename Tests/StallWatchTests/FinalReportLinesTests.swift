@@ -102,7 +102,7 @@ import Testing
         config.thresholdMs = 100
         config.reportDirectory = directory
         config.symbolication = .full
-        let loop = EventLoop(name: "lines", mainQueue: .disabled)
+        let loop = try EventLoop(name: "lines", mainQueue: .disabled)
         let run = Mutex(Run())
         let stallEnd = Atomic<UInt64>(0)
         let stopReading = Atomic<Bool>(false)

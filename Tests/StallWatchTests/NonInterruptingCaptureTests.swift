@@ -76,7 +76,7 @@ import Testing
         config.sampleIntervalMs = 20
         config.maxThreads = 0
         config.reportDirectory = directory
-        let loop = EventLoop(name: "waits", mainQueue: .disabled)
+        let loop = try EventLoop(name: "waits", mainQueue: .disabled)
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: config) { if case .ended = $0 { ended.signal() } }
         try watchdog.start()

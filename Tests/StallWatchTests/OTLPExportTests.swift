@@ -20,7 +20,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func eachEndedStallBecomesOneLogRecordWithItsResourceAndAttributes() throws {
-        guard OTLPReceiver.available else { return }
+        try #require(OTLPReceiver.available, OTLPReceiver.missing)
         let receiver = try OTLPReceiver()
         let exporter = try OTLPLogExporter(endpoint: receiver.endpoint + "/", reportDirectory: "/var/tmp/reports")
         defer { exporter.stop() }
@@ -53,7 +53,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func aRefusedPostIsRetriedWithBackoffUntilAccepted() throws {
-        guard OTLPReceiver.available else { return }
+        try #require(OTLPReceiver.available, OTLPReceiver.missing)
         let receiver = try OTLPReceiver(failFirst: 2)
         let exporter = try OTLPLogExporter(endpoint: receiver.endpoint)
         defer { exporter.stop() }
@@ -70,7 +70,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func observingNeverBlocksEvenWhenTheReceiverHangs() throws {
-        guard OTLPReceiver.available else { return }
+        try #require(OTLPReceiver.available, OTLPReceiver.missing)
         // A socket that listens but never accepts: connections complete, answers never come.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
@@ -95,7 +95,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func stallwatchRunPostsTheStallOfItsCommand() throws {
-        guard OTLPReceiver.available else { return }
+        try #require(OTLPReceiver.available, OTLPReceiver.missing)
         let receiver = try OTLPReceiver()
         let directory = Fixtures.temporaryDirectory("otlp-run")
         defer { try? FileManager.default.removeItem(atPath: directory) }

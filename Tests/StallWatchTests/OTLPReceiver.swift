@@ -60,6 +60,10 @@ final class OTLPReceiver: @unchecked Sendable {
         server.serve_forever()
         """
 
+    /// What a test says when the receiver cannot run.
+    static let missing: Comment =
+        "python3 cannot import opentelemetry.proto (the PyPI package opentelemetry-proto, scripts/bootstrap.sh)"
+
     static let available: Bool = {
         (try? Fixtures.run(
             "/usr/bin/env", ["python3", "-c", "import opentelemetry.proto.collector.logs.v1.logs_service_pb2"],

@@ -1,5 +1,6 @@
 // The public API of each library target, read from the compiler's symbol graph, against the checked-in lists.
 import Foundation
+import StallWatch
 import Testing
 
 /// A public declaration changes only on purpose: each library's public symbols (from `swift-symbolgraph-extract`
@@ -15,7 +16,7 @@ import Testing
     func thePublicSymbolsAreTheCheckedInList(module: String) async throws {
         let listed = try await PublicAPI.symbols(of: module)
         let file = PublicAPI.listDirectory.appendingPathComponent("\(module).txt")
-        if ProcessInfo.processInfo.environment["STALLWATCH_UPDATE_PUBLIC_API"] == "1" {
+        if StallWatchEnvironmentVariable.updatePublicAPI.value == "1" {
             try PublicAPI.write(listed, of: module, to: file)
         }
         let checkedIn = try PublicAPI.read(file)

@@ -24,8 +24,8 @@ import Testing
 
     /// Metrics after a stall and a hang on "main", an unrecovered stall on a loop with an awkward name, samples,
     /// a late wake-up and a failed report.
-    static func populated() -> (StallMetrics, EventLoop) {
-        let loop = EventLoop(name: "ma\"in\\x\n", mainQueue: .disabled)
+    static func populated() throws -> (StallMetrics, EventLoop) {
+        let loop = try EventLoop(name: "ma\"in\\x\n", mainQueue: .disabled)
         let metrics = StallMetrics(loops: [loop])
         let events: [StallEvent] = [
             .began(report(id: "a", durationMs: 250, status: .ongoing)),
@@ -46,8 +46,8 @@ import Testing
         return (metrics, loop)
     }
 
-    @Test func countsStallsByCauseAndSeverityAndHistogramsTheirDurations() {
-        let (metrics, _) = Self.populated()
+    @Test func countsStallsByCauseAndSeverityAndHistogramsTheirDurations() throws {
+        let (metrics, _) = try Self.populated()
         let text = metrics.exposition()
         let lines = Set(text.split(separator: "\n").map(String.init))
         for expected in [
@@ -77,7 +77,7 @@ import Testing
             #expect(lines.contains(expected), "missing: \(expected)\n\(text)")
         }
         #expect(text.hasSuffix("\n"))
-        let idle = StallMetrics(loops: [EventLoop(name: "main", mainQueue: .disabled)]).exposition()
+        let idle = StallMetrics(loops: [try EventLoop(name: "main", mainQueue: .disabled)]).exposition()
         print(
             "metrics text: \(idle.utf8.count) bytes for one loop and no stall; \(text.utf8.count) bytes after 3 stalls on 2 loops"
         )
@@ -85,7 +85,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func aRunningLoopShowsItsPhaseAndIterations() throws {
-        let loop = EventLoop(name: "live", mainQueue: .disabled)
+        let loop = try EventLoop(name: "live", mainQueue: .disabled)
         let metrics = StallMetrics()
         metrics.watch(loop)
         metrics.watch(loop)  // once only
@@ -110,7 +110,6 @@ import Testing
 
     // MARK: External checkers
 
-    static let requireTools = ProcessInfo.processInfo.environment["STALLWATCH_REQUIRE_JSONSCHEMA"] == "1"
     static let promtoolAvailable =
         (try? Fixtures.run("/bin/sh", ["-c", "command -v promtool"], timeout: .seconds(30)).status) == 0
     static let pythonClientAvailable =
@@ -123,24 +122,22 @@ import Testing
         return path
     }
 
-    @Test(
-        .enabled(if: promtoolAvailable || requireTools, "promtool is not installed (Debian package prometheus)"),
-        .timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(3)))
     func promtoolAcceptsTheText() throws {
-        try #require(Self.promtoolAvailable, "promtool is required (STALLWATCH_REQUIRE_JSONSCHEMA=1) but missing")
-        let path = Self.writeText(Self.populated().0.exposition())
+        try #require(
+            Self.promtoolAvailable, "promtool is missing (the Debian package prometheus, scripts/bootstrap.sh)")
+        let path = Self.writeText(try Self.populated().0.exposition())
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         let result = try Fixtures.run("/bin/sh", ["-c", #"promtool check metrics < "$1""#, "sh", path])
         #expect(result.status == 0, "promtool: \(result.stdout)\(result.stderr)")
     }
 
-    @Test(
-        .enabled(if: pythonClientAvailable || requireTools, "the PyPI package prometheus-client is not installed"),
-        .timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(3)))
     func theReferenceParserAcceptsTheTextAndItsHistogramsHoldTheirInvariants() throws {
         try #require(
-            Self.pythonClientAvailable, "prometheus-client is required (STALLWATCH_REQUIRE_JSONSCHEMA=1) but missing")
-        let (metrics, _) = Self.populated()
+            Self.pythonClientAvailable,
+            "python3 cannot import prometheus_client (the PyPI package prometheus-client, scripts/bootstrap.sh)")
+        let (metrics, _) = try Self.populated()
         let path = Self.writeText(metrics.exposition())
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         let script = Fixtures.packageRoot.appendingPathComponent("scripts/check-prometheus-text.py").path
@@ -179,7 +176,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func theEndpointServesTheTextOnLoopbackAndStopsCleanly() throws {
-        let (metrics, _) = Self.populated()
+        let (metrics, _) = try Self.populated()
         let threadsBefore = WatchdogTests.threadCount()
         let server = try MetricsHTTPServer(address: "127.0.0.1:0") { metrics.exposition() }
         #expect(server.port != 0)

@@ -27,15 +27,60 @@ import Testing
         #expect(CauseClassifier.classify(Self.evidence(cpuMs: 950, runQueueMs: nil)).kind == .cpu)
     }
 
-    @Test func aLoopThatRanMuchOfTheThresholdIsCPUBoundEvenWhenItWaitedLongerForACPU() {
-        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 150, runQueueMs: 800)).kind == .cpu)
+    /// Its own work — the stall without the run-queue wait — would have crossed the threshold by itself: a stall
+    /// of its own, slowed by the machine.
+    @Test func aLoopWhoseOwnWorkCrossesTheThresholdIsCPUBoundEvenWhenItWaitedLongerForACPU() {
+        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 380, runQueueMs: 600)).kind == .cpu)
     }
 
-    @Test func aLoopBlockedInACallIsNotStarvedWhateverTheRunQueueSays() {
+    /// 800 ms of 1000 in the run queue, 200 ms of its own: without the wait, no stall.
+    @Test func aLoopWhoseOwnWorkStaysUnderTheThresholdIsStarvedWhenItMostlyWaited() {
+        let cause = CauseClassifier.classify(Self.evidence(cpuMs: 150, runQueueMs: 800))
+        #expect(cause.kind == .starved)
+        #expect(cause.evidence.contains { $0.contains("would have been about 200 ms, under the 250 ms threshold") })
+    }
+
+    /// The run queue covers the whole span; a sample is one moment. A thread caught in a call (a write copying into
+    /// the page cache, a moment of disk sleep) that waited for a CPU for most of the stall was starved.
+    @Test func aLoopThatMostlyWaitedForACPUIsStarvedWhateverCallItWasSampledIn() {
         var e = Self.evidence(cpuMs: 5, runQueueMs: 900)
         e.observations = Array(
             repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: nil), count: 10)
+        #expect(CauseClassifier.classify(e).kind == .starved)
+    }
+
+    @Test func aLoopBlockedInACallThatHadItsCPUIsNotStarved() {
+        var e = Self.evidence(cpuMs: 5, runQueueMs: 40)
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: nil), count: 10)
         #expect(CauseClassifier.classify(e).kind == .io)
+    }
+
+    /// In-process the figures start at the first sample, a threshold into the stall: the loop's own work is
+    /// estimated over the whole stall from their shares.
+    @Test func theOwnWorkIsJudgedOverTheWholeStallWhenTheFiguresCoverItsLaterPart() {
+        // 700 ms measured (from the first sample) of a 950 ms stall: 60% waiting.
+        var short = Self.evidence(cpuMs: 200, runQueueMs: 420, wallMs: 700)
+        short.stallNanos = 950_000_000
+        // Own work about 380 ms over the whole stall: its own stall, not starvation.
+        #expect(CauseClassifier.classify(short).kind == .cpu)
+        var mostlyWaiting = Self.evidence(cpuMs: 60, runQueueMs: 620, wallMs: 700)
+        mostlyWaiting.stallNanos = 950_000_000
+        #expect(CauseClassifier.classify(mostlyWaiting).kind == .starved)
+    }
+
+    /// A loop sampled in a call has evidence of a wait of its own: the part of the stall before the figures begin
+    /// counts as its own work, not as more of the measured shares. 600 ms of fsync, 210 ms measured in the run queue
+    /// of the last 330 ms: up to 390 ms its own, over the threshold.
+    @Test func aLoopSampledInACallIsStarvedOnlyOnWhatWasMeasured() {
+        var e = Self.evidence(cpuMs: 15, runQueueMs: 210, wallMs: 330)
+        e.stallNanos = 600_000_000
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: nil), count: 10)
+        #expect(CauseClassifier.classify(e).kind == .io)
+        // Sampled runnable, the same figures are the machine's.
+        e.observations = Self.evidence(cpuMs: 15, runQueueMs: 210).observations
+        #expect(CauseClassifier.classify(e).kind == .starved)
     }
 
     @Test func cgroupThrottlingOrALateWatcherForMuchOfTheStallIsStarvation() {

@@ -68,7 +68,7 @@ import Testing
         var config = StallWatchConfiguration()
         config.thresholdMs = 100
         config.reportDirectory = directory + "/reports"
-        let loop = EventLoop(name: "sd", mainQueue: .disabled)
+        let loop = try EventLoop(name: "sd", mainQueue: .disabled)
         let began = Atomic<UInt64>(0)
         let ended = Atomic<UInt64>(0)
         let endedSignal = DispatchSemaphore(value: 0)

@@ -6,86 +6,83 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct ThousandThreadSnapshotTests {
-    /// `count` threads parked in a futex wait until `release` is signalled `count` times.
-    static func parkThreads(_ count: Int, release: DispatchSemaphore) -> [Thread] {
-        let started = DispatchSemaphore(value: 0)
-        let threads = (0..<count).map { index in
-            let thread = Thread {
-                started.signal()
-                release.wait()
+extension StressTests {
+    @Suite(.serialized) struct ThousandThreadSnapshotTests {
+        /// `count` threads parked in a futex wait until `release` is signalled `count` times.
+        static func parkThreads(_ count: Int, release: DispatchSemaphore) -> [Thread] {
+            let started = DispatchSemaphore(value: 0)
+            let threads = (0..<count).map { index in
+                let thread = Thread {
+                    started.signal()
+                    release.wait()
+                }
+                thread.stackSize = 256 << 10
+                thread.name = "parked-\(index)"
+                thread.start()
+                return thread
             }
-            thread.stackSize = 256 << 10
-            thread.name = "parked-\(index)"
-            thread.start()
-            return thread
+            for _ in 0..<count { started.wait() }
+            return threads
         }
-        for _ in 0..<count { started.wait() }
-        return threads
-    }
 
-    /// One stall of 1.5 s among the parked threads, with a snapshot of every thread; its report.
-    static func stallOnce() throws -> StallReport? {
-        let directory = Fixtures.temporaryDirectory("thousand")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var configuration = StallWatchConfiguration()
-        configuration.reportDirectory = directory
-        configuration.thresholdMs = 100
-        configuration.sampleIntervalMs = 20
-        configuration.maxSamples = 500
-        configuration.maxThreads = 1100  // every thread: the snapshot itself takes far longer than 100 ms
-        let loop = EventLoop(name: "thousand", mainQueue: .disabled)
-        let ended = DispatchSemaphore(value: 0)
-        let watchdog = Watchdog(loop: loop, configuration: configuration) { if case .ended = $0 { ended.signal() } }
-        try watchdog.start()
-        _ = startLoopThread(loop)
-        loop.perform { Self.stuckAmongAThousandThreads(milliseconds: 1500) }
-        #expect(ended.wait(timeout: .now() + 60) == .success)
-        loop.stop()
-        watchdog.stop()
-        return try Fixtures.reports(in: directory).first
-    }
-
-    static func widestGap(_ report: StallReport) -> Double {
-        let offsets = report.samples.map(\.offsetMs)
-        return zip(offsets.dropFirst(), offsets).map { $0 - $1 }.max() ?? .infinity
-    }
-
-    /// The snapshot captures every thread of the test process through the capture helper (a ptrace stop: no
-    /// handler runs, no blocking call fails) or, for a thread in a call that even a stop would cut short, from
-    /// its frozen stack. Alone it takes about 2 s; beside the other suites, a thousand threads of theirs to stop
-    /// one after the other (and a thousand more to create) slowed the whole test process for a minute, so it
-    /// runs in a test process of its own: `scripts/test.sh` runs it after the suite with `STALLWATCH_STRESS=1`.
-    @Test(
-        .timeLimit(.minutes(2)), .tags(.slow),
-        .enabled(if: ProcessInfo.processInfo.environment["STALLWATCH_STRESS"] == "1", "run alone: STALLWATCH_STRESS=1"))
-    func aThousandThreadsLeaveNoGapOver100msInTheLoopSamplesAndTheLoopFunctionIsNamed() throws {
-        let release = DispatchSemaphore(value: 0)
-        let parked = Self.parkThreads(1000, release: release)
-        defer { for _ in parked { release.signal() } }
-        // Without interleaving, the gap is the whole snapshot (seconds) every time. Two more stalls are allowed
-        // only to absorb moments the shared machine did not schedule the watchdog.
-        var report = try #require(try Self.stallOnce())
-        for _ in 0..<2 where Self.widestGap(report) >= 100 { report = try #require(try Self.stallOnce()) }
-        let threads = report.threads ?? []
-        #expect(threads.count >= 1000, "the snapshot covered the threads: \(threads.count)")
-        let offsets = report.samples.map(\.offsetMs)
-        #expect(offsets.count >= 10, "\(offsets.count) samples")
-        let widest = Self.widestGap(report)
-        #expect(widest < 100, "widest gap between loop samples: \(widest) ms over \(offsets.count) samples: \(offsets)")
-        let named = report.samples.filter { sample in
-            sample.frames.contains { $0.symbol?.contains("stuckAmongAThousandThreads") == true }
+        /// One stall of 1.5 s among the parked threads, with a snapshot of every thread; its report.
+        static func stallOnce() throws -> StallReport? {
+            let directory = Fixtures.temporaryDirectory("thousand")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            var configuration = StallWatchConfiguration()
+            configuration.reportDirectory = directory
+            configuration.thresholdMs = 100
+            configuration.sampleIntervalMs = 20
+            configuration.maxSamples = 500
+            configuration.maxThreads = 1100  // every thread: the snapshot itself takes far longer than 100 ms
+            let loop = try EventLoop(name: "thousand", mainQueue: .disabled)
+            let ended = DispatchSemaphore(value: 0)
+            let watchdog = Watchdog(loop: loop, configuration: configuration) { if case .ended = $0 { ended.signal() } }
+            try watchdog.start()
+            _ = startLoopThread(loop)
+            loop.perform { Self.stuckAmongAThousandThreads(milliseconds: 1500) }
+            #expect(ended.wait(timeout: .now() + 60) == .success)
+            loop.stop()
+            watchdog.stop()
+            return try Fixtures.reports(in: directory).first
         }
-        #expect(named.count * 2 >= report.samples.count, "\(named.count) of \(report.samples.count) name the function")
-    }
 
-    @inline(never)
-    static func stuckAmongAThousandThreads(milliseconds: Int) {
-        WatchdogTests.blockLoopThread(milliseconds: milliseconds)
-    }
-}
+        static func widestGap(_ report: StallReport) -> Double {
+            let offsets = report.samples.map(\.offsetMs)
+            return zip(offsets.dropFirst(), offsets).map { $0 - $1 }.max() ?? .infinity
+        }
 
-extension Tag {
-    /// Stress tests: bounded, but longer or heavier than the rest.
-    @Tag static var slow: Self
+        /// The snapshot captures every thread of the test process through the capture helper (a ptrace stop: no
+        /// handler runs, no blocking call fails) or, for a thread in a call that even a stop would cut short, from
+        /// its frozen stack. Alone it takes about 2 s; beside the other suites, a thousand threads of theirs to stop
+        /// one after the other (and a thousand more to create) slowed the whole test process for a minute, so it
+        /// runs in a test process of its own (``StressTests``).
+        @Test(.timeLimit(.minutes(2)))
+        func aThousandThreadsLeaveNoGapOver100msInTheLoopSamplesAndTheLoopFunctionIsNamed() throws {
+            let release = DispatchSemaphore(value: 0)
+            let parked = Self.parkThreads(1000, release: release)
+            defer { for _ in parked { release.signal() } }
+            // Without interleaving, the gap is the whole snapshot (seconds) every time. Two more stalls are allowed
+            // only to absorb moments the shared machine did not schedule the watchdog.
+            var report = try #require(try Self.stallOnce())
+            for _ in 0..<2 where Self.widestGap(report) >= 100 { report = try #require(try Self.stallOnce()) }
+            let threads = report.threads ?? []
+            #expect(threads.count >= 1000, "the snapshot covered the threads: \(threads.count)")
+            let offsets = report.samples.map(\.offsetMs)
+            #expect(offsets.count >= 10, "\(offsets.count) samples")
+            let widest = Self.widestGap(report)
+            #expect(
+                widest < 100, "widest gap between loop samples: \(widest) ms over \(offsets.count) samples: \(offsets)")
+            let named = report.samples.filter { sample in
+                sample.frames.contains { $0.symbol?.contains("stuckAmongAThousandThreads") == true }
+            }
+            #expect(
+                named.count * 2 >= report.samples.count, "\(named.count) of \(report.samples.count) name the function")
+        }
+
+        @inline(never)
+        static func stuckAmongAThousandThreads(milliseconds: Int) {
+            WatchdogTests.blockLoopThread(milliseconds: milliseconds)
+        }
+    }
 }

@@ -52,6 +52,9 @@ typedef struct sw_ptrace_record {
     uint64_t seen_pause_ns;
     /// CLOCK_MONOTONIC when PTRACE_DETACH returned (0 if it was not reached).
     uint64_t detached_at_ns;
+    /// CLOCK_MONOTONIC when the stop was seen (0 if it was not reached): the registers are the thread's state at a
+    /// moment no later than this, and the thread ran none of its own code from then until `detached_at_ns`.
+    uint64_t stopped_at_ns;
     /// Nonzero if the tracer ran on another CPU than the target's.
     int other_cpu;
     /// Signal the thread was about to receive when it stopped (re-delivered on detach), or 0.

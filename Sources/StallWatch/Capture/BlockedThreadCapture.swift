@@ -67,6 +67,7 @@ enum BlockedThreadCapture {
         guard let again = blocked(thread.threadID), again.stackPointer == call.stackPointer,
             again.programCounter == call.programCounter
         else { return nil }
+        let seenAt = sw_monotonic_ns()
         let code = ExecutableRanges()
         var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
         // The system call's number in rax, its arguments in rdi rsi rdx r10 r8 r9 (the kernel's convention).
@@ -76,9 +77,12 @@ enum BlockedThreadCapture {
         registers[Int(SW_REG_RSP)] = call.stackPointer
         registers[Int(SW_REG_RIP)] = call.programCounter
         registers[Int(SW_REG_RBP)] = frameRecord(in: stack, base: call.stackPointer, high: high, code: code) ?? 0
-        return StackCapture(
+        var capture = StackCapture(
             threadID: thread.threadID, registers: registers, stackPointer: call.stackPointer, stack: stack,
             pauseNanoseconds: 0, handlerNanoseconds: 0, stackLow: low, stackHigh: high)
+        // Still in the call, at the same place, after the copy: its state then.
+        capture.capturedAtNanoseconds = seenAt
+        return capture
     }
 
     /// The innermost frame record in the copy: an address W with [W] a higher stack address (the caller's

@@ -43,6 +43,7 @@ extension StackCapture {
             pauseNanoseconds: pauseNanoseconds, handlerNanoseconds: 0, stackLow: record.stack_low,
             stackHigh: record.stack_high, notes: notes, stopWaitNanoseconds: record.stop_wait_ns)
         capture.restartedCall = record.restarted_call != 0
+        capture.capturedAtNanoseconds = record.stopped_at_ns
         return .success(capture)
     }
 }

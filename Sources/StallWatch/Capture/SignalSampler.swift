@@ -48,15 +48,15 @@ package final class SignalSampler: Sendable {
 
     private static func install() -> Result<SignalSampler, StallWatchError> {
         var requested: Int32 = 0
-        if let raw = getenv("STALLWATCH_SAMPLE_SIGNAL") {
-            let text = String(cString: raw)
+        let variable = StallWatchEnvironmentVariable.sampleSignal
+        if let text = variable.value {
             guard let signal = parseSignal(text) else {
                 return .failure(
                     StallWatchError(
                         .signalUnavailable,
-                        "STALLWATCH_SAMPLE_SIGNAL=\(text) is not a real-time signal (use SIGRTMIN+N, SIGRTMAX-N or "
+                        "\(variable)=\(text) is not a real-time signal (use SIGRTMIN+N, SIGRTMAX-N or "
                             + "a number from \(__libc_current_sigrtmin()) to \(__libc_current_sigrtmax()))",
-                        context: ["variable": "STALLWATCH_SAMPLE_SIGNAL"]))
+                        context: ["variable": variable.name]))
             }
             requested = signal
         }
@@ -168,13 +168,14 @@ package final class SignalSampler: Sendable {
             notes.append("stack copy truncated to its innermost \(record.stack_size) bytes")
         }
         let registers = withUnsafeBytes(of: record.registers) { Array($0.bindMemory(to: UInt64.self)) }
-        return .success(
-            StackCapture(
-                threadID: thread.threadID, registers: registers, stackPointer: record.stack_pointer,
-                stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
-                pauseNanoseconds: record.handler_end_ns &- record.sent_ns,
-                handlerNanoseconds: record.handler_end_ns &- record.handler_start_ns,
-                stackLow: thread.stackLow, stackHigh: thread.stackHigh, notes: notes))
+        var capture = StackCapture(
+            threadID: thread.threadID, registers: registers, stackPointer: record.stack_pointer,
+            stack: Array(UnsafeBufferPointer(rebasing: scratch[..<Int(record.stack_size)])),
+            pauseNanoseconds: record.handler_end_ns &- record.sent_ns,
+            handlerNanoseconds: record.handler_end_ns &- record.handler_start_ns,
+            stackLow: thread.stackLow, stackHigh: thread.stackHigh, notes: notes)
+        capture.capturedAtNanoseconds = record.handler_start_ns
+        return .success(capture)
     }
 
     private func error(_ status: Int32, thread: SampledThread, timeoutNanos: UInt64) -> StallWatchError {

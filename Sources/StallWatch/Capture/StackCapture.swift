@@ -37,6 +37,12 @@ package struct StackCapture: Sendable {
     /// For ptrace: the stop found the thread leaving a system call that the stop alone had cut short (it would
     /// have returned EINTR), and the call was set to run again after the detach.
     var restartedCall = false
+    /// CLOCK_MONOTONIC of the state copied, as a bound that tells it from the thread's own later work: the ptrace
+    /// stop as seen by the tracer (the thread runs none of its code from its stop until the detach), the signal
+    /// handler's entry, or the look that found the thread blocked in its call; 0 when unknown. A thread that
+    /// records a moment `t` in its own code (a loop leaving a stall) was captured before `t` exactly when this is
+    /// earlier than `t`.
+    var capturedAtNanoseconds: UInt64 = 0
 
     package init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,

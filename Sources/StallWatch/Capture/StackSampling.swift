@@ -20,6 +20,8 @@ package struct StackSample: Sendable {
     package var timedOut = false
     /// How long the thread took to stop for the capture (ptrace), nanoseconds; part of `pauseNanos`.
     var stopWaitNanos: UInt64?
+    /// When the captured state was the thread's (``StackCapture/capturedAtNanoseconds``); nil when unknown.
+    var capturedAtNanos: UInt64?
 
     package init(
         frames: [UnwoundFrame] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,
@@ -86,6 +88,7 @@ final class SignalStackSampling: StackSampling, @unchecked Sendable {  // Used b
             var result = StackSample(
                 frames: stack.frames, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
             if let error = stack.error, stack.frames.count < 2 { result.error = error }
+            result.capturedAtNanos = capture.capturedAtNanoseconds == 0 ? nil : capture.capturedAtNanoseconds
             return result
         case .failure(let error):
             var result = StackSample(error: error.message, failure: error.message)
@@ -131,5 +134,6 @@ extension StackSample {
         if let error = stack.error, stack.frames.count < 2 { self.error = error }
         if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds
+        capturedAtNanos = capture.capturedAtNanoseconds == 0 ? nil : capture.capturedAtNanoseconds
     }
 }

@@ -41,11 +41,12 @@ package final class ThreadCaptureHelper: Sendable {
     }
 
     private static func install() -> Result<ThreadCaptureHelper, StallWatchError> {
-        if getenv("STALLWATCH_NO_PTRACE_HELPER") != nil {
+        let disabled = StallWatchEnvironmentVariable.noPtraceHelper
+        if disabled.value != nil {
             return .failure(
                 StallWatchError(
-                    .permissionDenied, "the ptrace helper is disabled by STALLWATCH_NO_PTRACE_HELPER",
-                    context: ["variable": "STALLWATCH_NO_PTRACE_HELPER"]))
+                    .permissionDenied, "the ptrace helper is disabled by \(disabled)",
+                    context: ["variable": disabled.name]))
         }
         let started = sw_helper_start(SignalSampler.slotBytes)
         guard started > 0 else {

@@ -59,6 +59,12 @@ struct PoolWorkerProgressSource: ProgressSource {
 
     func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool { true }
 
+    /// Two loads of the worker's slot: the job of the stall (its sequence is twice the job's number) still runs.
+    func isStillStuck(after sequence: UInt64) -> Bool {
+        var now = sw_pool_slot_view()
+        return sw_pool_slot(slot, &now) == 0 && now.busy != 0 && now.sequence &* 2 == sequence
+    }
+
     /// The job (the stall's sequence is twice its number) is the watchdog's to follow, unless its worker has
     /// already recorded it as a late job: then the worker's record is reported instead (``PoolLateJobs``).
     func claimStall(_ stall: StallDetector.Stall) -> Bool { sw_pool_follow(slot, stall.sequence / 2) != 0 }

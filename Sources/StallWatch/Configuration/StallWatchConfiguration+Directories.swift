@@ -14,7 +14,9 @@ extension StallWatchConfiguration {
     package static func defaultReportDirectory(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> String {
-        if let configured = environment["STALLWATCH_REPORT_DIRECTORY"], !configured.isEmpty { return configured }
+        if let configured = StallWatchEnvironmentVariable.reportDirectory.value(in: environment), !configured.isEmpty {
+            return configured
+        }
         return "/var/tmp/stallwatch-\(geteuid())"
     }
 

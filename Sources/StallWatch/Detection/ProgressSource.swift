@@ -51,9 +51,10 @@ package protocol ProgressSource {
     mutating func stallEnded()
     /// A stack sample of the thread was taken (a ptrace stop is a context switch the source must not count).
     mutating func noteCapture()
-    /// The same, with the thread's wait read just before the capture (nil: unknown): a polled source may have
-    /// missed that the thread was back in its idle wait when it was captured.
-    mutating func noteCapture(waitBefore: ThreadWait?)
+    /// The same, with the thread's wait read just before the capture (nil: unknown) and when the capture was taken
+    /// (CLOCK_MONOTONIC; nil: unknown): a polled source may have missed that the thread was back in its idle wait
+    /// when it was captured, and then gives that time as the stall's end.
+    mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?)
     /// Whether the loop is still stuck after transition `sequence` (the stall's), read without waiting; a
     /// source that cannot tell cheaply says true. Asked during a long all-threads snapshot.
     func isStillStuck(after sequence: UInt64) -> Bool
@@ -67,6 +68,6 @@ extension ProgressSource {
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}
     package mutating func noteCapture() {}
-    package mutating func noteCapture(waitBefore: ThreadWait?) { noteCapture() }
+    package mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?) { noteCapture() }
     package func isStillStuck(after sequence: UInt64) -> Bool { true }
 }

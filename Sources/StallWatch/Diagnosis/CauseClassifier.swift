@@ -48,6 +48,9 @@ enum CauseClassifier {
         var lateWakeupNanos: UInt64 = 0
         /// The stall threshold: a loop that used a small part of it in CPU had little work of its own.
         var thresholdNanos: UInt64?
+        /// The whole stall so far (from its start), when `wallNanos` (the span the CPU and run-queue figures cover)
+        /// is only its later part: the loop's own work over the whole stall is estimated from that span's shares.
+        var stallNanos: UInt64?
 
         init(
             loopThreadID: Int32, observations: [Observation], wallNanos: UInt64, loopCPUNanos: UInt64?,
@@ -118,14 +121,20 @@ enum CauseClassifier {
             ranked.insert((key: .cpu, value: counts[.cpu] ?? 0), at: 0)
         }
         let (top, topCount) = (ranked[0].key, ranked[0].value)
-        // Starved only where the loop wanted a CPU (not blocked in a call) and its own work was small. A capture
-        // that timed out with no call known is no proof of a call: a runnable thread given no CPU cannot reach
-        // the stop either, and the run queue tells the two apart; so does it for an event wait seen as the stall
-        // ended (a starved loop re-entering its wait after a capture).
+        // A capture that timed out with no call known is no proof of a call: a runnable thread given no CPU cannot
+        // reach the stop either; nor is an event wait seen as the stall ended (a starved loop re-entering its wait
+        // after a capture).
         let unnamedTimeouts = e.observations.filter {
             $0.captureTimedOut && $0.state != "D" && $0.syscall == nil
                 && $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) == nil
         }.count
+        let inANamedCall = (top == .io && unnamedTimeouts < topCount) || top == .lock || top == .sleep
+        // The run queue first, whatever call the samples caught the thread in (a sample is a moment; schedstat
+        // covers the whole span): a loop that waited for a CPU for most of the stall, and whose own work would not
+        // have made a stall, was held up by the machine.
+        if let starved = runQueueStarvation(e, evidence: evidence, sampledInACall: inANamedCall) { return starved }
+        // The quota and the watcher's own lateness say nothing of the loop thread itself: they count only where
+        // the loop wanted a CPU (not blocked in a call).
         if top == .cpu || top == .other || top == .idle || (top == .io && unnamedTimeouts >= topCount),
             let starved = starvation(e, evidence: evidence)
         {
@@ -170,28 +179,58 @@ enum CauseClassifier {
         }
     }
 
-    /// `starved` when the loop thread, wanting a CPU and using under a quarter of the threshold in CPU, spent at
-    /// least half the stall waiting for one and twice as long waiting as running, or its cgroup was throttled or the watcher itself was not scheduled for much of it: the loop's code did
-    /// not hold it up, the machine did.
+    /// What the run queue says over the measured span: how long the loop thread waited for a CPU, as a sentence.
+    static func runQueueFact(_ e: Evidence) -> String? {
+        guard let wait = e.loopRunQueueWaitNanos, wait > 0 else { return nil }
+        return "the loop thread waited \(wait / 1_000_000) ms for a CPU (run queue) and ran "
+            + "\((e.loopCPUNanos ?? 0) / 1_000_000) ms in \(e.wallNanos / 1_000_000) ms"
+    }
+
+    /// `starved` when the loop thread waited in the run queue for at least half the stall and its own work — the
+    /// stall without that wait — stayed under the threshold: without the machine's other work there would have
+    /// been no stall, whatever call the samples caught the thread in. Under plain oversubscription a loop with a
+    /// stall of its own work still gets its share of a CPU (half, among two takers), and its own work alone crosses
+    /// the threshold: that is its own stall, slowed, and not starvation.
+    ///
+    /// When the figures cover only the stall's later part (in-process, from the first sample), the own work of the
+    /// part before is estimated from the measured shares for a loop sampled runnable; one sampled in a call (a
+    /// write, a futex, a sleep) has evidence of a wait of its own, so the run queue must prove starvation on what
+    /// was measured alone: the unmeasured part counts as its own work.
+    static func runQueueStarvation(_ e: Evidence, evidence: [String], sampledInACall: Bool = false)
+        -> StallReport.Cause?
+    {
+        guard e.wallNanos > 0, let wait = e.loopRunQueueWaitNanos else { return nil }
+        let waitShare = min(1, Double(wait) / Double(e.wallNanos))
+        let stall = Double(max(e.stallNanos ?? e.wallNanos, e.wallNanos))
+        let ownWork = sampledInACall ? stall - Double(min(wait, e.wallNanos)) : stall * (1 - waitShare)
+        // With no threshold known, its own work must at least be shorter than its wait.
+        // (Not `map(Double.init)`: on a UInt64 that reference resolves to `init(bitPattern:)`.)
+        let limit = e.thresholdNanos.map { Double($0) } ?? stall * waitShare
+        guard waitShare >= 0.5, ownWork < limit else { return nil }
+        var facts = runQueueFact(e).map { [$0] } ?? []
+        // A throttled cgroup's runnable threads wait in the run queue meanwhile: the quota is part of that wait.
+        if let throttled = e.throttledNanos, throttled > 0 {
+            facts.append("the cgroup's CPU quota throttled the process for \(throttled / 1_000_000) ms")
+        }
+        facts.append(
+            "without that wait the stall would have been about \(Int((ownWork / 1_000_000).rounded())) ms"
+                + (e.thresholdNanos.map { ", under the \($0 / 1_000_000) ms threshold" } ?? "")
+                + ": the machine held the loop up")
+        return .init(kind: .starved, evidence: evidence + facts)
+    }
+
+    /// `starved` when the loop thread, wanting a CPU and using under a quarter of the threshold in CPU, had its
+    /// cgroup throttled or the watcher itself not scheduled for much of the stall: the loop's code did not hold it
+    /// up, the machine did.
     static func starvation(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
         guard e.wallNanos > 0 else { return nil }
         let wall = Double(e.wallNanos)
         let cpu = e.loopCPUNanos ?? 0
         // A loop that used a good part of the threshold in CPU over the sampled span had a stall of its own work,
-        // slowed by the machine: that is `cpu`, whatever the run queue says.
+        // slowed by the machine: that is `cpu`.
         if let threshold = e.thresholdNanos, cpu * 4 >= threshold { return nil }
-        var facts: [String] = []
+        var facts = runQueueFact(e).map { [$0] } ?? []
         var starved = false
-        if let wait = e.loopRunQueueWaitNanos {
-            // Under plain oversubscription a busy loop still gets its share (half a CPU among two takers):
-            // that is its own CPU stall, slowed. Starved is waiting far more than running.
-            if Double(wait) >= 0.5 * wall, cpu * 2 <= wait { starved = true }
-            if wait > 0 {
-                facts.append(
-                    "the loop thread waited \(wait / 1_000_000) ms for a CPU (run queue) and ran \(cpu / 1_000_000) ms "
-                        + "in \(e.wallNanos / 1_000_000) ms")
-            }
-        }
         if let throttled = e.throttledNanos, throttled > 0 {
             facts.append("the cgroup's CPU quota throttled the process for \(throttled / 1_000_000) ms")
             if Double(throttled) >= 0.3 * wall, Double(cpu) < 0.6 * wall { starved = true }

@@ -17,7 +17,7 @@ import Synchronization
 /// leaves the file behind; readers notice that its pid is gone (or reused) and skip it.
 ///
 /// ```swift
-/// let loop = EventLoop()
+/// let loop = try EventLoop()
 /// let heartbeat = try HeartbeatPublisher.publish(loop: loop, configuration: configuration)
 /// loop.run()
 /// ```

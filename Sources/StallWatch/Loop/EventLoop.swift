@@ -62,14 +62,21 @@ public final class EventLoop: @unchecked Sendable {
     private var observedMask: UInt32 = 0
     private var mainQueueFD: Int32 = -1
 
+    /// Creates a loop and the one descriptor it owns (an eventfd that wakes its idle wait).
+    ///
     /// - Parameters:
     ///   - name: Appears in reports (`loop.name`) and thread names.
     ///   - mainQueue: Whether to drain the Dispatch main queue when running on the main thread.
-    public init(name: String = StallWatchConfiguration.defaultLoopName, mainQueue: MainQueueIntegration = .automatic) {
+    /// - Throws: `.systemCall` naming `eventfd` when the wake-up descriptor cannot be created (the process or the
+    ///   system is out of descriptors: `EMFILE`, `ENFILE`; or out of memory), with its `errno`. Nothing is left
+    ///   open.
+    public init(
+        name: String = StallWatchConfiguration.defaultLoopName, mainQueue: MainQueueIntegration = .automatic
+    ) throws(StallWatchError) {
+        let fd = sw_eventfd_create()
+        guard fd >= 0 else { throw Syscall.error("eventfd", errno: -fd) }
         self.name = name
         self.mainQueueIntegration = mainQueue
-        let fd = sw_eventfd_create()
-        precondition(fd >= 0, "eventfd failed: \(String(cString: strerror(-fd)))")
         wakeFD = fd
     }
 

@@ -91,6 +91,24 @@ struct EvidenceCollector {
         }
     }
 
+    /// The stall ended at `endNanos` (CLOCK_MONOTONIC): samples captured at or after it show the thread after the
+    /// stall — back in its idle wait, or at its next piece of work — and are left out, with a note. The watching
+    /// thread looks, then samples; the stall can end in between, and a loaded machine makes that window long.
+    /// Exact when the end is the thread's own record (the loop's or the pool worker's): a thread stopped for a
+    /// capture runs none of its code until the detach, so a capture seen before the end is of the stall. An end
+    /// seen by a later look keeps every sample taken before that look.
+    mutating func dropSamples(capturedFrom endNanos: UInt64) {
+        guard var evidence else { return }
+        let before = evidence.samples.count
+        evidence.samples.removeAll { ($0.capturedAtNanos ?? 0) >= endNanos }
+        let dropped = before - evidence.samples.count
+        guard dropped > 0 else { return }
+        evidence.notes.append(
+            "\(dropped) of \(before) samples were captured after the stall ended and are left out")
+        evidence.samplesAfterEnd += dropped
+        self.evidence = evidence
+    }
+
     mutating func reset() {
         evidence = nil
         thread = nil
@@ -135,6 +153,12 @@ struct EvidenceCollector {
             sample.error = taken.error
             sample.captureTimedOut = taken.timedOut
             sample.stopWaitNanos = taken.stopWaitNanos
+            sample.capturedAtNanos = taken.capturedAtNanos
+            // The sample's moment is the capture's, not the request's: the probe and the stop can take tens of ms
+            // on a loaded machine, and the stack is the thread's state at the capture.
+            if let at = taken.capturedAtNanos, at >= evidence.stall.startNanos {
+                sample.offsetNanos = at - evidence.stall.startNanos
+            }
             var failure = taken.failure
             // A thread that would not stop is working inside the kernel, where /proc/…/syscall says only
             // "running": its kernel stack, read while it is still there, names the call.

@@ -108,6 +108,11 @@ final class ReportWorker: @unchecked Sendable {
         queue.async { [self] in symbolicator.prepare(addresses: addresses) }
     }
 
+    /// Loads the shared symbol table of the image holding `address` (names only), in queue order.
+    func warmUp(address: UInt64) {
+        queue.async { [self] in _ = rewriteSymbolicator.symbolicate([address]) }
+    }
+
     /// Loads the line tables of `stacks`' images in the background while the stall goes on (``LineFiller``).
     func prefetchLines(_ stacks: [[UnwoundFrame]]) { lineFiller.prefetch(stacks) }
 

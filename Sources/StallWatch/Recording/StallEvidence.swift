@@ -8,7 +8,8 @@
 struct StallEvidence: Sendable {
     /// One stack sample of the stuck thread and the thread's kernel-side state at that moment.
     struct Sample: Sendable, Equatable {
-        /// Since the stall's start (the moment the loop entered the stuck phase).
+        /// Since the stall's start (the moment the loop entered the stuck phase) to the capture (to the request when
+        /// the capture's time is unknown).
         var offsetNanos: UInt64
         /// Innermost first; empty when the capture failed.
         var frames: [UnwoundFrame]
@@ -24,6 +25,9 @@ struct StallEvidence: Sendable {
         var kernelStackCall = false
         /// How long the thread took to stop for the capture; part of `pauseNanos`.
         var stopWaitNanos: UInt64?
+        /// When the captured state was the thread's (CLOCK_MONOTONIC, see ``StackCapture/capturedAtNanoseconds``);
+        /// nil when unknown (a failed capture).
+        var capturedAtNanos: UInt64?
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.
@@ -60,6 +64,8 @@ struct StallEvidence: Sendable {
     /// How late the watcher woke during the stall, in all (the detector's late wake-up guard).
     var lateWakeupNanos: UInt64 = 0
     var captureErrors: [String] = []
+    /// Samples left out because they were captured after the stall ended.
+    var samplesAfterEnd = 0
     /// Problems met when the watching was set up, repeated in every report.
     var setupErrors: [String] = []
     /// The Concurrency pool's sections, for a stall of a pool worker or of the whole pool.

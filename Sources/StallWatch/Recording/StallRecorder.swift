@@ -93,13 +93,14 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     var nextTask: StallReport.TaskDescription?
     var nextPool: StallReport.PoolDescription?
 
-    /// Pays the symbolicator's set-up (mappings, libdwfl session, symbol tables of the images) when the watchdog
-    /// starts, on its thread, rather than at the first stall, where it would delay the provisional report and
-    /// the first samples.
+    /// Loads the shared symbol table of the process's own image (the largest) when the watching starts rather
+    /// than at the first stall. On the report queue, not the watching thread, which must look at its loop at
+    /// once: on a loaded machine the load took over a second, and a stall that began meanwhile was seen late or
+    /// not at all. A stall that begins before the table is loaded gets its provisional names later (``begin``).
     func warmUp() {
         let here = UInt64(
             UInt(bitPattern: unsafeBitCast(sw_monotonic_ns as @convention(c) () -> UInt64, to: UnsafeRawPointer.self)))
-        _ = quickSymbolicator.symbolicate([here])
+        reports.warmUp(address: here)
     }
 
     // MARK: Lifecycle of one stall
@@ -116,9 +117,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
             isOngoing: isOngoing)
         collector.attach(task: nextTask, pool: nextPool)
         guard let evidence = collector.evidence else { return }
-        // Annealing: a stall that looks like one reported recently is sampled less often.
+        // Annealing: a stall that looks like one reported recently is sampled less often. (A signature seen
+        // recently has its tables loaded: the report of that stall loaded them.)
         let first = evidence.samples.first?.frames ?? []
-        let firstSignature = StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
+        let (firstSignature, _) = withoutWaitingForNames {
+            StallSignature.compute(stack: quickSymbolicator.symbolicate(first))
+        }
         collector.slowDown(by: reports.samplingScale(signature: firstSignature, now: now), now: now)
         if let report = provisional() { emit(.began(report)) }
         lastProvisionalAt = now
@@ -146,8 +150,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Called when the watching stops, so a service that exits after stopping leaves complete reports.
     package func waitForLineFills() { reports.waitForLineFills() }
 
-    /// The wait the stuck thread was in just before its latest capture, as the sample's probe read it.
-    var lastSampleWait: ThreadWait? { collector.evidence?.samples.last?.probe?.wait }
+    /// Each sample of the followed stall from index `start` on: the wait the stuck thread was in just before the
+    /// capture, as the sample's probe read it, and when the capture was taken.
+    func captures(from start: Int) -> [(waitBefore: ThreadWait?, capturedAt: UInt64?)] {
+        guard let samples = collector.evidence?.samples, start < samples.count else { return [] }
+        return samples[start...].map { ($0.probe?.wait, $0.capturedAtNanos) }
+    }
 
     /// Takes a sample if one is due; returns true if it did.
     @discardableResult
@@ -230,15 +238,30 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// quick) and has it written on the report queue.
     private func provisional() -> StallReport? {
         guard let evidence = collector.evidence else { return nil }
-        let report = builder.build(
-            evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
+        let (report, namesPending) = withoutWaitingForNames {
+            builder.build(evidence, status: .ongoing, endNanos: nil, final: false, now: nil, symbols: quickSymbolicator)
+        }
         reports.publishProvisional(report)
+        // Written at once without some names: rewritten with them on the report queue, which loads their tables.
+        if namesPending { rewriteProvisional(now: sw_monotonic_ns()) }
         return report
+    }
+
+    /// Runs `body` with the quick symbolicator not waiting for symbol tables to load (the first lookup in an
+    /// image loads its table: tens of ms, ten times that on a loaded machine, a gap in the stall's samples);
+    /// returns its result and whether some frame was left without a name.
+    private func withoutWaitingForNames<T>(_ body: () -> T) -> (T, namesPending: Bool) {
+        let pendingBefore = quickSymbolicator.pendingNameLookups
+        quickSymbolicator.waitsForNames = false
+        defer { quickSymbolicator.waitsForNames = true }
+        let result = body()
+        return (result, quickSymbolicator.pendingNameLookups != pendingBefore)
     }
 
     /// Closes the stall's evidence and hands it to the report queue for its final report (after any rewrite of
     /// its provisional report, so the final one lands last); with `waiting`, returns once it is written.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64, waiting: Bool) {
+        if let endNanos { collector.dropSamples(capturedFrom: endNanos) }
         collector.closeContext(now: now)
         guard let evidence = collector.evidence else { return }
         collector.reset()

@@ -186,6 +186,15 @@ struct StallReportBuilder {
     ) -> StallReport.Cause? {
         guard let tid = evidence.threadID else { return nil }
         let samples = evidence.samples
+        if samples.isEmpty, evidence.samplesAfterEnd > 0 {
+            // Its probes too are of the thread after the stall: no evidence of what held it.
+            return .init(
+                kind: .unknown,
+                evidence: [
+                    "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
+                        + "thread still stuck, and sampled it after it had moved on)"
+                ])
+        }
         let observations = zip(samples, reportSamples).compactMap { raw, sample -> CauseClassifier.Observation? in
             guard let probe = raw.probe else { return nil }
             return .init(
@@ -233,6 +242,10 @@ struct StallReportBuilder {
             loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
             loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)
         input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
+        // The span may start only at the first sample (a threshold into the stall): the stall up to its end.
+        let measuredEnd =
+            evidence.lastProbe.map { $0.monoNanos &- evidence.stall.startNanos } ?? samples.last?.offsetNanos ?? 0
+        input.stallNanos = max(measuredEnd, span)
         input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
         input.lateWakeupNanos = evidence.lateWakeupNanos
         input.thresholdNanos = detector.thresholdNanos

@@ -241,7 +241,7 @@ extension StallReport {
 
     /// One backtrace of the loop thread, taken while it was stuck.
     package struct Sample: Codable, Sendable, Equatable {
-        /// Milliseconds since `startedAt`.
+        /// Milliseconds from `startedAt` to the capture of this sample's stack.
         package var offsetMs: Double
         /// Innermost frame first.
         package var frames: [StackFrame]

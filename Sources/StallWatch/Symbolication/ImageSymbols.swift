@@ -87,24 +87,32 @@ package final class ImageSymbols: Sendable {
     }
 
     /// The function containing `offset` bytes past the image's load base, or nil when the symbol table has none.
+    /// The image's first lookup loads its symbol table.
     package func symbol(atOffset offset: UInt64) -> Symbol? {
-        names.withLock { table in
-            if let known = table.entries[offset] {
-                counters.hits.add(1, ordering: .relaxed)
-                return known
-            }
-            counters.misses.add(1, ordering: .relaxed)
-            var symbol: Symbol?
-            var within: UInt64 = 0
-            if let session = table.session, let raw = sw_symbols_name(session, table.origin &+ offset, &within) {
-                let mangled = String(cString: raw)
-                let full = Demangler.demangle(mangled)
-                symbol = Symbol(name: full, shortName: StackFrame.shortSymbol(raw: mangled, full: full), offset: within)
-            }
-            if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
-            table.entries[offset] = symbol
-            return symbol
+        names.withLock { table in lookUpName(offset, in: &table) }
+    }
+
+    /// Whether the symbol table is loaded (a name lookup has run), without waiting for a thread loading it: a
+    /// watching thread that must not wait for a table to load asks this first.
+    var namesLoaded: Bool { names.withLockIfAvailable { $0.loaded } ?? false }
+
+    private func lookUpName(_ offset: UInt64, in table: inout Table<Symbol>) -> Symbol? {
+        if let known = table.entries[offset] {
+            counters.hits.add(1, ordering: .relaxed)
+            return known
         }
+        counters.misses.add(1, ordering: .relaxed)
+        var symbol: Symbol?
+        var within: UInt64 = 0
+        if let session = table.session, let raw = sw_symbols_name(session, table.origin &+ offset, &within) {
+            let mangled = String(cString: raw)
+            let full = Demangler.demangle(mangled)
+            symbol = Symbol(name: full, shortName: StackFrame.shortSymbol(raw: mangled, full: full), offset: within)
+        }
+        table.loaded = true
+        if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
+        table.entries[offset] = symbol
+        return symbol
     }
 
     /// The source file and line of `offset` from DWARF, or nil when the image has no line information there.

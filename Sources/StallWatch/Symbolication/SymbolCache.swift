@@ -81,6 +81,18 @@ package final class SymbolCache: Sendable {
         ImageIdentity(file: path).flatMap(symbols(for:))
     }
 
+    /// The entry for `identity` if one was opened already, without opening the file: `.some(nil)` for a file
+    /// libdwfl could not read, nil when there is no entry yet.
+    func existingSymbols(for identity: ImageIdentity) -> ImageSymbols?? {
+        state.withLock { state -> ImageSymbols?? in
+            guard var entry = state.entries[identity.key] else { return nil }
+            state.uses += 1
+            entry.lastUse = state.uses
+            state.entries[identity.key] = entry
+            return .some(entry.symbols)
+        }
+    }
+
     func symbols(for identity: ImageIdentity) -> ImageSymbols? {
         let key = identity.key
         let cached: Entry? = state.withLock { state in

@@ -34,6 +34,15 @@ package final class Symbolicator: @unchecked Sendable {
     /// Frames given without file:line because their image's line tables were not loaded (``waitsForLines``
     /// false), counted since this symbolicator was made. Such frames are not cached: a later call looks again.
     private(set) var pendingLineLookups = 0
+    /// Whether a lookup may wait for an image's symbol table to load. The first lookup in an image opens its file
+    /// and loads its table (tens of ms for a large binary, ten times that on a loaded machine); when false, a frame
+    /// of an image whose table is not loaded yet — or is being loaded by another thread — gets image and offset but
+    /// no name, and counts in ``pendingNameLookups``: what a watching thread does, which must go on sampling while
+    /// a report queue loads the tables and writes the names.
+    var waitsForNames = true
+    /// Frames given without a name because their image's symbol table was not loaded (``waitsForNames`` false),
+    /// counted since this symbolicator was made. Such frames are not cached: a later call looks again.
+    private(set) var pendingNameLookups = 0
 
     private struct Resolved {
         var image: ImageMap.Image
@@ -44,6 +53,8 @@ package final class Symbolicator: @unchecked Sendable {
         var line: Int?
         /// file:line not looked up: the image's line tables were not loaded (not cached, counted).
         var linesPending = false
+        /// No name looked up: the image's symbol table was not loaded (not cached, counted).
+        var namesPending = false
     }
 
     private var imageMap: ImageMap?
@@ -123,7 +134,9 @@ package final class Symbolicator: @unchecked Sendable {
                     Int(truncatingIfNeeded: resolved.symbolOffset &+ (address &- lookup))
                 },
                 file: resolved.file, line: resolved.line, shortSymbol: resolved.shortSymbol)
-            if resolved.linesPending {
+            if resolved.namesPending {
+                pendingNameLookups += 1
+            } else if resolved.linesPending {
                 pendingLineLookups += 1
             } else {
                 if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
@@ -184,6 +197,10 @@ package final class Symbolicator: @unchecked Sendable {
         }
         guard let image else { return nil }
         var resolved = Resolved(image: image, symbolOffset: 0)
+        if mode != .off, !waitsForNames, !namesLoaded(for: image) {
+            resolved.namesPending = true
+            return resolved
+        }
         if mode != .off, let shared = sharedSymbols(for: image) {
             let offset = address &- image.base
             if let symbol = shared.symbol(atOffset: offset) {
@@ -244,6 +261,18 @@ package final class Symbolicator: @unchecked Sendable {
         _ = currentSession()
     }
 
+    /// Whether `image`'s names can be looked up without loading a table: its shared entry exists with its symbol
+    /// table loaded (an entry not opened yet is not opened here), or, for an image looked up in the process
+    /// session, that session is open.
+    private func namesLoaded(for image: ImageMap.Image) -> Bool {
+        let sessionReady = session != nil || sessionUnavailable
+        if let known = sharedImages[image] { return known?.namesLoaded ?? sessionReady }
+        guard let identity = ImageIdentity(image: image, processID: processID) else { return sessionReady }
+        guard let existing = symbolCache.existingSymbols(for: identity) else { return false }
+        sharedImages[image] = existing
+        return existing?.namesLoaded ?? sessionReady
+    }
+
     /// The shared tables of `image`'s file, checked once per image and kept; nil for the process session.
     private func sharedSymbols(for image: ImageMap.Image) -> ImageSymbols? {
         if let known = sharedImages[image] { return known }
@@ -292,6 +321,8 @@ package final class Symbolicator: @unchecked Sendable {
         if path.hasPrefix("/") {
             if processID != getpid() { id = BuildID.ofFile(atPath: "/proc/\(processID)/root\(path)") }
             if id == nil { id = BuildID.ofFile(atPath: path) }
+        } else if !waitsForNames, session == nil, !sessionUnavailable {
+            return nil  // the process session is not open yet: looked up (and kept) by a later call
         } else if let image = currentImageMap()?.image(path: path), let session = currentSession() {
             // [vdso] has no file; libdwfl reads its note from the process's memory.
             var info = sw_module_info()

@@ -48,6 +48,9 @@ package struct ProcProgressProbe: Sendable {
     package private(set) var phaseStartSchedule: ThreadSchedule?
     /// Counter moves our own ptrace captures may have caused since the last look (switches, syscr, syscw).
     private var captureAllowance: [UInt64] = [0, 0, 0]
+    /// When a capture found the busy thread back in its idle wait (CLOCK_MONOTONIC), until a reading reports it
+    /// as the stall's end.
+    private var idleSeenAt: UInt64?
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -119,15 +122,33 @@ package struct ProcProgressProbe: Sendable {
         captureAllowance[2] += 1
     }
 
-    /// Call after each ptrace capture with the wait the thread was in just before it. Captured in its own idle
-    /// wait, the thread was back in it: the stall is over although no look saw it, and the restart of the wait the
-    /// capture causes ("running" until the thread has a CPU again) is no work of the loop's.
-    package mutating func noteCapture(waitBefore wait: ThreadWait?) {
-        guard let wait, idleWaits.learned.contains(where: { IdleWaitLearner.matches(wait, learned: $0) }) else {
+    /// Call after each capture with the wait the thread was in just before it and when the capture was taken
+    /// (CLOCK_MONOTONIC). Captured in its own idle wait, the thread was back in it: the stall is over although no
+    /// look saw it — it ended before `capturedAt`, which the next reading gives as the stall's end (so that sample,
+    /// of the idle loop, is not counted as the stall's) — and the restart of the wait the capture causes ("running"
+    /// until the thread has a CPU again) is no work of the loop's.
+    package mutating func noteCapture(waitBefore wait: ThreadWait?, capturedAt: UInt64?) {
+        guard let wait, isLearnedIdleWait(wait) else {
             noteCapture()
             return
         }
+        if !idle, let capturedAt { idleSeenAt = capturedAt }
         enterIdleWait(wait)
+    }
+
+    /// Whether `wait` is one of the thread's learned idle waits.
+    private func isLearnedIdleWait(_ wait: ThreadWait) -> Bool {
+        idleWaits.learned.contains { IdleWaitLearner.matches(wait, learned: $0) }
+    }
+
+    /// False once the thread is back in its learned idle wait, or gone: one read of its `syscall` (or, without
+    /// the rights for that, its `wchan`), without changing what the probe has learned. Asked between the threads
+    /// of a stall's all-thread snapshot, which then stops sampling a loop that has gone back to idling.
+    package func isStillStuck(after sequence: UInt64) -> Bool {
+        let directory = ProcDirectory(processID: processID, threadID: threadID)
+        guard let state = directory.status()?.state, state != "Z", state != "X" else { return false }
+        guard let wait = directory.syscall() else { return !inIdleWaitByWchan(directory) }
+        return !isLearnedIdleWait(wait)
     }
 
     /// The thread is in its idle wait: a turn of the loop if it was busy before, and the counters start over.
@@ -202,7 +223,8 @@ extension ProcProgressProbe: ProgressSource {
 
     package mutating func read(now: UInt64) -> ProgressReading {
         guard let snapshot = observe(now: now) else { return .ended(reason: "the watched thread \(threadID) exited") }
-        return .progress(snapshot)
+        defer { idleSeenAt = nil }
+        return .progress(snapshot, stallEndNanos: idleSeenAt ?? 0)
     }
 
     package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {

@@ -149,8 +149,9 @@ package struct StallFollower<Source: ProgressSource> {
                     isOngoing: { current.isStillStuck(after: stall.sequence) })
                 // The first sample, and those taken between the threads of the all-thread snapshot: each one a
                 // stop whose context switches the source must not count as progress.
-                for _ in 1..<max(1, recorder.samplesTaken) { source.noteCapture() }
-                source.noteCapture(waitBefore: recorder.lastSampleWait)
+                for capture in recorder.captures(from: 0) {
+                    source.noteCapture(waitBefore: capture.waitBefore, capturedAt: capture.capturedAt)
+                }
                 // The loop may have moved on before it saw the follow flag: look again at once.
                 lookAgain = source.looksAgainAtOnce
             case .escalated(let stall):
@@ -167,7 +168,9 @@ package struct StallFollower<Source: ProgressSource> {
         }
         if lookAgain { return .lookAgain }
         if detector.current != nil, recorder.sampleIfDue(now: sw_monotonic_ns()) {
-            source.noteCapture(waitBefore: recorder.lastSampleWait)
+            for capture in recorder.captures(from: max(0, recorder.samplesTaken - 1)) {
+                source.noteCapture(waitBefore: capture.waitBefore, capturedAt: capture.capturedAt)
+            }
             if source.looksAgainAtOnce { return .lookAgain }
         }
         return .wait(wait, nextSampleAt: detector.current != nil ? recorder.nextSampleAt : nil)

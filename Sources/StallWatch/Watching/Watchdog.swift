@@ -11,7 +11,7 @@ import Synchronization
 /// it samples the loop thread every `sampleIntervalMs`, and the loop itself records the moment it moves on.
 ///
 /// ```swift
-/// let loop = EventLoop()
+/// let loop = try EventLoop()
 /// let watchdog = try Watchdog(loop: loop, configuration: .load())
 /// try watchdog.start()
 /// loop.run()

@@ -54,11 +54,17 @@ import Testing
     /// whole 300 ms job, which then went unreported. Such a job is now reported late, from its worker's own record.)
     ///
     /// In the shared test process a report may therefore be that late one, without samples: the samples' checks
-    /// (the blocking function, the async frames, the cause) apply to a sampled report, and alone (`scripts/test.sh`
-    /// runs the test again in a process of its own, after the suite, with `STALLWATCH_STRESS=1`) the report must be
+    /// (the blocking function, the async frames, the cause) apply to a sampled report, and alone (the same check in
+    /// ``StressTests``, which `scripts/test.sh` runs in a process of its own after the suite) the report must be
     /// sampled: nothing else keeps the watchdog busy there.
     @Test(.timeLimit(.minutes(3)), arguments: PoolBlockingShapes.Shape.allCases)
     func blockedWorkerIsOneReportNamingTheTaskWithTheJobsDuration(shape: PoolBlockingShapes.Shape) async throws {
+        try await checkBlockedWorker(shape: shape, alone: false)
+    }
+
+    /// One blocked worker of `shape`, its report checked; `alone`: in a test process of its own, where the report
+    /// must be sampled.
+    func checkBlockedWorker(shape: PoolBlockingShapes.Shape, alone: Bool) async throws {
         let directory = Fixtures.temporaryDirectory("pool-\(shape.rawValue)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let seen = UtilityReports()
@@ -97,7 +103,6 @@ import Testing
         // call; a loaded machine may preempt the job before or after it).
         #expect(report.durationMs >= blocked - Double(Self.sampleIntervalMs), "\(report.durationMs) vs \(blocked)")
         #expect(report.durationMs <= blocked + 100, "\(report.durationMs) vs \(blocked)")
-        let alone = ProcessInfo.processInfo.environment["STALLWATCH_STRESS"] == "1"
         guard !report.samples.isEmpty else {
             // Reported late: the job returned before the busy watchdog looked at it.
             #expect(!alone, "\(shape): not sampled in a process of its own: \(String(describing: report.cause))")
@@ -121,7 +126,12 @@ import Testing
         #expect(!named.isEmpty, "\(shape): no sample names \(function)")
         #expect(
             report.samples.contains { sample in sample.frames.contains { $0.kind == .async && $0.symbol != nil } },
-            "\(shape): no async frame in \(report.samples.last.map { $0.frames.map { $0.symbol ?? "?" } } ?? [])")
+            """
+            \(shape): no async frame in \(report.samples.count) samples (offset ms: frames, async frames; \
+            errors \(report.capture.errors), notes \(report.notes)): \
+            \(report.samples.map { "\(Int($0.offsetMs)): \($0.frames.count), \($0.frames.filter { $0.kind == .async }.count)" }); \
+            the last: \(report.samples.last.map { $0.frames.map { $0.symbol ?? "?" } } ?? [])
+            """)
         #expect(report.samples.allSatisfy { $0.frames.count < 2 || Self.asyncFramesFollowTheJob($0.frames) })
         try Fixtures.expectReportsValidate(in: directory)
     }

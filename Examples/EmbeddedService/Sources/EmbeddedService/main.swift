@@ -18,7 +18,7 @@ func recomputeEverything() {
 /// Stalls whose report names `recomputeEverything`.
 let stallsReported = Atomic<Int>(0)
 
-let loop = EventLoop(name: "main")  // CFRunLoop-style activities, built on Dispatch
+let loop = try EventLoop(name: "main")  // CFRunLoop-style activities, built on Dispatch
 let configuration = try StallWatchConfiguration.load(fileIfPresent: "/etc/embedded-service/stallwatch.json")
 let watchdog = Watchdog(loop: loop, configuration: configuration) { event in
     guard case .ended(let report) = event else { return }

@@ -55,12 +55,6 @@ func main() {
 	if len(os.Args) > 2 {
 		ms, _ = strconv.Atoi(os.Args[2])
 	}
-	// Between ticks the loop's thread must idle in its epoll_wait only. The wait is a system call, so the runtime
-	// may hand the thread's P to another thread meanwhile; on return the thread takes any idle P, and only when
-	// none is idle does it park on a futex until the scheduler hands one back (stoplockedm) — a second idle wait
-	// that a loaded machine makes frequent (the thread that took the P is descheduled while it holds it). Many Ps
-	// keep one idle.
-	runtime.GOMAXPROCS(16)
 	ep, err := syscall.EpollCreate1(0)
 	if err != nil {
 		os.Exit(3)
