@@ -119,7 +119,9 @@ let package = Package(
             dependencies: [
                 "StallWatchTestSupport", "StallWatchCommands", "StallWatchInspector", "StallWatchSidecar", "StallWatch",
             ]),
-        .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
+        .testTarget(
+            name: "StallWatchRemediesTests",
+            dependencies: ["StallWatchTestSupport", "StallWatchRemedies", "StallWatch"]),
     ],
     swiftLanguageModes: [.v6]
 )
