@@ -130,9 +130,19 @@ import Testing
         let other = EpollLoopThread(name: "test-other")
         let ended = DispatchSemaphore(value: 0)
         let blamed = Recorder<String>()
+        // On this process's wall clock, as the report's dates: the handler's start and end, and when `.ended` came.
+        let handlerSpan = Recorder<Date>()
+        let beganSeen = Recorder<Date>()
+        let endedSeen = Recorder<Date>()
         let watchdog = try ThreadWatchdog(configuration: config, rescanInterval: .milliseconds(50)) { event in
-            if case .began(let report) = event { blamed.append(report.loop.name) }
-            if case .ended = event { ended.signal() }
+            if case .began(let report) = event {
+                beganSeen.append(Date())
+                blamed.append(report.loop.name)
+            }
+            if case .ended = event {
+                endedSeen.append(Date())
+                ended.signal()
+            }
         }
         try watchdog.start()
         defer { watchdog.stop() }
@@ -145,7 +155,9 @@ import Testing
 
         for _ in 0..<20 { second.submit { true } }  // short events keep the loop idle between them
         third.submit {
+            handlerSpan.append(Date())
             Self.spinInEventHandler(milliseconds: 400)
+            handlerSpan.append(Date())
             return true
         }
         #expect(ended.wait(timeout: .now() + 20) == .success)
@@ -156,9 +168,20 @@ import Testing
         #expect(report.loop.threadId == third.threadID.load(ordering: .acquiring))
         #expect(report.detection.source == "proc")
         #expect(report.status == .ended)
-        // The end is the first poll that sees progress: late by as long as the watching thread is not scheduled
-        // (seconds, on a shared machine under load); the lower bound is what says the stall was not cut short.
-        #expect(report.durationMs >= 300 && report.durationMs <= 5000, "duration \(report.durationMs)")
+        // From /proc the stall begins at the first look that sees the thread busy and ends at the first that sees
+        // progress: each end lies between the handler's own moment and the event that announced it to us, however
+        // long the watching thread went unscheduled. (A millisecond for the report's date precision.)
+        let span = handlerSpan.values
+        let endedAt = try #require(report.endedAt)
+        try #require(span.count == 2 && beganSeen.values.count == 1 && endedSeen.values.count == 1)
+        #expect(
+            report.startedAt.timeIntervalSince(span[0]) >= -0.001, "started \(report.startedAt), handler \(span[0])")
+        #expect(
+            report.startedAt.timeIntervalSince(beganSeen.values[0]) <= 0.001,
+            "started \(report.startedAt), event \(beganSeen.values[0])")
+        #expect(endedAt.timeIntervalSince(span[1]) >= -0.001, "ended \(endedAt), handler returned \(span[1])")
+        #expect(
+            endedAt.timeIntervalSince(endedSeen.values[0]) <= 0.001, "ended \(endedAt), event \(endedSeen.values[0])")
         let point = report.pointStack?.frames.compactMap(\.symbol) ?? []
         #expect(point.contains { $0.contains("spinInEventHandler") }, "\(point) \(report.capture.errors)")
         #expect(blamed.values == ["test-elt-2"])

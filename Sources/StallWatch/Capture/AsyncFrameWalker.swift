@@ -25,6 +25,11 @@ struct AsyncFrameWalker {
     private var images: ImageMap?
     private var runtime: ImageMap.Image?
     private var searchedRuntime = false
+    /// Why the last chain followed had no resume point.
+    private var chainMiss: String?
+    /// Why the last call found a job's partial function on the stack but recovered no awaiting caller; nil when
+    /// it recovered them, or found no job.
+    private(set) var lastMiss: String?
 
     init(processID: Int32) {
         self.processID = processID
@@ -41,6 +46,7 @@ struct AsyncFrameWalker {
     mutating func insertAsyncFrames(
         into frames: [UnwoundFrame], registers: [sw_unwind_frame], capture: StackCapture, maxFrames: Int
     ) -> [UnwoundFrame] {
+        lastMiss = nil
         let addresses = frames.map(\.address)
         guard addresses.count >= 2, registers.count == addresses.count, let runtime = runtimeImage() else {
             return frames
@@ -57,9 +63,19 @@ struct AsyncFrameWalker {
             guard pointer != 0, pointer % 8 == 0, pointer > registers[index].stack_pointer,
                 pointer &+ 16 <= caller.stack_pointer, Self.stackWord(at: pointer, in: capture) == caller.frame_pointer,
                 let context = Self.stackWord(at: pointer &- 8, in: capture)
-            else { return frames }
+            else {
+                lastMiss =
+                    "async frames: frame \(index)'s frame record \(pointer.hexAddress) (sp "
+                    + "\(registers[index].stack_pointer.hexAddress), holding "
+                    + "\(Self.stackWord(at: pointer, in: capture).map(\.hexAddress) ?? "nothing copied")) is not its "
+                    + "caller's (sp \(caller.stack_pointer.hexAddress), rbp \(caller.frame_pointer.hexAddress))"
+                return frames
+            }
             let chain = resumePoints(from: context)
-            guard !chain.isEmpty else { return frames }
+            guard !chain.isEmpty else {
+                lastMiss = "async frames: the context \(context.hexAddress) of frame \(index) \(chainMiss ?? "")"
+                return frames
+            }
             let walked = frames[...index] + chain.map(UnwoundFrame.asyncResumePoint) + frames[(index + 1)...]
             return Array(walked.prefix(maxFrames))
         }
@@ -68,6 +84,7 @@ struct AsyncFrameWalker {
 
     /// The resume points of the awaiting callers, innermost first, from the running function's context.
     private mutating func resumePoints(from start: UInt64) -> [UInt64] {
+        chainMiss = nil
         var points: [UInt64] = []
         var context = start
         var seen = Set<UInt64>()
@@ -76,7 +93,15 @@ struct AsyncFrameWalker {
             let read = withUnsafeMutableBytes(of: &words) {
                 sw_read_memory(processID, context, $0.baseAddress, UInt($0.count))
             }
-            guard read == 16, words.1 != 0, isInImage(words.1) else { break }
+            guard read == 16, words.1 != 0, isInImage(words.1) else {
+                if points.isEmpty {
+                    chainMiss =
+                        read != 16
+                        ? "could not be read (\(read))"
+                        : "resumes at \(words.1.hexAddress), in no loaded image"
+                }
+                break
+            }
             points.append(words.1)
             context = words.0
         }

@@ -132,7 +132,8 @@ extension StackSample {
         let stack = unwinder.unwind(capture, maxFrames: maxFrames)
         self.init(frames: stack.frames, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
         if let error = stack.error, stack.frames.count < 2 { self.error = error }
-        if !capture.notes.isEmpty { failure = capture.notes.joined(separator: "; ") }
+        let notes = capture.notes + stack.notes
+        if !notes.isEmpty { failure = notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds
         capturedAtNanos = capture.capturedAtNanoseconds == 0 ? nil : capture.capturedAtNanoseconds
     }

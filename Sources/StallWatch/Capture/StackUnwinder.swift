@@ -10,6 +10,8 @@ package struct UnwoundStack: Sendable {
     var frames: [UnwoundFrame]
     /// Why unwinding stopped early, if it did (nil when it reached the outermost frame).
     var error: String?
+    /// What the unwind could not recover although the stack held it (a Swift job's awaiting callers).
+    var notes: [String] = []
     package var unwindNanoseconds: UInt64
 
     init(frames: [UnwoundFrame], error: String?, unwindNanoseconds: UInt64) {
@@ -116,7 +118,9 @@ package final class StackUnwinder: @unchecked Sendable {
                 return frame
             }
         }
-        return UnwoundStack(frames: frames, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
+        var stack = UnwoundStack(frames: frames, error: error, unwindNanoseconds: sw_monotonic_ns() - start)
+        if let miss = asyncWalker.lastMiss { stack.notes.append(miss) }
+        return stack
     }
 
     /// Forgets cached unwind information, for example after the process unloaded libraries (`dlclose`), whose
