@@ -88,26 +88,40 @@ let package = Package(
                 "StallWatch", "StallWatchInspector", "StallWatchCommands", "StallWatchSidecar", "CStallWatchCore",
                 "CStallWatchFixtures",
             ]),
+        // What the test targets share: fixtures and golden reports, spawning programs and waiting for them, running
+        // the command line in-process, reading reports, scratch directories. Depended on by test targets only; in
+        // no product.
+        .target(
+            name: "StallWatchTestSupport", dependencies: ["StallWatch", "StallWatchCommands"],
+            path: "Tests/StallWatchTestSupport"),
         .testTarget(
             name: "StallWatchTests",
             dependencies: [
-                "StallWatch", "StallWatchSidecar", "CStallWatchCore", "CStallWatchSignal", "CStallWatchSymbols",
-                "CStallWatchFixtures", "CStallWatchConcurrency",
+                "StallWatchTestSupport", "StallWatch", "StallWatchSidecar", "CStallWatchCore", "CStallWatchSignal",
+                "CStallWatchSymbols", "CStallWatchFixtures", "CStallWatchConcurrency",
             ]),
         .testTarget(
             name: "StallWatchSidecarTests",
             dependencies: [
-                "StallWatchSidecar", "StallWatch", "CStallWatchCore", "CStallWatchPtrace", "CStallWatchFixtures",
+                "StallWatchTestSupport", "StallWatchSidecar", "StallWatch", "CStallWatchCore", "CStallWatchPtrace",
+                "CStallWatchFixtures",
             ],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchInspectorTests",
-            dependencies: ["StallWatchInspector", "StallWatchCommands", "StallWatch", "CStallWatchSymbols"],
-            resources: [.copy("Fixtures")]),
+            dependencies: [
+                "StallWatchTestSupport", "StallWatchInspector", "StallWatchCommands", "StallWatch",
+                "CStallWatchSymbols",
+            ],
+            exclude: ["Fixtures"]),
         .testTarget(
             name: "StallWatchCommandsTests",
-            dependencies: ["StallWatchCommands", "StallWatchInspector", "StallWatchSidecar", "StallWatch"]),
-        .testTarget(name: "StallWatchRemediesTests", dependencies: ["StallWatchRemedies", "StallWatch"]),
+            dependencies: [
+                "StallWatchTestSupport", "StallWatchCommands", "StallWatchInspector", "StallWatchSidecar", "StallWatch",
+            ]),
+        .testTarget(
+            name: "StallWatchRemediesTests",
+            dependencies: ["StallWatchTestSupport", "StallWatchRemedies", "StallWatch"]),
     ],
     swiftLanguageModes: [.v6]
 )

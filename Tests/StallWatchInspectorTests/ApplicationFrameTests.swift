@@ -1,5 +1,6 @@
 // Every tool names the same top frame for the same stall: event lines, log records, `reports list`, summaries.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Tests of `stallwatch reports html`: a self-contained page, titles for hover, and a real browser's rendering.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

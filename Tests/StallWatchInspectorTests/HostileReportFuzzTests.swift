@@ -1,5 +1,6 @@
 // Every field of a report mutated to what a hostile or broken writer could put there, read by the real CLI.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -114,17 +115,9 @@ import Testing
 
 /// Mutated report files, and the CLI run over them.
 enum HostileFiles {
-    static let stallwatch: String = {
-        let exe =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("stallwatch").path
-    }()
+    static let stallwatch = Fixtures.executable("stallwatch")
 
-    static func temporaryDirectory(_ label: String) -> String {
-        let path = NSTemporaryDirectory() + "stallwatch-hostile-\(label)-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
+    static func temporaryDirectory(_ label: String) -> String { Fixtures.temporaryDirectory("hostile-" + label) }
 
     /// One file per (leaf, mutation): `fuzz-NNNN.json`, each with an id of its own unless the id is mutated.
     static func writeMutations(of fixture: URL, into directory: String, numbers: [String], strings: [String]) throws
@@ -193,55 +186,13 @@ enum HostileFiles {
         }
     }
 
-    static func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try launch(stallwatch, arguments, environment: ["NO_COLOR": "1", "TZ": "UTC"])
+    static func run(_ arguments: [String]) throws -> Fixtures.Output {
+        try Fixtures.run(
+            stallwatch, arguments, environment: ["NO_COLOR": "1", "TZ": "UTC"], timeout: .seconds(600))
     }
 
-    static func shell(_ script: String, _ arguments: [String]) throws -> (
-        status: Int32, stdout: String, stderr: String
-    ) {
-        try launch("/bin/sh", ["-c", script, "sh"] + arguments, environment: ["NO_COLOR": "1"])
+    static func shell(_ script: String, _ arguments: [String]) throws -> Fixtures.Output {
+        try Fixtures.run(
+            "/bin/sh", ["-c", script, "sh"] + arguments, environment: ["NO_COLOR": "1"], timeout: .seconds(600))
     }
-
-    private static func launch(_ path: String, _ arguments: [String], environment: [String: String]) throws -> (
-        status: Int32, stdout: String, stderr: String
-    ) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Read both pipes to the end before waiting, so a full pipe cannot stall the child.
-        let errData = Locked(Data())
-        let drain = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
-        drain.start()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        while !errData.done { usleep(1000) }
-        let status =
-            process.terminationReason == .uncaughtSignal
-            ? 128 + process.terminationStatus
-            : process.terminationStatus
-        return (status, String(decoding: outData, as: UTF8.self), String(decoding: errData.value, as: UTF8.self))
-    }
-}
-
-/// Data filled in by one thread, read by another once `done`.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-    private var finished = false
-    init(_ value: Value) { stored = value }
-    func set(_ value: Value) {
-        lock.withLock {
-            stored = value
-            finished = true
-        }
-    }
-    var done: Bool { lock.withLock { finished } }
-    var value: Value { lock.withLock { stored } }
 }

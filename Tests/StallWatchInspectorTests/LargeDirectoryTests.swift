@@ -1,5 +1,6 @@
 // Tests on a directory of 5,000 reports, 1% of them damaged: list and summary finish, warn once per bad file.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

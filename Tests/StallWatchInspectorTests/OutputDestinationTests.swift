@@ -2,6 +2,7 @@
 import Foundation
 import StallWatch
 import StallWatchCommands
+import StallWatchTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 // The text and JSON of `stallwatch dump`: short names, the lock owner named, hostile names escaped, a round trip.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -3,6 +3,7 @@ import Foundation
 import StallWatch
 import StallWatchCommands
 import StallWatchInspector
+import StallWatchTestSupport
 import Testing
 
 /// Runs `python3` with arguments; returns the exit status, standard output and standard error.

@@ -1,5 +1,6 @@
 // Every human view and export names frames in the short style: list, show, summary, HTML, folded, speedscope, pprof.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,11 +1,12 @@
 // Tests that pin the report file format: golden fixtures both ways, and the JSON Schema.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
 @Suite struct ReportFormatTests {
-    static let updating = StallWatchEnvironmentVariable.updateGolden.value == "1"
+    static let updating = ReportFixtures.updating
 
     @Test(arguments: ReportFixtures.all.map(\.name))
     func decodingAVersion1FixtureAndExpandingItAgainReproducesItByteForByte(name: String) throws {

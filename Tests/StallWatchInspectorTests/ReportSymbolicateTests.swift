@@ -1,6 +1,7 @@
 // Tests of `stallwatch reports symbolicate`: filling symbols and lines from this test binary, refusing other builds.
 import CStallWatchSymbols
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Report schema version 2: golden files both ways, one model for both versions, the frame table, the head.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

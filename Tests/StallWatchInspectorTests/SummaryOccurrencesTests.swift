@@ -1,5 +1,6 @@
 // `reports summary` counts the stalls folded into a report, and their time, not one per file.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Hostile report content shown at a real terminal (a pty): nothing but StallWatch's own colour reaches it.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

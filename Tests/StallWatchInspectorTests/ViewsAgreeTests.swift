@@ -1,5 +1,6 @@
 // After offline symbolication every view shows the new names, and the HTML page states the cause fully.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

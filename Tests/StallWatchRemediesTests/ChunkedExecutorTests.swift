@@ -1,6 +1,7 @@
 // Chunked execution: steps are cut into chunks by budget, other loop work runs between chunks, sorts are right.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

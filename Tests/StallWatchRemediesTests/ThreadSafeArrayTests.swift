@@ -2,6 +2,7 @@
 import Dispatch
 import Foundation
 import StallWatchRemedies
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

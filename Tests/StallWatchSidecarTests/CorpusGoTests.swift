@@ -1,6 +1,7 @@
 // The sidecar on a Go service whose loop blocks inside C code it calls through cgo: the C frames unwind with CFI,
 // the Go callers are on the goroutine stack the runtime left (runtime.asmcgocall).
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 #if canImport(Glibc)

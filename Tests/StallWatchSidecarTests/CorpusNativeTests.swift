@@ -1,6 +1,7 @@
 // The sidecar on a stripped C epoll service built -O2 -fomit-frame-pointer: no symbols of its own, no frame
 // pointers, glibc's own locks and joins.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 #if canImport(Glibc)

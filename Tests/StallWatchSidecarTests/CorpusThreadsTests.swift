@@ -1,5 +1,6 @@
 // `stallwatch watch --threads GLOB` and `daemon --threads`: several loop threads of one process, one detector each.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,6 +1,7 @@
 // Publishing the heartbeat in a shared directory where another user plants files, and loop names as text.
 import CStallWatchCore
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

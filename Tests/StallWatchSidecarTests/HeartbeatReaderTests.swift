@@ -2,6 +2,7 @@
 import CStallWatchCore
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchSidecar

@@ -1,6 +1,7 @@
 // `stallwatch run` and `watch` under job control: ^C at a terminal, forwarded signals, ^Z during captures.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -146,12 +147,7 @@ import Testing
     }
 
     static func waitFor(_ condition: () -> Bool, timeout: Duration = .seconds(20)) -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            usleep(5_000)
-        }
-        return condition()
+        pollUntil(timeout: timeout, every: .milliseconds(5), condition)
     }
 
     @Test(.timeLimit(.minutes(3)))

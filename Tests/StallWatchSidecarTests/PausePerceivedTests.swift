@@ -3,6 +3,7 @@ import CStallWatchPtrace
 import Foundation
 import StallWatch
 import StallWatchSidecar
+import StallWatchTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 // `stallwatch dump`: the stacks of a live process now, its lock owners, and a target that runs on untouched.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

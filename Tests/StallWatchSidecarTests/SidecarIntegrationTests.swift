@@ -1,6 +1,7 @@
 // The sidecar against real targets: the demo (with and without a heartbeat) and an uninstrumented echo loop.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchSidecar

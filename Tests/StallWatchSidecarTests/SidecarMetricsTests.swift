@@ -1,6 +1,7 @@
 // `stallwatch watch --metrics`: the sidecar serves Prometheus text of the stalls it saw.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @Suite struct SidecarMetricsTests {

@@ -1,5 +1,6 @@
 // A target that dies in the middle of a stall still gets a symbolicated final report from the sidecar.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

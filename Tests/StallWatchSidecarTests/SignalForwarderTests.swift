@@ -2,6 +2,7 @@
 import CStallWatchSignal
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchSidecar

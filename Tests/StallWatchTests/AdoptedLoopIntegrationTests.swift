@@ -1,5 +1,6 @@
 // The demo on a Foundation RunLoop and under dispatchMain() (each needs the main thread of its own process).
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -2,6 +2,7 @@
 import CStallWatchCore
 import CStallWatchFixtures
 import StallWatchSidecar
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -2,6 +2,7 @@
 import CStallWatchFixtures
 import CStallWatchSignal
 import Dispatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -85,17 +85,6 @@ final class SpinningChain: @unchecked Sendable {
     }
 }
 
-/// Waits for `condition` by polling it (for states only /proc can tell), up to `timeout`.
-func pollUntil(timeout: Duration = .seconds(10), _ condition: () -> Bool) -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if condition() { return true }
-        usleep(1000)
-    }
-    return condition()
-}
-
 /// A child process started with posix_spawn (not Foundation's Process, whose SIGCHLD monitor would reap
 /// ptrace stop notifications of its children). Killed and reaped by `terminate()` or deinit.
 final class ChildProcess {

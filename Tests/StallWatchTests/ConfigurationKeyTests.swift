@@ -1,6 +1,7 @@
 // Configuration keys that are easy to ignore by accident: each test fails if its key stops being honoured.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Deduplication never loses a hang or a much longer stall; folded reports keep the longest and the total.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

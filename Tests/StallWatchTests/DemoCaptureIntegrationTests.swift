@@ -1,5 +1,6 @@
 // The demo's embedded watchdog captures every kind of loop thread and survives what an application does to it.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Runs the chat-sessions demo service under load: unremedied it stalls in each injected way, remedied it never does.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

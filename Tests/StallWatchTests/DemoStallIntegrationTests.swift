@@ -1,5 +1,6 @@
 // Runs the demo service with the embedded watchdog for each stall kind and checks the report it leaves.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Runs every demo stall kind and checks the diagnosis in its report: cause, blocking thread, thread stacks.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

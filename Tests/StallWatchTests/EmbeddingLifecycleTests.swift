@@ -1,6 +1,7 @@
 // Lifecycle of an embedded watchdog (async run, churn without leaks) and its log and JSON-line outputs.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 // A final report is on disk at once with names; its file:line follow in an atomic rewrite readers never see half of.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

@@ -4,6 +4,7 @@ import CStallWatchFixtures
 import CStallWatchPtrace
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

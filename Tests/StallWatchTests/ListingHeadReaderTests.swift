@@ -1,5 +1,6 @@
 // Tests of the hand-written listing reader: the same listing as JSONDecoder's, or a fallback to it.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -3,6 +3,7 @@ import CStallWatchCore
 import CoreFoundation
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

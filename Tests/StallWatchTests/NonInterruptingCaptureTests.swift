@@ -3,6 +3,7 @@ import CStallWatchCore
 import CStallWatchFixtures
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 // Stalls posted as OTLP/HTTP log records, parsed on the receiving side with the official proto definitions.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

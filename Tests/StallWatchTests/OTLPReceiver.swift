@@ -1,6 +1,7 @@
 // An OTLP/HTTP logs receiver on loopback for tests: Python's http.server parsing every post with the official
 // opentelemetry-proto definitions (PyPI), one JSON line per log record on stdout.
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

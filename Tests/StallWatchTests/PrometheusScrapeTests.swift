@@ -1,6 +1,7 @@
 // The metrics endpoint scraped by the real Prometheus server on loopback, checked through its HTTP API; and
 // scrapes answered while idle connections sit open.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // What a report directory holds: tightened to 0700, no leftovers of a killed writer, errors that name paths.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -1,5 +1,6 @@
 // Tests of ReportStore: tolerant enumeration with one warning per bad file, and lookup by id.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

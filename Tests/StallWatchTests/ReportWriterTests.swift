@@ -1,5 +1,6 @@
 // Tests of ReportWriter: permissions, symlink refusal, atomic replacement, bounded count, no leftovers.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

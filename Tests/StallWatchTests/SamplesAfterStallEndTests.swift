@@ -1,6 +1,7 @@
 // A stall's end against its samples' capture times: what was captured after the loop left the stall is not its.
 import CStallWatchCore
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

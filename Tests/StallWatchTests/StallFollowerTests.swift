@@ -1,6 +1,7 @@
 // The stall-following driver over a scripted progress source: no loop thread, no signals, no sleeps.
 import CStallWatchCore
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

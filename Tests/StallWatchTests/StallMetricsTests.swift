@@ -1,5 +1,6 @@
 // The Prometheus text: what it counts, that promtool and the reference parser accept it, and its endpoint.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

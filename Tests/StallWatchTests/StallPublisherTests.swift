@@ -1,5 +1,6 @@
 // Publishing final reports: a repeat is folded into the report kept in memory, never one read back from disk.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

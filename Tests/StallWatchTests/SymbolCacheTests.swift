@@ -1,5 +1,6 @@
 // Tests of the shared symbol cache: reuse across stalls and processes, and no stale names for a rebuilt binary.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

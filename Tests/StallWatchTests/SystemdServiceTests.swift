@@ -3,6 +3,7 @@
 // a stuck Swift process.
 import CStallWatchCore
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

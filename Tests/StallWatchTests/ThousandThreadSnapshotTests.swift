@@ -1,5 +1,6 @@
 // The all-threads snapshot of a process with a thousand threads does not black out the stall's sampling.
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

@@ -2,6 +2,7 @@
 import CStallWatchCore
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 // The two-call tick API: a loop of the test's own that says when it runs work and when it waits.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

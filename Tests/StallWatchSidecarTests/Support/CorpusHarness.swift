@@ -1,6 +1,7 @@
 // Running one program nobody here wrote under the sidecar and judging what it reported.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchSidecar

@@ -1,5 +1,6 @@
 // Runs `stallwatch-demo stall --loop concurrency` for each kind and checks the pool reports it leaves.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

@@ -4,6 +4,7 @@ import CStallWatchCore
 import Dispatch
 import Foundation
 import Glibc
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

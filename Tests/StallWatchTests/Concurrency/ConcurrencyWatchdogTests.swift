@@ -2,6 +2,7 @@ import CStallWatchConcurrency
 // The pool watchdog in this process: each way of blocking a pool worker is one report, with the task named.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 

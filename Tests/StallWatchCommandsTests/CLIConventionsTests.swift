@@ -1,6 +1,7 @@
 // The command line's conventions: --version, help TOPIC, CMD --help (golden), short flags, "did you mean",
 // exit code 2 for usage and configuration errors, unknown STALLWATCH_* variables, readable event lines.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

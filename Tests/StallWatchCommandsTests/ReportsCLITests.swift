@@ -1,36 +1,11 @@
 // Tests of `stallwatch reports list|show`: golden text on the fixtures, JSON output, exit codes, usage errors.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 @testable import StallWatchCommands
 @testable import StallWatchInspector
-
-/// Collects what a command writes, for comparison.
-final class CapturedConsole: @unchecked Sendable {
-    private let lock = NSLock()
-    private var out = ""
-    private var err = ""
-    var standardOutput: String { lock.withLock { out } }
-    var standardError: String { lock.withLock { err } }
-    var console: Console {
-        Console(
-            output: { text in self.lock.withLock { self.out += text } },
-            errorOutput: { text in self.lock.withLock { self.err += text } }, useColor: false)
-    }
-
-    /// Runs the CLI as `main.swift` does, mapping errors the same way.
-    static func run(_ arguments: [String], environment: [String: String] = ["TZ": "UTC"]) -> (ExitCode, CapturedConsole)
-    {
-        let captured = CapturedConsole()
-        do {
-            return (try StallWatchCLI.run(arguments, console: captured.console, environment: environment), captured)
-        } catch {
-            captured.console.printError(ExitCode.message(for: error))
-            return (ExitCode(for: error), captured)
-        }
-    }
-}
 
 @Suite struct ReportsCLITests {
     let reports = ReportFixtures.reportsDirectory.path
@@ -38,7 +13,7 @@ final class CapturedConsole: @unchecked Sendable {
     /// Compares with Fixtures/golden/<name>, with the fixtures' directory written as `<fixtures>`.
     func expectGolden(_ text: String, _ name: String) throws {
         let stable = text.replacingOccurrences(of: reports, with: "<fixtures>")
-        if ReportFormatTests.updating {
+        if ReportFixtures.updating {
             try stable.write(
                 to: ReportFixtures.sourceDirectory.appendingPathComponent("golden/\(name)"), atomically: true,
                 encoding: .utf8)

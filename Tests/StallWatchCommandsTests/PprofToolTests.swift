@@ -1,5 +1,6 @@
 // A real stall's pprof export read by `go tool pprof` (Debian golang-go) and checked by `gzip -t`.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch

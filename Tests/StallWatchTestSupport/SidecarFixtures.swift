@@ -7,25 +7,21 @@ import Testing
     import Glibc
 #endif
 
-enum SidecarFixtures {
-    static let productsDirectory: URL = {
-        let exe =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: exe).deletingLastPathComponent()
-    }()
+package enum SidecarFixtures {
+    package static var productsDirectory: URL { Fixtures.productsDirectory }
 
-    static let fixturesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Fixtures")
+    /// Tests/StallWatchSidecarTests/Fixtures: the corpus programs and the echo loop.
+    package static let fixturesDirectory = Fixtures.packageRoot.appendingPathComponent("Tests/StallWatchSidecarTests")
+        .appendingPathComponent("Fixtures")
 
-    static func executable(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
+    package static func executable(_ name: String) -> String { Fixtures.executable(name) }
 
-    static func temporaryDirectory(_ label: String) -> String {
-        let path = NSTemporaryDirectory() + "stallwatch-sidecar-\(label)-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+    package static func temporaryDirectory(_ label: String) -> String {
+        Fixtures.temporaryDirectory("sidecar-" + label)
     }
 
-    static func reports(in directory: String) -> [StallReport] {
+    /// Every report in `directory` that the reader accepts.
+    package static func reports(in directory: String) -> [StallReport] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         return names.filter { $0.hasSuffix(".json") }.sorted().compactMap {
             do {
@@ -39,7 +35,7 @@ enum SidecarFixtures {
     }
 
     /// /proc/<pid>/status State letter and TracerPid.
-    static func traceState(pid: Int32) -> (state: String, tracer: String)? {
+    package static func traceState(pid: Int32) -> (state: String, tracer: String)? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         var state = "?", tracer = "?"
         for line in text.split(separator: "\n") {
@@ -53,15 +49,15 @@ enum SidecarFixtures {
 }
 
 /// A spawned process with its output collected; killed (SIGKILL) and reaped on deinit.
-final class Spawned: @unchecked Sendable {
-    let process = Process()
+package final class Spawned: @unchecked Sendable {
+    package let process = Process()
     private let outPipe = Pipe()
     private let errPipe = Pipe()
     private let lock = NSLock()
     private var outData = Data()
     private var errData = Data()
 
-    init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    package init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
@@ -80,13 +76,13 @@ final class Spawned: @unchecked Sendable {
         try process.run()
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var stdout: String { lock.withLock { String(decoding: outData, as: UTF8.self) } }
-    var stderr: String { lock.withLock { String(decoding: errData, as: UTF8.self) } }
+    package var pid: Int32 { process.processIdentifier }
+    package var stdout: String { lock.withLock { String(decoding: outData, as: UTF8.self) } }
+    package var stderr: String { lock.withLock { String(decoding: errData, as: UTF8.self) } }
 
     /// Waits for exit up to `timeout`; returns the termination status (or nil on timeout).
     @discardableResult
-    func wait(timeout: Duration = .seconds(30)) -> Int32? {
+    package func wait(timeout: Duration = .seconds(30)) -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
         if process.isRunning { return nil }
@@ -95,7 +91,7 @@ final class Spawned: @unchecked Sendable {
     }
 
     /// Waits until `text` appears in stdout (or stderr).
-    func waitFor(_ text: String, timeout: Duration = .seconds(20)) -> Bool {
+    package func waitFor(_ text: String, timeout: Duration = .seconds(20)) -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if stdout.contains(text) || stderr.contains(text) { return true }
@@ -115,9 +111,9 @@ final class Spawned: @unchecked Sendable {
 }
 
 /// A value behind a lock, shareable with callbacks on other threads.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&value) } }
+    package init(_ value: Value) { self.value = value }
+    package func withLock<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&value) } }
 }

@@ -1,6 +1,7 @@
 // The sidecar commands as users run them: exit codes, signal forwarding, unrecovered stalls.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @Suite(.serialized) struct SidecarCLITests {

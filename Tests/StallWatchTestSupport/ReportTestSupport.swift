@@ -1,28 +1,27 @@
 // Helpers for the report writer and store tests: a scratch directory and a small valid report.
 import Foundation
-
-@testable import StallWatch
+import StallWatch
 
 /// A fresh directory under the temporary directory, removed by `remove()`.
-struct ScratchDirectory {
-    let path: String
+package struct ScratchDirectory {
+    package let path: String
 
-    init() throws {
+    package init() throws {
         path =
             FileManager.default.temporaryDirectory.appendingPathComponent("stallwatch-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    func file(_ name: String) -> String { path + "/" + name }
+    package func file(_ name: String) -> String { path + "/" + name }
 
-    func names() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
+    package func names() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
 
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
+    package func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-enum ReportSamples {
+package enum ReportSamples {
     /// A small report; `id` decides its file name.
-    static func report(
+    package static func report(
         id: String, status: StallReport.Status = .ended, startedAt: Date = Date(timeIntervalSince1970: 1_790_000_000)
     )
         -> StallReport
@@ -42,7 +41,7 @@ enum ReportSamples {
             capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
     }
 
-    static func mode(of path: String) -> mode_t {
+    package static func mode(of path: String) -> mode_t {
         var info = stat()
         lstat(path, &info)
         return info.st_mode & 0o7777

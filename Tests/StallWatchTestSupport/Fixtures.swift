@@ -1,12 +1,11 @@
-// Spawning the demo executable and reading what it wrote, for integration tests.
+// Spawning the package's executables and other programs, and reading what they wrote, for integration tests.
 import Foundation
+import StallWatch
 import Testing
 
-@testable import StallWatch
-
-enum Fixtures {
+package enum Fixtures {
     /// How long each of the demo's stalls ran by its own clock, in milliseconds, from its standard error.
-    static func demoStallsRanMs(_ stderr: String) -> [Double] {
+    package static func demoStallsRanMs(_ stderr: String) -> [Double] {
         stderr.split(separator: "\n").compactMap { line in
             guard let range = line.range(of: " stall ran ") else { return nil }
             return Double(line[range.upperBound...].prefix { $0 != " " })
@@ -14,32 +13,36 @@ enum Fixtures {
     }
 
     /// The directory holding the test bundle and the package's executables.
-    static let productsDirectory: URL = {
+    package static let productsDirectory: URL = {
         let exe =
             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent()
     }()
 
-    static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    /// The package's root directory in the source tree.
+    package static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static func executable(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
+    /// The package's executable `name` (stallwatch, stallwatch-demo) beside the test bundle.
+    package static func executable(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
 
     /// A fresh private directory under the system temporary directory, removed by the caller.
-    static func temporaryDirectory(_ label: String) -> String {
+    package static func temporaryDirectory(_ label: String) -> String {
         let path = NSTemporaryDirectory() + "stallwatch-\(label)-\(UUID().uuidString.prefix(8))"
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }
 
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+    /// How a program ended and what it wrote.
+    package struct Output: Sendable {
+        package var status: Int32
+        package var stdout: String
+        package var stderr: String
     }
 
-    /// Runs a program to completion (killing it after `timeout`), capturing its output.
-    static func run(
+    /// Runs a program to completion (killing it after `timeout`), capturing its output. Both pipes are read to the
+    /// end before waiting, each on a thread of its own, so a full pipe cannot stall the program.
+    package static func run(
         _ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(60)
     ) throws -> Output {
         let process = Process()
@@ -56,28 +59,33 @@ enum Fixtures {
         let pid = process.processIdentifier
         let killer = DispatchWorkItem { kill(pid, SIGKILL) }
         DispatchQueue.global().asyncAfter(deadline: .now() + Double(timeout.components.seconds), execute: killer)
+        let stderrData = Locked(Data?.none)
+        let drain = Thread { stderrData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        drain.start()
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         killer.cancel()
+        while stderrData.withLock({ $0 == nil }) { usleep(1000) }
         return Output(
             status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-            stderr: String(decoding: stderrData, as: UTF8.self))
+            stderr: String(decoding: stderrData.withLock { $0 ?? Data() }, as: UTF8.self))
     }
 
     /// Every report file in `directory`, decoded.
-    static func reports(in directory: String) throws -> [StallReport] {
+    package static func reports(in directory: String) throws -> [StallReport] {
         let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".json") }
         return try names.sorted().map { try ReportStore.load(path: directory + "/" + $0) }
     }
 
-    static let jsonschemaAvailable: Bool = {
+    package static let jsonschemaAvailable: Bool = {
         (try? run("/usr/bin/env", ["python3", "-c", "import jsonschema"], timeout: .seconds(30)).status) == 0
     }()
 
     /// Validates every report in `directory` against Config/stall-report.schema.json with the PyPI package
     /// `jsonschema` (test tooling `scripts/bootstrap.sh` installs): its absence is a failure that names it.
-    static func expectReportsValidate(in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    package static func expectReportsValidate(
+        in directory: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         try #require(
             jsonschemaAvailable,
             "python3 cannot import jsonschema (the PyPI package scripts/bootstrap.sh installs): reports not validated",

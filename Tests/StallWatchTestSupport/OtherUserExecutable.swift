@@ -13,17 +13,17 @@ import Testing
 /// too) hides `.build` from everyone else. So the executable is copied into a fresh directory under `/tmp` that
 /// every user may enter, with the shared libraries it loads from any directory the user cannot read (a toolchain
 /// under a home directory; the executable's run path includes its own directory); the copy is removed on deinit.
-final class OtherUserExecutable {
-    let user: String
+package final class OtherUserExecutable {
+    package let user: String
     /// The copy of the executable.
-    let path: String
+    package let path: String
     /// The directory holding the copy, mode 0755.
-    let directory: String
+    package let directory: String
 
     /// Copies the built product `name` for `user`, and checks that `user` can run it (`--help`).
     ///
     /// - Throws: A test failure saying what is missing: root (to run as another user), or what `user` cannot reach.
-    init(_ name: String, user: String = "nobody", sourceLocation: SourceLocation = #_sourceLocation) throws {
+    package init(_ name: String, user: String = "nobody", sourceLocation: SourceLocation = #_sourceLocation) throws {
         try #require(
             geteuid() == 0, "needs root: runs \(name) as the user \(user) with runuser", sourceLocation: sourceLocation)
         self.user = user
@@ -48,7 +48,7 @@ final class OtherUserExecutable {
     deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     /// The shared libraries `executable` loads, by `ldd`.
-    static func libraries(of executable: String) throws -> [String] {
+    package static func libraries(of executable: String) throws -> [String] {
         let ldd = try Spawned("/usr/bin/ldd", [executable])
         try #require(ldd.wait() == 0, "ldd \(executable): \(ldd.stderr)")
         return ldd.stdout.split(separator: "\n").compactMap { line in
@@ -59,7 +59,7 @@ final class OtherUserExecutable {
     }
 
     /// Whether `user` can read `file` (every directory above it searchable, the file readable).
-    static func readable(_ file: String, by user: String) -> Bool {
+    package static func readable(_ file: String, by user: String) -> Bool {
         guard let probe = try? Spawned("/usr/sbin/runuser", ["-u", user, "--", "/usr/bin/test", "-r", file]) else {
             return false
         }

@@ -1,36 +1,37 @@
-// ReportFixtures: the reports behind the golden files in Fixtures/, built in code so both directions are tested.
+// ReportFixtures: the reports behind the golden files in Tests/StallWatchInspectorTests/Fixtures, built in code so
+// both directions are tested.
 import Foundation
 import StallWatch
 
-enum ReportFixtures {
+package enum ReportFixtures {
     /// Fixtures/reports/<name>.json for each fixture, in this order.
-    static let all: [(name: String, report: StallReport)] = [
+    package static let all: [(name: String, report: StallReport)] = [
         ("stall-ended", endedStall), ("hang-unrecovered", unrecoveredHang), ("stall-ongoing", ongoingStall),
     ]
 
     /// Fixtures/diagnosed/<name>.json: reports with the diagnosis fields (cause, threads, context, repeats), kept
     /// apart so the list and summary goldens above stay small.
-    static let diagnosed: [(name: String, report: StallReport)] = [("lock-diagnosed", diagnosedLock)]
+    package static let diagnosed: [(name: String, report: StallReport)] = [("lock-diagnosed", diagnosedLock)]
 
-    /// Fixtures/ as the test bundle holds it.
-    static var directory: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
-    static var reportsDirectory: URL { directory.appendingPathComponent("reports") }
-    /// The source tree's Fixtures/, where `STALLWATCH_UPDATE_GOLDEN=1` rewrites the files.
-    static var sourceDirectory: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    /// Tests/StallWatchInspectorTests/Fixtures in the source tree: the golden reports, views and help texts the
+    /// inspector's and the command line's tests compare with.
+    package static var directory: URL { sourceDirectory }
+    package static var reportsDirectory: URL { directory.appendingPathComponent("reports") }
+    /// The source tree's fixtures, where `STALLWATCH_UPDATE_GOLDEN=1` rewrites the files.
+    package static var sourceDirectory: URL {
+        Fixtures.packageRoot.appendingPathComponent("Tests/StallWatchInspectorTests/Fixtures")
     }
-    static var repositoryRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-    }
+    package static var repositoryRoot: URL { Fixtures.packageRoot }
+    /// `STALLWATCH_UPDATE_GOLDEN=1`: the golden tests write what they produce instead of comparing.
+    package static let updating = StallWatchEnvironmentVariable.updateGolden.value == "1"
 
-    static func date(_ text: String) -> Date { ReportDate.date(from: text)! }
+    package static func date(_ text: String) -> Date { ReportDate.date(from: text)! }
 
-    static let demo = "/usr/local/bin/chat-demo"
-    static let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-    static let dispatch = "/usr/lib/swift/linux/libdispatch.so"
+    package static let demo = "/usr/local/bin/chat-demo"
+    package static let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    package static let dispatch = "/usr/lib/swift/linux/libdispatch.so"
 
-    static let images = [
+    package static let images = [
         ImageInfo(
             path: demo, buildId: "3f9a1c0e5b7d2468ace013579bdf2468ace01357", base: 0x55d0a0000000, size: 0xa000),
         ImageInfo(
@@ -38,7 +39,7 @@ enum ReportFixtures {
         ImageInfo(path: dispatch, buildId: nil, base: 0x7f3a11e00000, size: 0x64000),
     ]
 
-    static let endedStall = StallReport(
+    package static let endedStall = StallReport(
         id: "20261130T221500.123Z-4242-3", status: .ended, severity: .stall,
         startedAt: date("2026-11-30T22:15:00.123Z"), endedAt: date("2026-11-30T22:15:00.435Z"), durationMs: 312.5,
         detection: .init(
@@ -86,7 +87,7 @@ enum ReportFixtures {
         notes: ["The watchdog woke 1.25 ms after the threshold was crossed."],
         annotations: ["request": "POST /sessions/sort", "client": "10.0.0.7"])
 
-    static let unrecoveredHang = StallReport(
+    package static let unrecoveredHang = StallReport(
         id: "20261201T080000.000Z-977-1", status: .unrecovered, severity: .hang,
         startedAt: date("2026-12-01T08:00:00.000Z"), endedAt: nil, durationMs: 63250,
         detection: .init(
@@ -115,7 +116,7 @@ enum ReportFixtures {
             "The process exited while the loop was still stuck.", "Symbolication was off: frames carry image + offset.",
         ])
 
-    static let ongoingStall = StallReport(
+    package static let ongoingStall = StallReport(
         id: "20261201T090000.500Z-4242-7", status: .ongoing, severity: .stall,
         startedAt: date("2026-12-01T09:00:00.500Z"), endedAt: nil, durationMs: 251,
         detection: .init(
@@ -143,7 +144,7 @@ enum ReportFixtures {
         capture: .init(method: "signal", sampleIntervalMs: 50, samplesTaken: 1))
 
     /// A lock stall with the diagnosis of issue 3: cause, thread states, the other threads, context, repeats.
-    static let diagnosedLock: StallReport = {
+    package static let diagnosedLock: StallReport = {
         let lockFrames = [
             StackFrame(
                 address: 0x7f3a1229a129, image: libc, offset: 0x9a129, symbol: "__GI___lll_lock_wait",
