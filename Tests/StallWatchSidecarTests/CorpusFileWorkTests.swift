@@ -1,5 +1,6 @@
 // One long write and fsync of one file, watched from outside: one stall, and the target not traced after it.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
