@@ -48,21 +48,12 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
         case .failure(let error):
             let message =
                 error.code == .noSuchProcess ? "the target exited during the capture (\(error.message))" : error.message
-            var failed = StackSample(failed: error, message: message)
-            // In uninterruptible sleep the thread was left alone; its user stack cannot change while it sits in
-            // its call, so it is read from memory as /proc/…/syscall places it.
-            if failed.unstopped == .uninterruptible, let unwinder,
-                let call = BlockedThreadCapture.blocked(thread.threadID, processID: processID),
-                let frozen = BlockedThreadCapture.capture(
-                    thread, call, maxStackBytes: configuration.maxStackBytes, processID: processID)
-            {
-                var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
-                sample.pauseNanos = nil
-                sample.unstopped = .uninterruptible
-                sample.failure = failed.failure.map { $0 + "; its stack was read as it sleeps" }
-                failed = sample
-            }
-            return failed
+            let failed = StackSample(failed: error, message: message)
+            guard let unwinder else { return failed }
+            // In uninterruptible sleep the thread was left alone; its user stack is read as it sleeps.
+            return failed.readingStackAsItSleeps(
+                thread, processID: processID, unwinder: unwinder, maxFrames: configuration.maxFrames,
+                maxStackBytes: configuration.maxStackBytes)
         }
     }
 }

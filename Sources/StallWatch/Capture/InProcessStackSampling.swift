@@ -95,7 +95,9 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         case .success(let capture):
             return StackSample(unwinding: capture, with: unwinder, maxFrames: maxFrames)
         case .failure(let error):
-            return StackSample(failed: error)
+            // A thread in uninterruptible sleep was released at once: its stack is read as it sleeps.
+            return StackSample(failed: error).readingStackAsItSleeps(
+                thread, processID: getpid(), unwinder: unwinder, maxFrames: maxFrames, maxStackBytes: maxStackBytes)
         }
     }
 

@@ -157,6 +157,36 @@ extension StackSample {
         capturedAtNanos = capture.capturedAtNanoseconds == 0 ? nil : capture.capturedAtNanoseconds
     }
 
+    /// A ptrace capture that released `thread` at once because it sleeps uninterruptibly (state D) is followed by
+    /// a read of its user stack as it sleeps: the stack cannot change while the thread sits in its call, so it is
+    /// copied from memory where `/proc/…/syscall` places it. Returns self unchanged for any other failure, or when
+    /// the thread left its call meanwhile.
+    package func readingStackAsItSleeps(
+        _ thread: SampledThread, processID: Int32, unwinder: StackUnwinder, maxFrames: Int, maxStackBytes: Int
+    ) -> StackSample {
+        guard unstopped == .uninterruptible,
+            let call = Self.sleepingCall(thread.threadID, processID: processID),
+            let frozen = BlockedThreadCapture.capture(
+                thread, call, maxStackBytes: maxStackBytes, processID: processID)
+        else { return self }
+        var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: maxFrames)
+        sample.pauseNanos = nil
+        sample.unstopped = .uninterruptible
+        sample.failure = failure.map { $0 + "; its stack was read as it sleeps" }
+        return sample
+    }
+
+    /// The call a thread in uninterruptible sleep sits in, read from `/proc/…/syscall`. That file says only
+    /// "running" while the thread runs inside its call (writing pages back between its sleeps), so it is read
+    /// again over at most about 20 ms, until it shows the thread asleep in the call.
+    static func sleepingCall(_ threadID: Int32, processID: Int32) -> ThreadWait? {
+        for attempt in 0..<80 {
+            if let call = BlockedThreadCapture.blocked(threadID, processID: processID) { return call }
+            if attempt < 79 { usleep(250) }
+        }
+        return nil
+    }
+
     /// The sample of a capture that failed with `error`: its message, and why the thread was not stopped.
     package init(failed error: StallWatchError, message: String? = nil) {
         self.init(error: message ?? error.message, failure: message ?? error.message)
