@@ -18,6 +18,12 @@ import CStallWatchSignal
 /// blocking call is never cut short and a signal that now belongs to the application (or to `SIG_DFL`) is
 /// never sent.
 ///
+/// A thread seen in a system call is still inside it, on its way out, while `syscall` already says `running`: woken
+/// from its call, it waits for a CPU and then returns to user space, and a signal meanwhile makes the call return
+/// EINTR (`poll`, `epoll_wait`, … are never restarted after a handler). So a thread the previous look found in a
+/// call is signalled only once it has run ``leftCallCPUNanos`` on a CPU since (schedstat), far more than any
+/// return from a call takes.
+///
 /// - Note: In the fallback, a thread may enter a system call in the microseconds between the check and the
 ///   signal; that call can then return EINTR. The helper path has no such window.
 final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
@@ -27,6 +33,10 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     /// Why the helper is not used (nil when it is); repeated in every report's setup errors.
     let helperUnavailable: String?
     private var lastRefusal: String?
+    /// The on-CPU time (schedstat) of each thread a look last found in a system call, for the signal path.
+    private var cpuNanosInCall: [Int32: UInt64] = [:]
+    /// How long a thread seen in a call must have run since before it is taken to be out of it: 1 ms.
+    static let leftCallCPUNanos: UInt64 = 1_000_000
 
     init(helper: ThreadCaptureHelper?, signal: SignalSampler?, unwinder: StackUnwinder, helperUnavailable: String?) {
         self.helper = helper
@@ -129,9 +139,18 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         if ThreadStackLocator.blocks(thread.threadID, signal: signal.signal) {
             return "the thread blocks the sampling signal, and ptrace is not available: not sampled"
         }
+        let cpuNanos = ProcDirectory.current.thread(thread.threadID).schedstat(now: 0)?.cpuNanos
         if let call = Self.systemCall(thread.threadID) {
+            cpuNanosInCall[thread.threadID] = cpuNanos ?? 0
             return "the thread is in system call \(call); a signal would interrupt it (EINTR) and ptrace is not "
                 + "available: not sampled"
+        }
+        if let inCall = cpuNanosInCall[thread.threadID] {
+            guard let cpuNanos, cpuNanos &- inCall >= Self.leftCallCPUNanos, cpuNanos >= inCall else {
+                return "the thread is leaving a system call; a signal would interrupt it (EINTR) and ptrace is not "
+                    + "available: not sampled"
+            }
+            cpuNanosInCall[thread.threadID] = nil
         }
         return nil
     }
