@@ -14,7 +14,8 @@ readme = open("README.md").read()
 problems = []
 
 targets = {t["name"] for t in json.load(open(".dump-package.json"))["targets"]}
-section = readme.split("## Module map", 1)[1].split("\n## ", 1)[0]
+# The targets' table, up to the next section or subsection (the rooms of a library come after it).
+section = re.split(r"\n##+ ", readme.split("## Module map", 1)[1], maxsplit=1)[0]
 listed = set()
 for row in section.splitlines():
     if row.startswith("| `"):
