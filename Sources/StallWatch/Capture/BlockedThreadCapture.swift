@@ -82,32 +82,45 @@ package enum BlockedThreadCapture {
         for (register, argument) in zip(order, call.arguments) { registers[Int(register)] = argument }
         registers[Int(SW_REG_RSP)] = call.stackPointer
         registers[Int(SW_REG_RIP)] = call.programCounter
-        registers[Int(SW_REG_RBP)] = frameRecord(in: stack, base: call.stackPointer, high: high, code: code) ?? 0
+        let records = frameRecords(in: stack, base: call.stackPointer, high: high, code: code, limit: 3)
+        registers[Int(SW_REG_RBP)] = records.first ?? 0
         var capture = StackCapture(
             threadID: thread.threadID, registers: registers, stackPointer: call.stackPointer, stack: stack,
             pauseNanoseconds: 0, handlerNanoseconds: 0, stackLow: low, stackHigh: high)
         // Still in the call, at the same place, after the copy: its state then.
         capture.capturedAtNanoseconds = seenAt
+        capture.otherFramePointers = Array(records.dropFirst())
         return capture
     }
 
     /// The innermost frame record in the copy: an address W with [W] a higher stack address (the caller's
     /// record, or 0 at the outermost) and [W+8] and [[W]+8] addresses in code.
     static func frameRecord(in stack: [UInt8], base: UInt64, high: UInt64, code: ExecutableRanges) -> UInt64? {
+        frameRecords(in: stack, base: base, high: high, code: code, limit: 1).first
+    }
+
+    /// The innermost `limit` addresses of the copy that look like frame records, innermost first. The innermost is
+    /// not always the live one: a leaf without a frame pointer of its own (libc's `fsync` keeps a 24-byte frame)
+    /// sits over the slots of an earlier callee's frame, whose stale record looks live and leads the unwind back to
+    /// the same caller; the unwind tries the next ones.
+    static func frameRecords(
+        in stack: [UInt8], base: UInt64, high: UInt64, code: ExecutableRanges, limit: Int
+    ) -> [UInt64] {
         func word(_ address: UInt64) -> UInt64? {
             guard address >= base, address + 8 <= base + UInt64(stack.count) else { return nil }
             let offset = Int(address - base)
             return stack.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
         }
+        var found: [UInt64] = []
         var candidate = base
-        while candidate + 16 <= base + UInt64(stack.count) {
+        while candidate + 16 <= base + UInt64(stack.count), found.count < limit {
             defer { candidate += 8 }
             guard let next = word(candidate), next > candidate, next < high, let ret = word(candidate + 8),
                 code.contains(ret)
             else { continue }
-            if let outer = word(next + 8), code.contains(outer) { return candidate }
+            if let outer = word(next + 8), code.contains(outer) { found.append(candidate) }
         }
-        return nil
+        return found
     }
 }
 

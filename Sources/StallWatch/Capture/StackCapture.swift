@@ -47,6 +47,9 @@ package struct StackCapture: Sendable {
     /// records a moment `t` in its own code (a loop leaving a stall) was captured before `t` exactly when this is
     /// earlier than `t`.
     var capturedAtNanoseconds: UInt64 = 0
+    /// Other frame pointers the stack copy allows, when RBP was recovered from it rather than read
+    /// (``BlockedThreadCapture``): the unwind keeps the one that goes furthest.
+    var otherFramePointers: [UInt64] = []
 
     package init(
         threadID: Int32, registers: [UInt64], stackPointer: UInt64, stack: [UInt8], pauseNanoseconds: UInt64,

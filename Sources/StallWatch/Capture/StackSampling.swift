@@ -1,4 +1,5 @@
 // StackSampling: how a StallRecorder gets one stack sample of the stuck thread (signal in-process, ptrace outside).
+import CStallWatchCore
 
 #if canImport(Glibc)
     import Glibc
@@ -147,7 +148,14 @@ extension StackSample {
     /// The sample of one capture, unwound: its addresses, the target's pause and the unwind's cost; an unwind
     /// that stopped before two frames is the sample's error, and the capture's notes are its failure.
     package init(unwinding capture: StackCapture, with unwinder: StackUnwinder, maxFrames: Int) {
-        let stack = unwinder.unwind(capture, maxFrames: maxFrames)
+        var stack = unwinder.unwind(capture, maxFrames: maxFrames)
+        // A frame pointer recovered from the copy may be a stale record: the one that unwinds furthest is kept.
+        for framePointer in capture.otherFramePointers where stack.frames.count < maxFrames {
+            var other = capture
+            other.registers[Int(SW_REG_RBP)] = framePointer
+            let alternative = unwinder.unwind(other, maxFrames: maxFrames)
+            if alternative.frames.count > stack.frames.count { stack = alternative }
+        }
         self.init(frames: stack.frames, pauseNanos: capture.pauseNanoseconds, unwindNanos: stack.unwindNanoseconds)
         if let error = stack.error, stack.frames.count < 2 { self.error = error }
         let notes = capture.notes + stack.notes
