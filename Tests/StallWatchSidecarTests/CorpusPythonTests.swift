@@ -36,6 +36,11 @@ import Testing
             // between two of its steps; a thread running in the kernel often cannot be, so "in I/O" is the bar.
             thresholdMs: 200, evidenceContains: "in I/O",
             captureErrorsContain: "with the thread working inside the kernel"),
+        // Two ownerless locks taken crosswise: a likely deadlock of both threads, with no certain holder.
+        CorpusCase(
+            name: "python deadlock of two ownerless locks", command: python("deadlock", "1.5"),
+            expect: .stall(.deadlock, frames: ["sem_", "futex", "lll_lock"], deadlock: true),
+            evidenceContains: "likely a deadlock"),
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),

@@ -323,7 +323,15 @@ struct EvidenceCollector {
         var result: [StallEvidence.Thread] = []
         for (index, tid) in graph.relevanceOrder(loop: loopTID).prefix(4096).enumerated() {
             if !over, isOngoing() { takeSampleIfDue() } else { over = true }
-            guard let probe = graph.probes[tid] else { continue }
+            guard var probe = graph.probes[tid] else { continue }
+            // The stuck thread read right after the first sample's stop may show `restart_syscall` (the stop ends a
+            // timed wait, which the kernel resumes): the first sample's own probe, read just before the capture,
+            // has the call and what it waits on.
+            if tid == loopTID, probe.wait?.isRestart == true, let before = evidence?.samples.first?.probe,
+                before.wait?.isRestart == false
+            {
+                probe = before
+            }
             let waitsFor = graph.waitsFor[tid]
             // Past the stack cap, only threads that are part of the wait graph are listed.
             let withStack = index < configuration.maxThreads

@@ -88,6 +88,15 @@ def stall():
             os.fsync(f.fileno())
             synced = time.time_ns()
         print("SAVED", started, written, synced, time.time_ns(), flush=True)
+    elif MODE == "deadlock":
+        # Two threading.Locks (POSIX semaphores: no owner recorded) taken in opposite orders by the loop and a
+        # worker. The loop gives up after STALL seconds (a timed acquire), so the service survives.
+        first.acquire()
+        take_second.set()
+        second_taken.wait()
+        if second.acquire(timeout=STALL):
+            second.release()
+        first.release()
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
@@ -96,6 +105,21 @@ def stall():
 
 if MODE == "save-document":
     document = b"x" * (int(STALL) << 20)  # what the service has to save, built before the loop runs
+
+if MODE == "deadlock":
+    # The worker is started before the loop runs (a thread start can itself wait on a lock under load).
+    first, second = threading.Lock(), threading.Lock()
+    take_second, second_taken = threading.Event(), threading.Event()
+
+    def crosswise():
+        name_thread("ledger-worker")
+        take_second.wait()
+        with second:
+            second_taken.set()
+            with first:
+                pass
+
+    threading.Thread(target=crosswise, daemon=True).start()
 
 if MODE == "blocking-read":
     # No thread is started during the stall (a thread start can itself wait on a lock under load).
