@@ -16,6 +16,13 @@ enum CauseDescription {
             let title = cause.deadlockCertainty == .likely ? "Deadlocked threads (likely)" : "Deadlocked threads"
             rows.append((title, cycle.map { describe($0, in: report) }.joined(separator: "; ")))
         }
+        if let process = cause.blockingProcess {
+            rows.append(
+                (
+                    "Blocking process",
+                    "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)") + " — \(process.reason)"
+                ))
+        }
         if let candidates = cause.candidateHolders, !candidates.isEmpty {
             let described = candidates.map { holder in
                 let thread = holder.processId == nil ? describe(holder.threadId, in: report) : "\(holder.threadId)"

@@ -39,6 +39,12 @@ public struct ReportDetailView: Sendable {
                 text += " (blocked by thread \(blocking)" + (name.map { " \($0)" } ?? "") + ")"
             }
             header.append(["cause", text])
+            if let process = cause.blockingProcess {
+                header.append([
+                    "blocking process",
+                    "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)") + ": \(process.reason)",
+                ])
+            }
             if let candidates = cause.candidateHolders, !candidates.isEmpty {
                 header.append([
                     "candidate holders",

@@ -41,6 +41,13 @@ import Testing
             name: "python deadlock of two ownerless locks", command: python("deadlock", "1.5"),
             expect: .stall(.deadlock, frames: ["sem_", "futex", "lll_lock"], deadlock: true),
             evidenceContains: "likely a deadlock"),
+        // A file lock another process holds: the kernel names that process.
+        CorpusCase(
+            name: "python flock held by another process", command: python("flock"),
+            expect: .stall(.lock, frames: ["flock"]), evidenceContains: "as /proc/locks records it"),
+        CorpusCase(
+            name: "python fcntl lock held by another process", command: python("fcntl-lock"),
+            expect: .stall(.lock, frames: ["fcntl"]), evidenceContains: "as /proc/locks records it"),
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),

@@ -16,11 +16,15 @@ enum CauseClassifier {
         var waitKind: SyscallTable.Kind?
         /// The capture could not stop the thread in time: it was working inside the kernel (a long write).
         var captureTimedOut = false
+        /// The process holding the file lock the loop waited for at this sample (`/proc/locks`).
+        var fileLockHolder: FileLockHolder.Holder?
 
         init(
             state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
-            waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false
+            waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false,
+            fileLockHolder: FileLockHolder.Holder? = nil
         ) {
+            self.fileLockHolder = fileLockHolder
             self.state = state
             self.syscall = syscall
             self.wchan = wchan
@@ -247,6 +251,20 @@ enum CauseClassifier {
     {
         var evidence = evidence
         let wchan = mostCommon(e.observations.compactMap(\.wchan))
+        // A file lock: the kernel records who holds it.
+        if let holder = mostCommon(e.observations.compactMap(\.fileLockHolder)) {
+            let call = mostCommon(e.observations.compactMap(\.syscall)).map(SyscallTable.name) ?? "flock"
+            let samples = e.observations.filter { $0.fileLockHolder == holder }.count
+            evidence.append("\(samples) of \(total) samples: waiting for a file lock in \(call)")
+            evidence.append(
+                "the file lock (\(holder.lock)) is held by process \(holder.processID)"
+                    + (holder.name.isEmpty ? "" : " (\(holder.name))") + ", as /proc/locks records it")
+            return .init(
+                kind: .lock, evidence: evidence,
+                blockingProcess: .init(
+                    processId: holder.processID, name: holder.name,
+                    reason: "holds the \(holder.lock) lock on the file the loop waits to lock (/proc/locks)"))
+        }
         evidence.append("\(lockSamples) of \(total) samples: waiting in futex" + (wchan.map { " (wchan \($0))" } ?? ""))
         guard let owner = mostCommon(e.observations.compactMap(\.lockOwner)) else {
             // No readable owner: a synchronous hand-off to another thread (a dispatch sync, a condition) or a lock

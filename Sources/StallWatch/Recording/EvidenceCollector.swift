@@ -173,7 +173,9 @@ struct EvidenceCollector {
             probe.syscall = before.number
             sample.probe = probe
         }
-        if let probe = sample.probe, probe.syscallKind == .lock, let wait = probe.wait {
+        if let probe = sample.probe, let wait = probe.wait, wait.kind == .lock, wait.number == 72 || wait.number == 73 {
+            sample.fileLockHolder = FileLockHolder.holder(pid: pid, wait: wait)
+        } else if let probe = sample.probe, probe.syscallKind == .lock, let wait = probe.wait {
             sample.lockOwner =
                 LockOwner.owner(pid: pid, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
         }

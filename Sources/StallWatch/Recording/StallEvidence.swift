@@ -19,6 +19,8 @@ struct StallEvidence: Sendable {
         var probe: ThreadProbe?
         /// The thread holding the lock the stuck thread waits for, when the probe shows a futex wait.
         var lockOwner: Int32?
+        /// The process holding the file lock the stuck thread waits for (`/proc/locks`), when it waits for one.
+        var fileLockHolder: FileLockHolder.Holder?
         /// Why the capture did not stop the thread (nil: it did, or failed otherwise).
         var unstopped: UnstoppedThread?
         /// The capture did not stop the thread: it was inside the kernel, or waiting for a CPU.

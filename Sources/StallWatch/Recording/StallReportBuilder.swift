@@ -211,7 +211,7 @@ struct StallReportBuilder {
             return .init(
                 state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
                 symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner, waitKind: probe.wait?.kind,
-                captureTimedOut: raw.captureTimedOut)
+                captureTimedOut: raw.captureTimedOut, fileLockHolder: raw.fileLockHolder)
         }
         var loopCPU: UInt64?
         var runQueueWait: UInt64?

@@ -351,6 +351,24 @@ extension StallReport {
         /// own monitor or mutex), most likely first: candidates, never a certainty (``blockingThreadId`` is only
         /// ever an owner the process itself records).
         public var candidateHolders: [CandidateHolder]?
+        /// Another process that holds what the loop waited for, as the kernel records it (a file lock's holder in
+        /// `/proc/locks`).
+        public var blockingProcess: BlockingProcess?
+
+        /// A process other than the stalled one that holds what its loop waited for.
+        public struct BlockingProcess: Codable, Sendable, Equatable {
+            public var processId: Int32
+            /// Its command name, when it could be read.
+            public var name: String
+            /// What it holds and how that is known, one sentence.
+            public var reason: String
+
+            package init(processId: Int32, name: String, reason: String) {
+                self.processId = processId
+                self.name = name
+                self.reason = reason
+            }
+        }
 
         /// How a deadlock's cycle was found.
         public enum Certainty: String, Codable, Sendable, CaseIterable {
@@ -391,8 +409,10 @@ extension StallReport {
 
         package init(
             kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil,
-            deadlockCertainty: Certainty? = nil, candidateHolders: [CandidateHolder]? = nil
+            deadlockCertainty: Certainty? = nil, candidateHolders: [CandidateHolder]? = nil,
+            blockingProcess: BlockingProcess? = nil
         ) {
+            self.blockingProcess = blockingProcess
             self.kind = kind
             self.evidence = evidence
             self.blockingThreadId = blockingThreadId

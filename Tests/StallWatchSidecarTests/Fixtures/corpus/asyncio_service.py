@@ -97,6 +97,14 @@ def stall():
         if second.acquire(timeout=STALL):
             second.release()
         first.release()
+    elif MODE in ("flock", "fcntl-lock"):
+        # The service takes a lock on a shared file that another process (a backup job, say) holds for a while.
+        release_other()
+        with open(lock_path, "w") as f:
+            if MODE == "flock":
+                fcntl.flock(f, fcntl.LOCK_EX)
+            else:
+                fcntl.lockf(f, fcntl.LOCK_EX)
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
@@ -120,6 +128,19 @@ if MODE == "deadlock":
                 pass
 
     threading.Thread(target=crosswise, daemon=True).start()
+
+if MODE in ("flock", "fcntl-lock"):
+    # Another process holds the lock from before the loop runs until STALL seconds after the stall begins.
+    import fcntl, subprocess
+
+    lock_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"stallwatch-corpus-lock-{os.getpid()}")
+    take = "fcntl.flock(f, fcntl.LOCK_EX)" if MODE == "flock" else "fcntl.lockf(f, fcntl.LOCK_EX)"
+    other = subprocess.Popen(
+        [sys.executable, "-c", f"import fcntl, sys, time\nf = open({lock_path!r}, 'w')\n{take}\nprint('HELD', flush=True)\n"
+         "sys.stdin.readline()\ntime.sleep(float(sys.argv[1]))", str(STALL)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    other.stdout.readline()
+    release_other = lambda: (other.stdin.write("go\n"), other.stdin.flush())
 
 if MODE == "blocking-read":
     # No thread is started during the stall (a thread start can itself wait on a lock under load).
