@@ -11,7 +11,8 @@ import Dispatch
 /// Evidence, read from `/proc/<pid>/task/<tid>/` without stopping the thread:
 /// - the thread sits in its own idle wait (learned by ``IdleWaitLearner`` from `syscall`: the call, what it
 ///   waits on, its stack pointer and program counter) — reported as the idle phase `beforeWaiting`. Any other
-///   wait, even an `epoll_wait` or `poll` inside a callback or a futex, is busy;
+///   wait, even an `epoll_wait` or `poll` inside a callback or a futex, is busy; a wait for a lock whose owner is
+///   recorded (``LockOwner``) is busy from the first look;
 /// - progress is leaving a system call (or the idle wait), or, for a thread in user space, making system calls
 ///   (its voluntary switches or the `io` counters `syscr`/`syscw` moved). Counters that move while the thread
 ///   stays inside one call (writeback sleeps inside a long `fsync`, a timed re-check inside a monitor wait) are
@@ -94,7 +95,9 @@ package struct ProcProgressProbe: Sendable {
         let wait = directory.syscall()
         let inIdleWait =
             wait == nil
-            ? inIdleWaitByWchan(directory) : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status))
+            ? inIdleWaitByWchan(directory)
+            : idleWaits.isIdle(
+                wait, cameBack: cameBack(to: wait, status: status), lockOwned: waitsForOwnedLock(wait, directory))
         if inIdleWait {
             enterIdleWait(wait)
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
@@ -154,6 +157,15 @@ package struct ProcProgressProbe: Sendable {
         }
         return !anotherFile
             && !Self.isProgress(from: before, to: after, moves: moves, afterCapture: allowance.switches > 0, work: work)
+    }
+
+    /// Whether `wait` is for a lock whose recorded owner is another live thread of the process (``LockOwner``):
+    /// busy whatever the learner saw before, so a loop found already waiting for a held lock is judged stuck.
+    private func waitsForOwnedLock(_ wait: ThreadWait?, _ directory: ProcDirectory) -> Bool {
+        guard let wait, wait.inSyscall, wait.number == 202 || wait.number == 219 else { return false }
+        let threads = Set(ProcDirectory(processID: processID).threadIDs())
+        guard let found = LockOwner.owner(pid: processID, wait: wait, threads: threads) else { return false }
+        return found.threadID != threadID
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
