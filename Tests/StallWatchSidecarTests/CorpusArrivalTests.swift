@@ -37,6 +37,8 @@ import Testing
         let cause: StallReport.Cause.Kind
         var blocked = false
         var deadlock = false
+        /// The kernel tells how long the thread has not run (it is blocked, not on a CPU).
+        var blockedInKernel = true
         var testDescription: String { mode }
     }
 
@@ -45,11 +47,13 @@ import Testing
         Stuck(mode: "deadlock", cause: .deadlock, blocked: true, deadlock: true),
         Stuck(mode: "pipe", cause: .io),
         Stuck(mode: "sleep", cause: .sleep),
-        Stuck(mode: "spin", cause: .cpu),
+        Stuck(mode: "spin", cause: .cpu, blockedInKernel: false),
     ]
 
     /// The loop has been stuck 1.5 s when the watcher starts: one report with the right cause, detected within
-    /// twice the threshold and one poll interval of the start of watching.
+    /// twice the threshold and one poll interval of the start of watching, marked as begun before the watch, its
+    /// start never before the program's own and, for a thread blocked in the kernel, its duration at detection
+    /// within 20 % of the program's own (a spinning thread's start is the first look: only a lower bound).
     @Test(.timeLimit(.minutes(2)), arguments: stuckCases)
     func aLoopAlreadyStuckWhenWatchingStartsIsReportedOnceInTime(_ c: Stuck) throws {
         let binary = try #require(Self.binary, "cc could not build the fixture")
@@ -82,6 +86,16 @@ import Testing
         #expect(
             latencyMs <= Double(2 * Self.thresholdMs + Self.intervalMs),
             "detected \(Int(latencyMs)) ms after watching started")
+        #expect(report.startedBeforeAttach == true, "\(CorpusHarness.describe(report))")
+        let detectedAt = report.detection.detectedAt.timeIntervalSince1970
+        let trueMs = (detectedAt - Double(stuckAt) / 1e9) * 1000
+        let reportedMs = (detectedAt - report.startedAt.timeIntervalSince1970) * 1000
+        // A lower bound (1 ms for the rounding of the two clocks' readings)…
+        #expect(reportedMs <= trueMs + 1, "reported \(Int(reportedMs)) ms at detection, truly \(Int(trueMs)) ms")
+        // …within 20 % of the truth where the kernel tells it.
+        if c.blockedInKernel {
+            #expect(reportedMs >= 0.8 * trueMs, "reported \(Int(reportedMs)) ms at detection, truly \(Int(trueMs)) ms")
+        }
         if c.blocked { #expect(report.cause?.blockingThreadId != nil, "\(CorpusHarness.describe(report))") }
         if c.deadlock {
             #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(CorpusHarness.describe(report))")
@@ -144,6 +158,7 @@ import Testing
             #expect(stuckAt > attachAt, "\(service.name) stalled before it was watched")
             let reports = SidecarFixtures.reports(in: directory)
             try #require(reports.count == 1, "\(service.name): \(reports.map(CorpusHarness.describe))")
+            #expect(reports[0].startedBeforeAttach == nil, "\(service.name): a late stall marked as begun before")
             // The report's stall starts at the late work (to a poll interval), not during the idle time.
             let startedMs = (reports[0].startedAt.timeIntervalSince1970 - Double(stuckAt) / 1e9) * 1000
             #expect(

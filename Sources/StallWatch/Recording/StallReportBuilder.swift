@@ -131,6 +131,7 @@ struct StallReportBuilder {
         report.callTree = tree.roots.isEmpty ? nil : tree.roots
         report.threads = threads.isEmpty ? nil : threads
         report.occurrences = 1
+        if stall.startedBeforeWatching { report.startedBeforeAttach = true }
         report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
         if final { report.context = evidence.context }
         report.task = evidence.task

@@ -37,7 +37,9 @@ import Dispatch
 ///
 /// With no progress for the threshold, the detector reports a stall. The phase start is the poll that saw
 /// the last evidence, so a stall's duration is under-estimated by at most one poll interval: a sidecar errs
-/// toward silence. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
+/// toward silence. A thread found blocked in a busy wait at the very first look (a watch started mid-incident)
+/// has its phase start at the last time it ran (`se.exec_start` in `sched`, against the reader's own), a lower
+/// bound of the stall that the detector marks as begun before watching. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
 ///
 /// Used by the sidecar for another process's threads and by ``ThreadWatchdog`` for threads of this process.
 ///
@@ -52,6 +54,8 @@ package struct ProcProgressProbe: Sendable {
     private var sequence: UInt64 = 1
     private var phaseStart: UInt64
     private var idle = false
+    /// A look was taken: the next one is not the first.
+    private var looked = false
     private var counters: ThreadCounters?
     private var lastWait: ThreadWait?
     /// The piece of file work the thread may be in the middle of since the last progress.
@@ -88,6 +92,8 @@ package struct ProcProgressProbe: Sendable {
         // A thread that is exiting has ended its work (a process exiting frees its memory in the kernel, which
         // takes a while for a large one): gone, not stuck.
         if state == "Z" || state == "X" || stat?.isExiting == true { return nil }
+        let firstLook = !looked
+        looked = true
         if state == "T" || state == "t" {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
@@ -109,6 +115,13 @@ package struct ProcProgressProbe: Sendable {
             // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
+            // Found blocked in a busy wait at the very first look: it has been in it at least since it last ran
+            // (the kernel's own figure), which is the latest its stuck phase can have begun.
+            if firstLook, wait?.inSyscall == true, state == "S" || state == "D",
+                let notRun = ThreadSchedule.notRunNanos(directory), notRun < now
+            {
+                phaseStart = now - notRun
+            }
             phaseStartSchedule = directory.schedstat(now: now)
             idle = false
             // A new piece of work, maybe on the file of the call the thread is in now; the bytes of a call still
