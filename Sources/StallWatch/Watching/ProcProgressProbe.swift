@@ -39,7 +39,9 @@ import Dispatch
 /// the last evidence, so a stall's duration is under-estimated by at most one poll interval: a sidecar errs
 /// toward silence. A thread found blocked in a busy wait at the very first look (a watch started mid-incident)
 /// has its phase start at the last time it ran (`se.exec_start` in `sched`, against the reader's own), a lower
-/// bound of the stall that the detector marks as begun before watching. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
+/// bound of the stall that the detector marks as begun before watching. A thread seen leaving its idle wait is
+/// dated from its CPU time and run-queue wait since the last idle look (``busySinceIdleLook``), so a long poll
+/// interval while the loop idles does not delay detection. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
 ///
 /// Used by the sidecar for another process's threads and by ``ThreadWatchdog`` for threads of this process.
 ///
@@ -56,6 +58,8 @@ package struct ProcProgressProbe: Sendable {
     private var idle = false
     /// A look was taken: the next one is not the first.
     private var looked = false
+    /// The last look that saw the thread in its idle wait: when, its schedule and its voluntary switches.
+    private var idleLook: (at: UInt64, schedule: ThreadSchedule, voluntarySwitches: UInt64)?
     private var counters: ThreadCounters?
     private var lastWait: ThreadWait?
     /// The piece of file work the thread may be in the middle of since the last progress.
@@ -106,6 +110,9 @@ package struct ProcProgressProbe: Sendable {
                 wait, cameBack: cameBack(to: wait, status: status), lockOwned: waitsForOwnedLock(wait, directory))
         if inIdleWait {
             enterIdleWait(wait)
+            if let schedule = directory.schedstat(now: now), let switches = status.voluntarySwitches {
+                idleLook = (now, schedule, switches)
+            }
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         let current = ThreadCounters.read(directory, status: status, stat: stat)
@@ -117,12 +124,14 @@ package struct ProcProgressProbe: Sendable {
             phaseStart = now
             // Found blocked in a busy wait at the very first look: it has been in it at least since it last ran
             // (the kernel's own figure), which is the latest its stuck phase can have begun.
-            if firstLook, wait?.inSyscall == true, state == "S" || state == "D",
-                let notRun = ThreadSchedule.notRunNanos(directory), notRun < now
-            {
+            let blocked = wait?.inSyscall == true && (state == "S" || state == "D")
+            let schedule = directory.schedstat(now: now)
+            if firstLook, blocked, let notRun = ThreadSchedule.notRunNanos(directory), notRun < now {
                 phaseStart = now - notRun
+            } else if idle, let since = busySinceIdleLook(now: now, schedule, status, blocked: blocked, directory) {
+                phaseStart = since
             }
-            phaseStartSchedule = directory.schedstat(now: now)
+            phaseStartSchedule = schedule
             idle = false
             // A new piece of work, maybe on the file of the call the thread is in now; the bytes of a call still
             // under way carry over to the look where it completes.
@@ -179,6 +188,34 @@ package struct ProcProgressProbe: Sendable {
         let threads = Set(ProcDirectory(processID: processID).threadIDs())
         guard let found = LockOwner.owner(pid: processID, wait: wait, threads: threads) else { return false }
         return found.threadID != threadID
+    }
+
+    /// When a thread seen in its idle wait at the last idle look, busy now, left that wait, from the kernel's
+    /// own figures: it woke once and has been running or waiting for a CPU since (no voluntary switch), or it
+    /// then blocked once, in the wait it is in now, and has not run since. Its CPU time and run-queue wait since
+    /// the idle look, and the time since it last ran, then add up to how long it has been busy; a loop that
+    /// turned in between (more switches) gives nil, and the look that saw it busy stays the phase start. Never
+    /// earlier than the idle look: a poll interval while the loop idles delays neither detection nor the
+    /// duration, and the figure errs late (toward silence), never early.
+    private func busySinceIdleLook(
+        now: UInt64, _ schedule: ThreadSchedule?, _ status: ProcFields, blocked: Bool, _ directory: ProcDirectory
+    ) -> UInt64? {
+        guard let idleLook, let schedule, let switches = status.voluntarySwitches,
+            switches >= idleLook.voluntarySwitches, schedule.cpuNanos >= idleLook.schedule.cpuNanos,
+            schedule.runQueueWaitNanos >= idleLook.schedule.runQueueWaitNanos
+        else { return nil }
+        var busy =
+            (schedule.cpuNanos - idleLook.schedule.cpuNanos)
+            + (schedule.runQueueWaitNanos - idleLook.schedule.runQueueWaitNanos)
+        switch (switches - idleLook.voluntarySwitches, blocked) {
+        case (0, false): break
+        case (1, true):
+            guard let notRun = ThreadSchedule.notRunNanos(directory) else { return nil }
+            busy += notRun
+        default: return nil
+        }
+        guard busy > 0, busy < now else { return nil }
+        return max(idleLook.at, now - busy)
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
