@@ -1,4 +1,5 @@
 // ProcProgressProbe: zero-instrumentation progress evidence for a thread nobody instrumented, from /proc.
+import CStallWatchCore
 import Dispatch
 
 #if canImport(Glibc)
@@ -126,8 +127,10 @@ package struct ProcProgressProbe: Sendable {
             // (the kernel's own figure), which is the latest its stuck phase can have begun.
             let blocked = wait?.inSyscall == true && (state == "S" || state == "D")
             let schedule = directory.schedstat(now: now)
-            if firstLook, blocked, let notRun = ThreadSchedule.notRunNanos(directory), notRun < now {
-                phaseStart = now - notRun
+            if firstLook, blocked, let notRun = ThreadSchedule.notRunNanos(directory) {
+                // Measured up to the read, after `now`: dated from the read's time, so it errs late, never early.
+                let readAt = sw_monotonic_ns()
+                if notRun < readAt { phaseStart = min(now, readAt - notRun) }
             } else if idle, let since = busySinceIdleLook(now: now, schedule, status, blocked: blocked, directory) {
                 phaseStart = since
             }
@@ -214,8 +217,10 @@ package struct ProcProgressProbe: Sendable {
             busy += notRun
         default: return nil
         }
-        guard busy > 0, busy < now else { return nil }
-        return max(idleLook.at, now - busy)
+        // The figures run up to their reads, after `now`: dated from the last read, so the start errs late.
+        let readAt = max(now, sw_monotonic_ns())
+        guard busy > 0, busy < readAt else { return nil }
+        return min(now, max(idleLook.at, readAt - busy))
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
