@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -68,6 +69,24 @@ long sw_read_memory(pid_t pid, uint64_t address, void *buffer, unsigned long len
     long result = n < 0 ? -errno : (long)n;
     errno = saved;
     return result;
+}
+
+int sw_current_cpu(void) {
+    unsigned cpu = 0;
+    return syscall(SYS_getcpu, &cpu, NULL, NULL) == 0 ? (int)cpu : -errno;
+}
+
+int sw_pin_to_cpu(int cpu, void *saved, unsigned long size) {
+    unsigned char mask[128] = {0};
+    if (cpu < 0 || (unsigned long)cpu >= sizeof mask * 8 || size < sizeof mask) return -EINVAL;
+    memset(saved, 0, size);
+    if (syscall(SYS_sched_getaffinity, 0, size, saved) < 0) return -errno;
+    mask[cpu / 8] = (unsigned char)(1u << (cpu % 8));
+    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : -errno;
+}
+
+int sw_set_affinity(const void *mask, unsigned long size) {
+    return syscall(SYS_sched_setaffinity, 0, size, mask) == 0 ? 0 : -errno;
 }
 
 void sw_set_thread_name(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }

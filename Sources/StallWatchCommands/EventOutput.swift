@@ -55,11 +55,14 @@ struct EventOutput {
         switch event {
         case "began":
             return
-                "stall began: \(loop)\(pid) stuck in \(value("phase") ?? "?") for over \(value("thresholdMs") ?? "?") ms"
+                "stall began: \(loop)\(pid) stuck in \(value("phase") ?? "?") for over "
+                + (value("lowerBoundMs").map { "\($0) ms, begun before watching started" }
+                    ?? "\(value("thresholdMs") ?? "?") ms")
         case "escalated":
             return "stall escalated: \(loop) is now a \(value("severity") ?? "hang")"
         case "ended":
-            var text = "stall ended: \(loop)\(pid) \(value("durationMs") ?? "?") ms in \(value("top") ?? "?")"
+            let atLeast = value("startedBeforeAttach") == nil ? "" : "at least "
+            var text = "stall ended: \(loop)\(pid) \(atLeast)\(value("durationMs") ?? "?") ms in \(value("top") ?? "?")"
             if let cause = value("cause") { text += " [\(cause)]" }
             text += ", \(value("samples") ?? "0") samples"
             if let id = value("id") {

@@ -68,8 +68,9 @@ public struct HTMLReport {
         rows.append(
             (
                 "Duration",
-                "\(ReportTextFormat.duration(report.durationMs, status: report.status)) (\(ms(report.durationMs)) ms)"
+                "\(ReportTextFormat.duration(report.durationMs, status: report.status, beganBefore: report.startedBeforeAttach == true)) (\(ms(report.durationMs)) ms)"
             ))
+        if let note = ReportTextFormat.beganBeforeNote(report) { rows.append(("Start", note)) }
         rows.append(("Severity", "\(report.severity.rawValue), \(report.status.rawValue)"))
         rows.append(("Cause", ReportSummary.causeKind(of: report)))
         rows += CauseDescription.rows(report)

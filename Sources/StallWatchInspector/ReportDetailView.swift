@@ -27,8 +27,9 @@ public struct ReportDetailView: Sendable {
         header.append(["when", format.localTime(report.startedAt, milliseconds: true) + ended])
         header.append([
             "duration",
-            "\(ReportTextFormat.duration(report.durationMs, status: report.status)) (\(ms(report.durationMs)) ms)",
+            "\(ReportTextFormat.duration(report.durationMs, status: report.status, beganBefore: report.startedBeforeAttach == true)) (\(ms(report.durationMs)) ms)",
         ])
+        if let note = ReportTextFormat.beganBeforeNote(report) { header.append(["start", note]) }
         header.append(["severity", "\(severity), \(report.status.rawValue)"])
         if let cause = report.cause {
             var text = cause.kind.rawValue + (cause.deadlockCertainty.map { ", \($0.rawValue)" } ?? "")

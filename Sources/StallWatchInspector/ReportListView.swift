@@ -34,7 +34,8 @@ package struct ReportListView: Sendable {
         let rows = summaries.map { summary in
             [
                 format.localTime(summary.startedAt),
-                ReportTextFormat.duration(summary.durationMs, status: summary.status),
+                ReportTextFormat.duration(
+                    summary.durationMs, status: summary.status, beganBefore: summary.startedBeforeAttach == true),
                 summary.severity.rawValue, summary.status.rawValue, summary.cause, summary.phase, summary.id,
                 Self.shortened(summary.topFrame ?? "-", to: 100),
             ]

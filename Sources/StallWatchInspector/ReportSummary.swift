@@ -20,6 +20,9 @@ package struct ReportSummary: Codable, Sendable, Equatable {
     package var samples: Int
     /// What the stall was stuck on (``causeKind(of:)``): `unknown` until the report says.
     package var cause: String
+    /// True when the stall began before watching started (``StallReport/startedBeforeAttach``): its start and
+    /// duration are bounds.
+    package var startedBeforeAttach: Bool?
 
     package init(path: String, report: StallReport) {
         id = report.id
@@ -36,6 +39,7 @@ package struct ReportSummary: Codable, Sendable, Equatable {
         signature = report.signature
         samples = report.samples.count
         cause = Self.causeKind(of: report)
+        startedBeforeAttach = report.startedBeforeAttach
     }
 
     /// The kind of the report's cause (`cpu`, `lock`, `io`, …), `unknown` when the report has none.

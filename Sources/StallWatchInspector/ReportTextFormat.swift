@@ -25,8 +25,12 @@ public struct ReportTextFormat: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// `312 ms`, `5.20 s`, `2m 05s`; `ongoing`/`unrecovered` durations are lower bounds and get a `+`.
-    package static func duration(_ milliseconds: Double, status: StallReport.Status = .ended) -> String {
+    /// `312 ms`, `5.20 s`, `2m 05s`; `ongoing`/`unrecovered` durations are lower bounds and get a `+`; a stall
+    /// that began before watching did (`beganBefore`) has a start that is only a bound, and gets a leading `>=`.
+    package static func duration(
+        _ milliseconds: Double, status: StallReport.Status = .ended, beganBefore: Bool = false
+    ) -> String {
+        guard !beganBefore else { return ">=" + duration(milliseconds, status: status) }
         let text: String
         if !milliseconds.isFinite {
             text = "\(milliseconds) ms"
@@ -39,6 +43,13 @@ public struct ReportTextFormat: Sendable {
             text = "\(seconds / 60)m \(seconds % 60 < 10 ? "0" : "")\(seconds % 60)s"
         }
         return status == .ended ? text : text + "+"
+    }
+
+    /// The sentence that says a report's start is only a bound, or nil when the stall began under watch.
+    package static func beganBeforeNote(_ report: StallReport) -> String? {
+        guard report.startedBeforeAttach == true else { return nil }
+        return "began before watching started: the start shown is the latest it can have been "
+            + "(from the thread's own kernel figures, or the first look), the duration a lower bound"
     }
 
     /// A number without a needless fraction: `250`, `1.5`, `0.25`.

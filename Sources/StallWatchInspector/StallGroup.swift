@@ -29,6 +29,8 @@ package struct StallGroup: Codable, Sendable, Equatable {
     /// How many of the reports were hangs, and how many never ended.
     var hangs: Int
     package var unrecovered: Int
+    /// How many reports began before watching started: their durations are lower bounds.
+    var beganBeforeWatching: Int?
     /// The most recent report: `reports show` it to see one instance.
     var latestId: String
     var latestPath: String
@@ -49,6 +51,7 @@ package struct StallGrouper: Sendable {
         var latest: (id: String, path: String, topFrame: String?)
         var hangs = 0
         var unrecovered = 0
+        var beganBeforeWatching = 0
     }
 
     package init(by key: StallGroup.Key) {
@@ -84,6 +87,7 @@ package struct StallGrouper: Sendable {
         }
         if report.severity == .hang { group.hangs += 1 }
         if report.status == .unrecovered { group.unrecovered += 1 }
+        if report.startedBeforeAttach == true { group.beganBeforeWatching += 1 }
         partial[name] = group
     }
 
@@ -91,12 +95,14 @@ package struct StallGrouper: Sendable {
     package func groups() -> [StallGroup] {
         partial.map { name, group in
             let sorted = group.durations.sorted()
-            return StallGroup(
+            var stallGroup = StallGroup(
                 key: name, count: group.stalls, totalMs: group.totalMs,
                 p50Ms: Self.percentile(sorted, 0.50), p95Ms: Self.percentile(sorted, 0.95), maxMs: group.maxMs,
                 firstSeen: group.firstSeen, lastSeen: group.lastSeen, topFrame: group.latest.topFrame,
                 hangs: group.hangs, unrecovered: group.unrecovered, latestId: group.latest.id,
                 latestPath: group.latest.path)
+            if group.beganBeforeWatching > 0 { stallGroup.beganBeforeWatching = group.beganBeforeWatching }
+            return stallGroup
         }.sorted { ($0.totalMs, $0.count, $1.key) > ($1.totalMs, $1.count, $0.key) }
     }
 
@@ -125,8 +131,10 @@ package struct StallGroupView: Sendable {
         let rows = groups.map { group in
             [
                 group.key, String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : ""),
-                ReportTextFormat.duration(group.totalMs), ReportTextFormat.duration(group.p50Ms),
-                ReportTextFormat.duration(group.p95Ms), ReportTextFormat.duration(group.maxMs),
+                ReportTextFormat.duration(group.totalMs, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
+                ReportTextFormat.duration(group.p50Ms, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
+                ReportTextFormat.duration(group.p95Ms, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
+                ReportTextFormat.duration(group.maxMs, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
                 format.localTime(group.firstSeen), format.localTime(group.lastSeen),
                 ReportListView.shortened(group.topFrame ?? "-", to: 100),
             ]

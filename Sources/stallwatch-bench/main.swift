@@ -3,7 +3,7 @@ import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
 if which == "clock-spinner" { ClockSpinner.run() }  // the target of the pause benchmark
-let known = ["all", "loop", "symbols", "capture", "sidecar", "pause", "inspect", "pool"]
+let known = ["all", "loop", "named", "symbols", "capture", "sidecar", "pause", "inspect", "pool"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -17,6 +17,10 @@ if which == "all" || which == "loop" {
     LoopBenchmarks.fixedRateCPU()
     LoopBenchmarks.idleWakeups()
     LoopBenchmarks.detectionLatency()
+}
+if which == "all" || which == "loop" || which == "named" {
+    if which == "named" { Table.header("Threads watched by name") }
+    NamedThreadBenchmarks.detectionLatency()
 }
 if which == "all" || which == "symbols" {
     SymbolicationBenchmarks.run()

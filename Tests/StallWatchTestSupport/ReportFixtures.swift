@@ -118,7 +118,14 @@ package enum ReportFixtures {
             "The process exited while the loop was still stuck.", "Symbolication was off: frames carry image + offset.",
         ])
 
-    package static let ongoingStall = StallReport(
+    /// Under way when watching started: its start and duration are bounds (`startedBeforeAttach`).
+    package static let ongoingStall: StallReport = {
+        var report = ongoingStallAsRead
+        report.startedBeforeAttach = true
+        return report
+    }()
+
+    private static let ongoingStallAsRead = StallReport(
         id: "20261201T090000.500Z-4242-7", status: .ongoing, severity: .stall,
         startedAt: date("2026-12-01T09:00:00.500Z"), endedAt: nil, durationMs: 251,
         detection: .init(

@@ -94,6 +94,21 @@ import Testing
         #expect(!seen)
     }
 
+    /// A watch that starts while the loop queues for a lock another thread holds: the first futex wait seen is
+    /// not taken for the idle wait when its lock records an owner, however often it is seen, and the loop's real
+    /// idle wait is still learned afterwards.
+    @Test func aWaitForALockWithARecordedOwnerIsNeverLearnedAsIdle() {
+        var learner = IdleWaitLearner()
+        let lockWait = Self.line(202, [0x5555_2000, 0x80, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_3100)
+        for _ in 0..<(learner.futexEpisodes + learner.startLooks) {
+            let seen = learner.isIdle(lockWait, cameBack: true, lockOwned: true)
+            #expect(!seen)
+        }
+        #expect(learner.learned.isEmpty)
+        let seen = learner.isIdle(Self.epoll(fd: 3))
+        #expect(seen)
+    }
+
     @Test func aFutexWaitTheThreadKeepsComingBackToIsLearnedWhenItHasNoEventWait() {
         var learner = IdleWaitLearner()
         let park = Self.line(202, [0x5555_1000, 0x89, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)

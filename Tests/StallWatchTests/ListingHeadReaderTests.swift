@@ -15,6 +15,7 @@ import Testing
         report.lastSeen = report.startedAt.addingTimeInterval(12.5)
         report.maxDurationMs = 812.25
         report.totalDurationMs = 1400.5
+        report.startedBeforeAttach = true
         report.notes = ["a note with \"quotes\" and a \\ backslash"]
         report.annotations = ["request": "GET /x?a=1&b=\u{e9}"]
         report.samples.append(.init(offsetMs: 301.5, frames: []))

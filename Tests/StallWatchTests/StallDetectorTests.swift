@@ -33,14 +33,29 @@ import Testing
         #expect(wait == .until(1250 * ms))
     }
 
+    /// A watcher started mid-incident: the phase began before the first look, so the stall is marked as begun
+    /// before watching, and the detector is not late for a threshold crossed before it looked.
+    @Test func aPhaseUnderWayAtTheFirstLookIsMarkedAndNotCountedLate() throws {
+        var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms, hangThresholdNanos: 5000 * ms))
+        let first = detector.observe(.init(snapshot: snapshot(3, .beforeSources, since: 1000 * ms), now: 2500 * ms))
+        let stall = try #require(began(first.events))
+        #expect(stall.startNanos == 1000 * ms)
+        #expect(stall.startedBeforeWatching)
+        #expect(stall.latencyNanos == 0)
+    }
+
     @Test func busyPhasePastTheThresholdBeginsOnceAndEndsWithTheExactDuration() throws {
         var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms, hangThresholdNanos: 5000 * ms))
+        // Idle at the first look, then busy from 1000 ms.
+        _ = detector.observe(.init(snapshot: snapshot(2, .beforeWaiting, since: 900 * ms), now: 950 * ms))
         let stuck = snapshot(3, .beforeSources, since: 1000 * ms)
+        #expect(detector.observe(.init(snapshot: stuck, now: 1100 * ms)).events.isEmpty)
         let first = detector.observe(.init(snapshot: stuck, now: 1251 * ms))
         let stall = try #require(began(first.events))
         #expect(stall.activity == .beforeSources)
         #expect(stall.startNanos == 1000 * ms)
         #expect(stall.latencyNanos == 1 * ms)
+        #expect(!stall.startedBeforeWatching)
         #expect(!stall.isHang)
         #expect(first.wait == .until(6000 * ms))  // next: the hang threshold
 

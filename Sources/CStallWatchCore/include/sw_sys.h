@@ -47,6 +47,16 @@ void sw_main_queue_drain(void);
 /// Async-signal-safe.
 long sw_read_memory(pid_t pid, uint64_t address, void *buffer, unsigned long len);
 
+/// The CPU the calling thread runs on now, or -errno.
+int sw_current_cpu(void);
+
+/// Moves the calling thread to `cpu` alone (it runs there when this returns), after saving its CPU affinity
+/// mask into `saved` (`size` bytes, at least 128). Returns 0 or -errno (`saved` unchanged on failure).
+int sw_pin_to_cpu(int cpu, void *saved, unsigned long size);
+
+/// Sets the calling thread's CPU affinity mask (as saved by `sw_pin_to_cpu`). Returns 0 or -errno.
+int sw_set_affinity(const void *mask, unsigned long size);
+
 /// Names the calling thread (prctl PR_SET_NAME; the kernel keeps 15 bytes). Not async-signal-safe (not needed).
 void sw_set_thread_name(const char *name);
 

@@ -74,6 +74,9 @@ package struct StallDetector: Sendable {
         var isHang: Bool
         /// Guard annotations (late watchdog wake-up, suspend) that qualify the stall.
         package var notes: [String]
+        /// The stuck phase began no later than the detector's first look: it was already under way when watching
+        /// started, so `startNanos` is only the latest it can have begun (a source's lower bound, or that look).
+        package var startedBeforeWatching = false
     }
 
     package enum Event: Sendable, Equatable {
@@ -113,6 +116,8 @@ package struct StallDetector: Sendable {
     private var grace: (sequence: UInt64, until: UInt64, note: String)?
     private var classicSequence: UInt64?
     private var classicTimeouts = 0
+    /// The time of the first observation: nothing before it was watched.
+    private var watchingSince: UInt64?
 
     package init(configuration: Configuration) {
         self.configuration = configuration
@@ -121,6 +126,7 @@ package struct StallDetector: Sendable {
     /// Feeds one observation; returns the events it causes and how to wait next.
     package mutating func observe(_ o: Observation) -> (events: [Event], wait: Wait) {
         var events: [Event] = []
+        if watchingSince == nil { watchingSince = o.now }
         let lateNote = checkLateWakeup(o, events: &events)
 
         if let stall = current {
@@ -183,10 +189,15 @@ package struct StallDetector: Sendable {
         var notes: [String] = []
         if let g = grace, g.sequence == snap.sequence { notes.append(g.note) }
         grace = nil
-        let stall = Stall(
+        // A phase already under way at the first look crossed the threshold, maybe, before anyone watched: the
+        // detector is late only from its own first look.
+        let since = watchingSince ?? now
+        let onTimeAt = max(crossAt, since)
+        var stall = Stall(
             sequence: snap.sequence, activity: snap.activity, startNanos: snap.phaseStartNanos, detectedNanos: now,
-            latencyNanos: now > crossAt ? now - crossAt : 0,
+            latencyNanos: now > onTimeAt ? now - onTimeAt : 0,
             isHang: configuration.isHang(durationNanos: now &- snap.phaseStartNanos), notes: notes)
+        stall.startedBeforeWatching = snap.phaseStartNanos <= since
         current = stall
         events.append(.began(stall))
         return scheduleWake(following: stall, now: now)

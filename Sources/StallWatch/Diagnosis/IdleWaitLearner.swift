@@ -20,6 +20,11 @@
 ///   came back when a look in between saw it elsewhere or on another word, or when it slept again in a wait only
 ///   another thread can end (`cameBack`): a runtime may park on a reused word, the very same call each time.
 ///
+/// A lock wait whose lock records its owner (``LockOwner``: a glibc mutex's `__owner`, a priority-inheritance
+/// futex word) is never an idle wait, whenever it is seen: no loop idles by queueing for a lock another thread
+/// holds, so a watch that starts while the loop waits for one (held forever, or a deadlock) judges it busy at
+/// once, with no history.
+///
 /// A wait that matches a learned one is idle; every other wait is busy, with the cause its call implies. Blind
 /// spot: a thread that idles on a futex hides a lock wait at the very same place and operation. The
 /// rules are the same for every program: nothing here knows a runtime. Shared by the sidecar's /proc probe and
@@ -44,14 +49,17 @@ struct IdleWaitLearner: Sendable {
     /// Judges one look (nil: the file could not be read) and learns from it. True when the thread sits in its
     /// own idle wait.
     ///
-    /// - Parameter cameBack: The thread is known to have left the previous look's wait and come back to it (it
-    ///   slept again in a wait only another thread ends).
-    mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false) -> Bool {
+    /// - Parameters:
+    ///   - cameBack: The thread is known to have left the previous look's wait and come back to it (it slept
+    ///     again in a wait only another thread ends).
+    ///   - lockOwned: The wait is for a lock that records its owner, another live thread (``LockOwner``).
+    mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false, lockOwned: Bool = false) -> Bool {
         looks += 1
         let waitedBefore = sawWait
         defer { previous = wait }
         guard let wait, wait.inSyscall else { return false }
         if let kind = wait.kind, kind == .lock || kind == .idleWait || kind == .sleep { sawWait = true }
+        if lockOwned { return false }
         if learned.contains(where: { Self.matches(wait, learned: $0) }) { return true }
         let kind = wait.kind
         if kind == .idleWait, !learned.contains(where: { $0.kind == .idleWait }) {

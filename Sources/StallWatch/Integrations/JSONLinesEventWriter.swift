@@ -12,7 +12,9 @@ import Synchronization
 /// (whose own events, such as `watching`, go through ``encode(_:)`` too).
 ///
 /// Keys (stable; new ones may be added, none renamed):
-/// - `began`: `event`, `id`, `pid`, `loop`, `phase`, `source` (the detection source), `thresholdMs`
+/// - `began`: `event`, `id`, `pid`, `loop`, `phase`, `source` (the detection source), `thresholdMs`, and
+///   `startedBeforeAttach` (1) with `lowerBoundMs` (how long it had lasted at least, at detection) when the stall
+///   was under way before watching started
 /// - `escalated`: `event`, `id`, `loop`, `severity`
 /// - `ended`: `event`, `id`, `pid`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (the function
 ///   of ``StallReport/applicationFrame``, `"?"` without frames), `cause` (when classified)
@@ -70,7 +72,7 @@ public final class JSONLinesEventWriter: Sendable {
                 "loop": .string(r.loop.name), "phase": .string(r.loop.phase),
                 "source": .string(r.detection.source.rawValue),
                 "thresholdMs": .double(r.detection.thresholdMs),
-            ]
+            ].merging(beganBefore(r)) { $1 }
         case .escalated(let r):
             return [
                 "event": .string("escalated"), "id": .string(r.id), "loop": .string(r.loop.name),
@@ -84,7 +86,7 @@ public final class JSONLinesEventWriter: Sendable {
                 "samples": .int(r.samples.count), "top": .string(r.applicationFrame?.function ?? "?"),
             ]
             if let cause = r.cause?.kind.rawValue { fields["cause"] = .string(cause) }
-            return fields
+            return fields.merging(beganBefore(r)) { $1 }
         case .sampled:
             return nil
         case .lateWakeup(let delay):
@@ -94,6 +96,13 @@ public final class JSONLinesEventWriter: Sendable {
         case .heartbeatFailed(let error):
             return ["event": .string("heartbeatFailed"), "error": .string(error.message)]
         }
+    }
+
+    /// The fields of a stall that began before watching started: its start and duration are bounds.
+    private static func beganBefore(_ r: StallReport) -> [String: Value] {
+        guard r.startedBeforeAttach == true else { return [:] }
+        let atDetection = r.detection.detectedAt.timeIntervalSince(r.startedAt) * 1000
+        return ["startedBeforeAttach": .int(1), "lowerBoundMs": .double(max(0, atDetection.rounded()))]
     }
 
     /// The event's line without the newline, or nil for events that are not written.

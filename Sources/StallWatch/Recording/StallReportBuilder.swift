@@ -131,6 +131,9 @@ struct StallReportBuilder {
         report.callTree = tree.roots.isEmpty ? nil : tree.roots
         report.threads = threads.isEmpty ? nil : threads
         report.occurrences = 1
+        // Only /proc evidence dates a stall it did not see begin by bounds; a loop's own words (in-process, the
+        // heartbeat, a pool worker's job stamp) give its exact start, however late the watching began.
+        if stall.startedBeforeWatching, detectionSource == .proc { report.startedBeforeAttach = true }
         report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
         if final { report.context = evidence.context }
         report.task = evidence.task

@@ -26,6 +26,7 @@ struct ListingHeadReader {
         var process: ReportDocumentV2.ListingHead.Process?, signature: String?
         var cause: ReportDocumentV2.ListingHead.Cause?, occurrences: Int?, firstSeen: Date?, lastSeen: Date?
         var maxDurationMs: Double?, totalDurationMs: Double?, sampleOffsetsMs: [Double]?, topFrame: StackFrame?
+        var startedBeforeAttach: Bool?
         let complete = members { reader, key in
             switch key {
             case "id": id = reader.string()
@@ -42,6 +43,7 @@ struct ListingHeadReader {
             case "firstSeen": return reader.optional(&firstSeen) { $0.date() }
             case "lastSeen": return reader.optional(&lastSeen) { $0.date() }
             case "maxDurationMs": return reader.optional(&maxDurationMs) { $0.double() }
+            case "startedBeforeAttach": return reader.optional(&startedBeforeAttach) { $0.bool() }
             case "totalDurationMs": return reader.optional(&totalDurationMs) { $0.double() }
             case "sampleOffsetsMs": sampleOffsetsMs = reader.doubles()
             case "topFrame": return reader.optional(&topFrame) { $0.frame() }
@@ -56,7 +58,8 @@ struct ListingHeadReader {
             id: id, status: status, severity: severity, startedAt: startedAt, endedAt: endedAt,
             durationMs: durationMs, loop: loop, process: process, signature: signature, cause: cause,
             occurrences: occurrences, firstSeen: firstSeen, lastSeen: lastSeen, maxDurationMs: maxDurationMs,
-            totalDurationMs: totalDurationMs, sampleOffsetsMs: sampleOffsetsMs, topFrame: topFrame)
+            startedBeforeAttach: startedBeforeAttach, totalDurationMs: totalDurationMs,
+            sampleOffsetsMs: sampleOffsetsMs, topFrame: topFrame)
     }
 
     private mutating func loop() -> ReportDocumentV2.ListingHead.Loop? {
@@ -169,6 +172,11 @@ struct ListingHeadReader {
             index += 1
         }
         return nil
+    }
+
+    private mutating func bool() -> Bool? {
+        if literal("true") { return true }
+        return literal("false") ? false : nil
     }
 
     private mutating func date() -> Date? { string().flatMap(ReportDate.date(from:)) }

@@ -37,6 +37,7 @@ enum ReportDocumentV2 {
         var firstSeen: Date?
         var lastSeen: Date?
         var maxDurationMs: Double?
+        var startedBeforeAttach: Bool?
         var totalDurationMs: Double?
         var task: StallReport.TaskDescription?
         var pool: StallReport.PoolDescription?
@@ -78,6 +79,7 @@ enum ReportDocumentV2 {
         var firstSeen: Date?
         var lastSeen: Date?
         var maxDurationMs: Double?
+        var startedBeforeAttach: Bool?
         var totalDurationMs: Double?
         /// Whether the source lines are all in (a report whose lines are pending is rewritten soon).
         var symbolication: StallReport.SymbolicationState?
@@ -164,7 +166,8 @@ extension ReportDocumentV2 {
             process: report.process, loop: report.loop, signature: report.signature, capture: report.capture,
             notes: report.notes, annotations: report.annotations, cause: report.cause, context: report.context,
             occurrences: report.occurrences, firstSeen: report.firstSeen, lastSeen: report.lastSeen,
-            maxDurationMs: report.maxDurationMs, totalDurationMs: report.totalDurationMs, task: report.task,
+            maxDurationMs: report.maxDurationMs, startedBeforeAttach: report.startedBeforeAttach,
+            totalDurationMs: report.totalDurationMs, task: report.task,
             pool: report.pool, symbolication: report.symbolication, sampleOffsetsMs: report.samples.map(\.offsetMs),
             topFrame: topFrame(of: report))
     }

@@ -65,6 +65,7 @@ extension StallReport {
         firstSeen = head.firstSeen
         lastSeen = head.lastSeen
         maxDurationMs = head.maxDurationMs
+        startedBeforeAttach = head.startedBeforeAttach
         totalDurationMs = head.totalDurationMs
         symbolication = head.symbolication
         if let top = head.topFrame {
@@ -95,6 +96,7 @@ extension StallReport {
         firstSeen = head.firstSeen
         lastSeen = head.lastSeen
         maxDurationMs = head.maxDurationMs
+        startedBeforeAttach = head.startedBeforeAttach
         totalDurationMs = head.totalDurationMs
         task = head.task
         pool = head.pool

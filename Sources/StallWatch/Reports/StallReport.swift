@@ -70,6 +70,10 @@ public struct StallReport: Codable, Sendable, Equatable {
     /// With `occurrences` > 1: the longest of the folded stalls, and all of them together, milliseconds
     /// (`durationMs` stays this report's own stall).
     package var maxDurationMs: Double?
+    /// True when the stall was already under way when watching began (a watcher started mid-incident):
+    /// `startedAt` is then only the latest it can have begun — from the thread's own kernel figures where they
+    /// tell, else the first look — and `durationMs` a lower bound. Absent otherwise.
+    package var startedBeforeAttach: Bool?
     package var totalDurationMs: Double?
     /// The Swift task of a stall on the Concurrency pool.
     package var task: TaskDescription?
@@ -114,6 +118,7 @@ extension StallReport {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
         case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool, symbolication
+        case startedBeforeAttach
     }
 
     public init(from decoder: any Decoder) throws {
@@ -145,6 +150,7 @@ extension StallReport {
         firstSeen = try c.decodeIfPresent(Date.self, forKey: .firstSeen)
         lastSeen = try c.decodeIfPresent(Date.self, forKey: .lastSeen)
         maxDurationMs = try c.decodeIfPresent(Double.self, forKey: .maxDurationMs)
+        startedBeforeAttach = try c.decodeIfPresent(Bool.self, forKey: .startedBeforeAttach)
         totalDurationMs = try c.decodeIfPresent(Double.self, forKey: .totalDurationMs)
         task = try c.decodeIfPresent(TaskDescription.self, forKey: .task)
         pool = try c.decodeIfPresent(PoolDescription.self, forKey: .pool)

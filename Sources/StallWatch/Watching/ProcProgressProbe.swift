@@ -1,4 +1,5 @@
 // ProcProgressProbe: zero-instrumentation progress evidence for a thread nobody instrumented, from /proc.
+import CStallWatchCore
 import Dispatch
 
 #if canImport(Glibc)
@@ -11,7 +12,8 @@ import Dispatch
 /// Evidence, read from `/proc/<pid>/task/<tid>/` without stopping the thread:
 /// - the thread sits in its own idle wait (learned by ``IdleWaitLearner`` from `syscall`: the call, what it
 ///   waits on, its stack pointer and program counter) — reported as the idle phase `beforeWaiting`. Any other
-///   wait, even an `epoll_wait` or `poll` inside a callback or a futex, is busy;
+///   wait, even an `epoll_wait` or `poll` inside a callback or a futex, is busy; a wait for a lock whose owner is
+///   recorded (``LockOwner``) is busy from the first look;
 /// - progress is leaving a system call (or the idle wait), or, for a thread in user space, making system calls
 ///   (its voluntary switches or the `io` counters `syscr`/`syscw` moved). Counters that move while the thread
 ///   stays inside one call (writeback sleeps inside a long `fsync`, a timed re-check inside a monitor wait) are
@@ -36,7 +38,11 @@ import Dispatch
 ///
 /// With no progress for the threshold, the detector reports a stall. The phase start is the poll that saw
 /// the last evidence, so a stall's duration is under-estimated by at most one poll interval: a sidecar errs
-/// toward silence. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
+/// toward silence. A thread found blocked in a busy wait at the very first look (a watch started mid-incident)
+/// has its phase start at the last time it ran (`se.exec_start` in `sched`, against the reader's own), a lower
+/// bound of the stall that the detector marks as begun before watching. A thread seen leaving its idle wait is
+/// dated from its CPU time and run-queue wait since the last idle look (``busySinceIdleLook``), so a long poll
+/// interval while the loop idles does not delay detection. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
 ///
 /// Used by the sidecar for another process's threads and by ``ThreadWatchdog`` for threads of this process.
 ///
@@ -51,6 +57,10 @@ package struct ProcProgressProbe: Sendable {
     private var sequence: UInt64 = 1
     private var phaseStart: UInt64
     private var idle = false
+    /// A look was taken: the next one is not the first.
+    private var looked = false
+    /// The last look that saw the thread in its idle wait: when, its schedule and its voluntary switches.
+    private var idleLook: (at: UInt64, schedule: ThreadSchedule, voluntarySwitches: UInt64)?
     private var counters: ThreadCounters?
     private var lastWait: ThreadWait?
     /// The piece of file work the thread may be in the middle of since the last progress.
@@ -87,6 +97,8 @@ package struct ProcProgressProbe: Sendable {
         // A thread that is exiting has ended its work (a process exiting frees its memory in the kernel, which
         // takes a while for a large one): gone, not stuck.
         if state == "Z" || state == "X" || stat?.isExiting == true { return nil }
+        let firstLook = !looked
+        looked = true
         if state == "T" || state == "t" {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
@@ -94,9 +106,14 @@ package struct ProcProgressProbe: Sendable {
         let wait = directory.syscall()
         let inIdleWait =
             wait == nil
-            ? inIdleWaitByWchan(directory) : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status))
+            ? inIdleWaitByWchan(directory)
+            : idleWaits.isIdle(
+                wait, cameBack: cameBack(to: wait, status: status), lockOwned: waitsForOwnedLock(wait, directory))
         if inIdleWait {
             enterIdleWait(wait)
+            if let schedule = directory.schedstat(now: now), let switches = status.voluntarySwitches {
+                idleLook = (now, schedule, switches)
+            }
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         let current = ThreadCounters.read(directory, status: status, stat: stat)
@@ -106,7 +123,18 @@ package struct ProcProgressProbe: Sendable {
             // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
-            phaseStartSchedule = directory.schedstat(now: now)
+            // Found blocked in a busy wait at the very first look: it has been in it at least since it last ran
+            // (the kernel's own figure), which is the latest its stuck phase can have begun.
+            let blocked = wait?.inSyscall == true && (state == "S" || state == "D")
+            let schedule = directory.schedstat(now: now)
+            if firstLook, blocked, let notRun = ThreadSchedule.notRunNanos(directory) {
+                // Measured up to the read, after `now`: dated from the read's time, so it errs late, never early.
+                let readAt = sw_monotonic_ns()
+                if notRun < readAt { phaseStart = min(now, readAt - notRun) }
+            } else if idle, let since = busySinceIdleLook(now: now, schedule, status, blocked: blocked, directory) {
+                phaseStart = since
+            }
+            phaseStartSchedule = schedule
             idle = false
             // A new piece of work, maybe on the file of the call the thread is in now; the bytes of a call still
             // under way carry over to the look where it completes.
@@ -154,6 +182,45 @@ package struct ProcProgressProbe: Sendable {
         }
         return !anotherFile
             && !Self.isProgress(from: before, to: after, moves: moves, afterCapture: allowance.switches > 0, work: work)
+    }
+
+    /// Whether `wait` is for a lock whose recorded owner is another live thread of the process (``LockOwner``):
+    /// busy whatever the learner saw before, so a loop found already waiting for a held lock is judged stuck.
+    private func waitsForOwnedLock(_ wait: ThreadWait?, _ directory: ProcDirectory) -> Bool {
+        guard let wait, wait.inSyscall, wait.number == 202 || wait.number == 219 else { return false }
+        let threads = Set(ProcDirectory(processID: processID).threadIDs())
+        guard let found = LockOwner.owner(pid: processID, wait: wait, threads: threads) else { return false }
+        return found.threadID != threadID
+    }
+
+    /// When a thread seen in its idle wait at the last idle look, busy now, left that wait, from the kernel's
+    /// own figures: it woke once and has been running or waiting for a CPU since (no voluntary switch), or it
+    /// then blocked once, in the wait it is in now, and has not run since. Its CPU time and run-queue wait since
+    /// the idle look, and the time since it last ran, then add up to how long it has been busy; a loop that
+    /// turned in between (more switches) gives nil, and the look that saw it busy stays the phase start. Never
+    /// earlier than the idle look: a poll interval while the loop idles delays neither detection nor the
+    /// duration, and the figure errs late (toward silence), never early.
+    private func busySinceIdleLook(
+        now: UInt64, _ schedule: ThreadSchedule?, _ status: ProcFields, blocked: Bool, _ directory: ProcDirectory
+    ) -> UInt64? {
+        guard let idleLook, let schedule, let switches = status.voluntarySwitches,
+            switches >= idleLook.voluntarySwitches, schedule.cpuNanos >= idleLook.schedule.cpuNanos,
+            schedule.runQueueWaitNanos >= idleLook.schedule.runQueueWaitNanos
+        else { return nil }
+        var busy =
+            (schedule.cpuNanos - idleLook.schedule.cpuNanos)
+            + (schedule.runQueueWaitNanos - idleLook.schedule.runQueueWaitNanos)
+        switch (switches - idleLook.voluntarySwitches, blocked) {
+        case (0, false): break
+        case (1, true):
+            guard let notRun = ThreadSchedule.notRunNanos(directory) else { return nil }
+            busy += notRun
+        default: return nil
+        }
+        // The figures run up to their reads, after `now`: dated from the last read, so the start errs late.
+        let readAt = max(now, sw_monotonic_ns())
+        guard busy > 0, busy < readAt else { return nil }
+        return min(now, max(idleLook.at, readAt - busy))
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between

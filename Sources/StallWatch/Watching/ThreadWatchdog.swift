@@ -26,8 +26,9 @@ import Synchronization
 /// Start it while the loops run normally (a service's start-up, not in a stall): a thread whose first look finds
 /// it in a futex wait learns that wait as its idle one. The watching thread (`stallwatch-threads`) polls /proc
 /// (it cannot signal) every `thresholdMs / 5` (at least 10 ms) while any followed thread is busy, every
-/// `thresholdMs / 2` while all of them sit in their idle waits — a stall that begins just after such a look is then
-/// detected up to `thresholdMs / 2` late, its duration short by as much — and once per ``rescanInterval`` while
+/// `thresholdMs / 2` while all of them sit in their idle waits — a stall that begins just after such a look is dated
+/// from the thread's CPU time, run-queue wait and time since it last ran (``ProcProgressProbe``), so it is
+/// still detected as its threshold is crossed, not half a threshold late — and once per ``rescanInterval`` while
 /// none matches.
 public final class ThreadWatchdog: @unchecked Sendable {
     // @unchecked Sendable: `watcher` changes only in `lock`, before its thread starts and after it is joined.

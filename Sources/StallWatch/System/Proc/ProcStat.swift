@@ -20,6 +20,8 @@ package struct ProcStat: Sendable, Equatable {
     var systemTicks: UInt64
     /// Field 22: when the process (or thread) started, in clock ticks after boot; tells a reused pid apart.
     var startTimeTicks: UInt64
+    /// Field 39: the CPU the thread last ran on (nil when the line is too short to say).
+    var processor: Int32?
 
     /// Parses the file's one line; nil when it is not a `stat` line.
     init?(parsing text: String) {
@@ -37,6 +39,7 @@ package struct ProcStat: Sendable, Equatable {
         userTicks = user
         systemTicks = system
         startTimeTicks = start
+        processor = fields.count > 36 ? Int32(fields[36]) : nil
     }
 
     /// The thread is exiting (`PF_EXITING`): its code has ended, and the kernel is tearing it down (for a process,

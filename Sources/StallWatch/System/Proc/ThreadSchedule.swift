@@ -1,4 +1,6 @@
 // ThreadSchedule: a thread's CPU time and run-queue wait (schedstat) at one moment.
+import CStallWatchCore
+import Foundation
 
 /// A thread's CPU time and run-queue wait (schedstat) at one moment: the baseline a stall's starvation verdict
 /// measures from.
@@ -19,5 +21,43 @@ package struct ThreadSchedule: Sendable, Equatable {
         let parts = text.split(separator: " ")
         guard parts.count >= 2, let cpu = UInt64(parts[0]), let wait = UInt64(parts[1]) else { return nil }
         self.init(cpuNanos: cpu, runQueueWaitNanos: wait, monotonicNanos: monotonicNanos)
+    }
+}
+
+extension ThreadSchedule {
+    /// The `se.exec_start` of a `sched` file: the run-queue clock (milliseconds, fractional) at which the thread
+    /// last started running.
+    static func lastStartedRunning(inSched text: String) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix("se.exec_start") {
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return Double(line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        return nil
+    }
+
+    /// How long a blocked thread has not run, at least: its CPU's run-queue clock now minus its `se.exec_start`.
+    ///
+    /// Each CPU has its own run-queue clock (it leaves out the time stolen by the hypervisor and spent in
+    /// interrupts, so two CPUs' clocks drift apart by seconds): the reading is only taken on the CPU the thread
+    /// last ran on, whose clock set its `se.exec_start`. The calling thread moves there for one read of its own
+    /// `sched` (its `se.exec_start` is then when it began running there, at or before now, so the difference
+    /// errs low) and moves back. Nil when either is unreadable, the move fails, or the thread ran more recently.
+    static func notRunNanos(_ thread: ProcDirectory) -> UInt64? {
+        guard let cpu = thread.stat()?.processor, cpu >= 0, cpu < 1024,
+            let theirs = thread.text("sched").flatMap(lastStartedRunning(inSched:)),
+            let ours = ownLastStartedRunning(onCPU: cpu), ours > theirs
+        else { return nil }
+        return UInt64((ours - theirs) * 1_000_000)
+    }
+
+    /// The calling thread's `se.exec_start` read while it runs on `cpu`; its CPU affinity is restored after.
+    private static func ownLastStartedRunning(onCPU cpu: Int32) -> Double? {
+        var saved = [UInt8](repeating: 0, count: 128)
+        guard sw_pin_to_cpu(cpu, &saved, 128) == 0 else { return nil }
+        defer { _ = sw_set_affinity(saved, 128) }
+        guard sw_current_cpu() == cpu else { return nil }
+        let text = ProcFile.text("/proc/thread-self/sched")
+        guard sw_current_cpu() == cpu else { return nil }
+        return text.flatMap(lastStartedRunning(inSched:))
     }
 }

@@ -1,0 +1,184 @@
+// The sidecar started while a loop is already stuck, and started on idle services of several runtimes.
+import Foundation
+import StallWatch
+import StallWatchTestSupport
+import Testing
+
+@testable import StallWatchSidecar
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Watching that starts mid-incident: `Fixtures/corpus/stuck_service.c` gets stuck before the watcher starts, and
+/// idle services (C epoll, poll and condition-wait loops, a Python socketserver and queue worker, a Node HTTP
+/// server) are watched from their idle state into one late stall. Slow: about four seconds per case.
+@Suite(.serialized) struct CorpusArrivalTests {
+    static let thresholdMs = 250
+    /// The sidecar's default poll interval, a fifth of the threshold.
+    static let intervalMs = thresholdMs / 5
+    /// How long each stall has lasted when the watcher starts (the program's own clock).
+    static let stuckBeforeAttachMs = 1500
+
+    static let binary: String? = {
+        let out = SidecarFixtures.temporaryDirectory("stuck-service") + "/stuck_service"
+        let source = CorpusHarness.fixture("stuck_service.c")
+        let build = Process()
+        build.executableURL = URL(fileURLWithPath: "/bin/sh")
+        build.arguments = ["-c", "cc -O2 -pthread -o '\(out)' '\(source)'"]
+        guard (try? build.run()) != nil else { return nil }
+        build.waitUntilExit()
+        return build.terminationStatus == 0 ? out : nil
+    }()
+
+    /// One way of being stuck, and the cause a right report gives it.
+    struct Stuck: Sendable, CustomTestStringConvertible {
+        let mode: String
+        let cause: StallReport.Cause.Kind
+        var blocked = false
+        var deadlock = false
+        /// The kernel tells how long the thread has not run (it is blocked, not on a CPU).
+        var blockedInKernel = true
+        var testDescription: String { mode }
+    }
+
+    static let stuckCases: [Stuck] = [
+        Stuck(mode: "mutex", cause: .lock, blocked: true),
+        Stuck(mode: "deadlock", cause: .deadlock, blocked: true, deadlock: true),
+        Stuck(mode: "pipe", cause: .io),
+        Stuck(mode: "sleep", cause: .sleep),
+        Stuck(mode: "spin", cause: .cpu, blockedInKernel: false),
+    ]
+
+    /// The loop has been stuck 1.5 s when the watcher starts: one report with the right cause, detected within
+    /// twice the threshold and one poll interval of the start of watching, marked as begun before the watch, its
+    /// start never before the program's own and, for a thread blocked in the kernel, its duration at detection
+    /// within 20 % of the program's own (a spinning thread's start is the first look: only a lower bound).
+    @Test(.timeLimit(.minutes(2)), arguments: stuckCases)
+    func aLoopAlreadyStuckWhenWatchingStartsIsReportedOnceInTime(_ c: Stuck) throws {
+        let binary = try #require(Self.binary, "cc could not build the fixture")
+        let directory = SidecarFixtures.temporaryDirectory("arrival-\(c.mode)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let target = try Spawned(binary, [c.mode])
+        defer { kill(target.pid, SIGKILL) }
+        try #require(target.waitFor("STUCK"), "\(c.mode) did not get stuck: \(target.stderr)")
+        let stuckAt = try #require(Self.stamp(target.stdout), "no time in \(target.stdout)")
+        // The incident has been going on for a while when the on-call engineer starts watching.
+        while TracingMonitor.now() < stuckAt + UInt64(Self.stuckBeforeAttachMs) * 1_000_000 { usleep(10_000) }
+        let attachAt = TracingMonitor.now()
+        let (watcher, _, done, badStates) = try SidecarIntegrationTests.watch(Self.options(pid: target.pid, directory))
+        let detected = pollUntil(timeout: .seconds(10), every: .milliseconds(10)) {
+            !SidecarFixtures.reports(in: directory).isEmpty
+        }
+        // A second look, one second on: the stall goes on and must stay one report.
+        usleep(1_000_000)
+        kill(target.pid, SIGKILL)
+        _ = target.wait(timeout: .seconds(10))
+        watcher.stop()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(badStates.withLock { $0 }.isEmpty, "target stopped or traced: \(badStates.withLock { $0 })")
+        try #require(detected, "no report for a loop stuck in \(c.mode)")
+        let reports = SidecarFixtures.reports(in: directory)
+        try #require(reports.count == 1, "\(reports.map(CorpusHarness.describe))")
+        let report = reports[0]
+        #expect(report.cause?.kind == c.cause, "\(CorpusHarness.describe(report))")
+        let latencyMs = (report.detection.detectedAt.timeIntervalSince1970 - Double(attachAt) / 1e9) * 1000
+        #expect(
+            latencyMs <= Double(2 * Self.thresholdMs + Self.intervalMs),
+            "detected \(Int(latencyMs)) ms after watching started")
+        #expect(report.startedBeforeAttach == true, "\(CorpusHarness.describe(report))")
+        let detectedAt = report.detection.detectedAt.timeIntervalSince1970
+        let trueMs = (detectedAt - Double(stuckAt) / 1e9) * 1000
+        let reportedMs = (detectedAt - report.startedAt.timeIntervalSince1970) * 1000
+        // A lower bound (1 ms for the rounding of the two clocks' readings)…
+        #expect(reportedMs <= trueMs + 1, "reported \(Int(reportedMs)) ms at detection, truly \(Int(trueMs)) ms")
+        // …within 20 % of the truth where the kernel tells it.
+        if c.blockedInKernel {
+            #expect(reportedMs >= 0.8 * trueMs, "reported \(Int(reportedMs)) ms at detection, truly \(Int(trueMs)) ms")
+        }
+        if c.blocked { #expect(report.cause?.blockingThreadId != nil, "\(CorpusHarness.describe(report))") }
+        if c.deadlock {
+            #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(CorpusHarness.describe(report))")
+        }
+    }
+
+    /// One idle service and the command that starts it; each idles `idleMs` by its own clock, then one piece of
+    /// work blocks its loop 800 ms.
+    struct Idle: Sendable {
+        let name: String
+        let command: [String]
+    }
+
+    static func idleServices(idleMs: Int) -> [Idle] {
+        let python = CorpusHarness.fixture("idle_service.py")
+        return [
+            Idle(name: "c epoll loop", command: [binary ?? "/nonexistent", "epoll-idle", "\(idleMs)"]),
+            Idle(name: "c poll loop", command: [binary ?? "/nonexistent", "poll-idle", "\(idleMs)"]),
+            Idle(name: "c condition-wait loop", command: [binary ?? "/nonexistent", "cond-idle", "\(idleMs)"]),
+            Idle(
+                name: "python socketserver (poll)",
+                command: ["/usr/bin/env", "python3", python, "socketserver", "\(idleMs)"]),
+            Idle(
+                name: "python queue worker (futex)", command: ["/usr/bin/env", "python3", python, "queue", "\(idleMs)"]),
+            Idle(
+                name: "node http server (epoll)",
+                command: ["/usr/bin/node", CorpusHarness.fixture("idle_service.js"), "\(idleMs)"]),
+        ]
+    }
+
+    /// Six idle services watched at once from their idle state: nothing is reported while they idle, and the one
+    /// late stall of each is reported once, as starting when the service says it did. Each watcher judges its loop
+    /// idle from its first looks, and a learned idle wait stays learned: later looks at the same wait cannot turn
+    /// it busy, so a longer idle period would not change the outcome.
+    @Test(.timeLimit(.minutes(2)))
+    func idleServicesAttachedAreNotReportedUntilTheirLateStall() throws {
+        try #require(Self.binary != nil, "cc could not build the fixture")
+        let idleMs = 4000
+        var runs: [(Idle, Spawned, String, TargetWatcher, DispatchSemaphore, UInt64)] = []
+        defer {
+            for run in runs {
+                kill(run.1.pid, SIGKILL)
+                try? FileManager.default.removeItem(atPath: run.2)
+            }
+        }
+        for service in Self.idleServices(idleMs: idleMs) {
+            let target = try Spawned(service.command[0], Array(service.command.dropFirst()))
+            try #require(target.waitFor("READY"), "\(service.name) did not start: \(target.stderr)")
+            let directory = SidecarFixtures.temporaryDirectory("arrival-idle")
+            let attachAt = TracingMonitor.now()
+            let (watcher, _, done, _) = try SidecarIntegrationTests.watch(Self.options(pid: target.pid, directory))
+            runs.append((service, target, directory, watcher, done, attachAt))
+        }
+        for (service, target, directory, watcher, done, attachAt) in runs {
+            let status = target.wait(timeout: .seconds(30))
+            watcher.stop()
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(status == 0, "\(service.name) exited with \(String(describing: status)): \(target.stderr)")
+            let stuckAt = try #require(Self.stamp(target.stdout), "\(service.name): no stall in \(target.stdout)")
+            #expect(stuckAt > attachAt, "\(service.name) stalled before it was watched")
+            let reports = SidecarFixtures.reports(in: directory)
+            try #require(reports.count == 1, "\(service.name): \(reports.map(CorpusHarness.describe))")
+            #expect(reports[0].startedBeforeAttach == nil, "\(service.name): a late stall marked as begun before")
+            // The report's stall starts at the late work (to a poll interval), not during the idle time.
+            let startedMs = (reports[0].startedAt.timeIntervalSince1970 - Double(stuckAt) / 1e9) * 1000
+            #expect(
+                startedMs > -Double(Self.intervalMs) && startedMs < Double(Self.thresholdMs),
+                "\(service.name): stall reported from \(Int(startedMs)) ms after the service's own start of it")
+        }
+    }
+
+    static func options(pid: Int32, _ directory: String) -> TargetWatcher.Options {
+        var configuration = StallWatchConfiguration()
+        configuration.reportDirectory = directory
+        configuration.thresholdMs = thresholdMs
+        var options = TargetWatcher.Options(pid: pid, configuration: configuration)
+        options.thresholdFixed = true
+        options.mode = .proc
+        return options
+    }
+
+    /// The CLOCK_REALTIME nanoseconds of the program's "STUCK <ns>" line.
+    static func stamp(_ output: String) -> UInt64? {
+        output.split(separator: "\n").first { $0.hasPrefix("STUCK ") }.flatMap { UInt64($0.dropFirst(6)) }
+    }
+}

@@ -1,0 +1,90 @@
+// Dating a /proc-watched thread's busy phase from the kernel's own figures, not from the look that saw it.
+import CStallWatchCore
+import Foundation
+import StallWatchTestSupport
+import Testing
+
+@testable import StallWatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite(.serialized) struct ProcProbeDatingTests {
+    /// A thread of this process that idles in `poll` on a pipe and, for each byte, spins (1) or sleeps (2) for
+    /// 400 ms, noting CLOCK_MONOTONIC as it starts; 0 ends it.
+    final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is Locked.
+        let threadID = Locked<Int32>(0)
+        let started = Locked<UInt64>(0)
+        let done = DispatchSemaphore(value: 0)
+        var fds: [Int32] = [0, 0]
+
+        init() throws {
+            try #require(pipe(&fds) == 0)
+            let readEnd = fds[0]
+            Thread { [self] in
+                threadID.withLock { $0 = sw_gettid() }
+                var byte: UInt8 = 0
+                while true {
+                    var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+                    guard poll(&ready, 1, 5000) > 0 else { continue }
+                    guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
+                    let now = sw_monotonic_ns()
+                    started.withLock { $0 = now }
+                    if byte == 1 {
+                        while sw_monotonic_ns() < now + 400_000_000 {}
+                    } else {
+                        usleep(400_000)
+                    }
+                }
+                done.signal()
+            }.start()
+        }
+
+        func send(_ byte: UInt8) {
+            var value = byte
+            _ = write(fds[1], &value, 1)
+        }
+
+        func stop() {
+            send(0)
+            done.wait()
+            close(fds[0])
+            close(fds[1])
+        }
+    }
+
+    /// Seen idle in its `poll`, then, 150 ms after it left it, busy on a CPU or in a sleep: the phase starts when
+    /// it left the wait (never before the byte that woke it was sent, within 20 ms of the thread's own reading of
+    /// its start), not at the look that saw it busy.
+    @Test(arguments: [UInt8(1), 2])
+    func aThreadSeenLeavingItsIdleWaitIsDatedFromWhenItLeftIt(work: UInt8) throws {
+        let loop = try PipeLoop()
+        defer { loop.stop() }
+        let pid = getpid()
+        #expect(
+            pollUntil {
+                let tid = loop.threadID.withLock { $0 }
+                return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
+            })
+        let tid = loop.threadID.withLock { $0 }
+        var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
+        for _ in 0..<3 {
+            let idle = probe.observe(now: sw_monotonic_ns())
+            #expect(idle?.isBusy == false)
+            usleep(20_000)
+        }
+        let sentAt = sw_monotonic_ns()
+        loop.send(work)
+        #expect(pollUntil { loop.started.withLock { $0 } != 0 })
+        let startedAt = loop.started.withLock { $0 }
+        usleep(150_000)
+        let seen = probe.observe(now: sw_monotonic_ns())
+        let busy = try #require(seen)
+        #expect(busy.isBusy)
+        #expect(busy.phaseStartNanos >= sentAt, "dated \(Int64(sentAt) - Int64(busy.phaseStartNanos)) ns too early")
+        #expect(
+            busy.phaseStartNanos <= startedAt + 20_000_000,
+            "dated \((Int64(busy.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own start")
+    }
+}
