@@ -37,7 +37,7 @@ import Testing
         return reports[0]
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: cases)
+    @Test(.timeLimit(.minutes(5)), arguments: cases)
     func eachKindOfStallGetsTheRightCause(_ c: Case) throws {
         let directory = Fixtures.temporaryDirectory("diagnosis-\(c.kind)")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -124,6 +124,25 @@ struct EvidenceCollector {
         self.evidence = evidence
     }
 
+    /// The stuck thread's stack in the snapshot is its first sample's. When that sample has none (the thread was
+    /// inside the kernel, working in a long `write()` or between the sleeps of an `fsync()`, and could neither
+    /// stop nor be read as it slept), the first later sample of the stall that has one stands in, with a note:
+    /// a stall's report always shows where its thread was when some sample could see it.
+    mutating func fillStuckThreadStack() {
+        guard var evidence, let tid = thread?.threadID,
+            let index = evidence.threads.firstIndex(where: { $0.snapshot.threadId == tid }),
+            evidence.threads[index].frames.isEmpty,
+            let (position, sample) = evidence.samples.enumerated().first(where: { !$0.element.frames.isEmpty })
+        else { return }
+        let reason = evidence.threads[index].snapshot.error.map { " (\($0))" } ?? ""
+        evidence.threads[index].frames = sample.frames
+        evidence.threads[index].snapshot.error = nil
+        evidence.notes.append(
+            "the stuck thread's first sample has no stack\(reason): its stack in the thread list is that of sample "
+                + "\(position), taken \(sample.offsetNanos / 1_000_000) ms into the stall")
+        self.evidence = evidence
+    }
+
     mutating func reset() {
         listedThreads = nil
         lateThreads = []

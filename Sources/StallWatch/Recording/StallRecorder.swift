@@ -281,6 +281,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// its provisional report, so the final one lands last); with `waiting`, returns once it is written.
     private func finish(status: StallReport.Status, endNanos: UInt64?, now: UInt64, waiting: Bool) {
         if let endNanos { collector.dropSamples(capturedFrom: endNanos) }
+        collector.fillStuckThreadStack()
         collector.closeContext(now: now)
         guard let evidence = collector.evidence else { return }
         collector.reset()

@@ -135,7 +135,9 @@ extension ConcurrencyWatchdogTests {
         #expect(unsampled > unsampledBefore)
         // The long stall itself was followed and sampled as usual.
         let longReports = longJob(seen.all)
-        #expect(longReports.count == 1 && longReports.allSatisfy { !$0.samples.isEmpty })
+        #expect(
+            longReports.count == 1 && longReports.allSatisfy { !$0.samples.isEmpty },
+            "\(longReports.map { ($0.id, $0.status, $0.durationMs, $0.samples.count, $0.notes) })")
         try Fixtures.expectReportsValidate(in: directory)
     }
 }
