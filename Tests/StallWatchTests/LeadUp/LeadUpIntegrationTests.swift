@@ -35,16 +35,18 @@ import Testing
         try watchdog.start()
         let thread = startLoopThread(loop)
         work(loop)
-        ended.wait()
+        // Bounded: a stall never detected fails here rather than hanging the suite.
+        let outcome = ended.wait(timeout: .now() + .seconds(90))
         loop.stop()
         watchdog.stop()
         _ = thread
+        try #require(outcome == .success, "no stall ended within 90 s")
         let reports = try Fixtures.reports(in: directory)
         try #require(reports.count == 1)
         return reports[0]
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aStallsReportShowsTheLongItemBeforeItFirstAndTheStuckItemInFlight() throws {
         // A threshold well above the first turn (20 ms of ticks and warmCaches' 200 ms), so a loaded machine's
         // scheduling cannot make that turn a stall of its own.
@@ -78,7 +80,7 @@ import Testing
         #expect(leadUp.utilisation.contains { $0 > 0.9 })
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func anItemIsNamedByTheAnnotationsSetWhileItRanAndCarriesItsQueueDelay() throws {
         let report = try report { loop in
             loop.perform {
@@ -97,7 +99,7 @@ import Testing
         #expect((queued.delayMs ?? 0) >= 30)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func withTheLeadUpOffAReportHasNone() throws {
         let report = try report(leadUp: false) { loop in
             loop.perform(label: "stuck") { Self.spin(milliseconds: 500) }
