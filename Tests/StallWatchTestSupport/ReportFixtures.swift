@@ -11,7 +11,9 @@ package enum ReportFixtures {
 
     /// Fixtures/diagnosed/<name>.json: reports with the diagnosis fields (cause, threads, context, repeats), kept
     /// apart so the list and summary goldens above stay small.
-    package static let diagnosed: [(name: String, report: StallReport)] = [("lock-diagnosed", diagnosedLock)]
+    package static let diagnosed: [(name: String, report: StallReport)] = [
+        ("lock-diagnosed", diagnosedLock), ("deadlock-likely", likelyDeadlock),
+    ]
 
     /// Tests/StallWatchInspectorTests/Fixtures in the source tree: the golden reports, views and help texts the
     /// inspector's and the command line's tests compare with.
@@ -239,5 +241,39 @@ package enum ReportFixtures {
                     + "of it"
             ],
             patterns: [.longItemBefore])
+    }()
+}
+
+extension ReportFixtures {
+    /// The lock report's stall as two locks that record no owner, waited crosswise: a likely deadlock whose other
+    /// half is a candidate holder, with no certain blocking thread.
+    package static let likelyDeadlock: StallReport = {
+        var report = diagnosedLock
+        report.id = "20261201T100000.000Z-4242-9"
+        report.cause = .init(
+            kind: .deadlock,
+            evidence: [
+                "2 of 2 samples: waiting in futex (wchan futex_wait_queue)",
+                "the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)",
+                "candidate holders, not certain (the lock keeps no owner): thread 4250 (db-writer, sleeping, in futex)",
+                "thread 4250 (db-writer) waits on another lock that records no owner, whose best candidate holder is "
+                    + "the loop thread: likely a deadlock",
+            ],
+            deadlockedThreadIds: [4242, 4250], deadlockCertainty: .likely,
+            candidateHolders: [
+                .init(
+                    threadId: 4250, name: "db-writer",
+                    reason: "blocked on another lock (futex), for which the loop thread is in turn the best candidate",
+                    confidence: .likely)
+            ])
+        if var threads = report.threads, threads.count >= 2 {
+            threads[0].waitingForThreadId = nil
+            threads[1].state = "S"
+            threads[1].wchan = "futex_wait_queue"
+            threads[1].syscall = "futex"
+            threads[1].waitAddress = 0x55d0_a010_0080
+            report.threads = threads
+        }
+        return report
     }()
 }

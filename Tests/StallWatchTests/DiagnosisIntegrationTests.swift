@@ -43,7 +43,16 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let report = try Self.runDemo(kind: c.kind, directory: directory)
         let cause = try #require(report.cause)
-        #expect(cause.kind == c.cause, "evidence: \(cause.evidence)")
+        // The demo's CPU stall spins until its time is up: on a machine that gave the loop less than a CPU's
+        // share, its own work stays under the threshold and the documented verdict is `starved`, with the run
+        // queue's figures as its evidence.
+        let starvedByTheMachine =
+            c.cause == .cpu && cause.kind == .starved
+            && cause.evidence.contains {
+                $0.contains("for a CPU (run queue)") && $0.contains("the machine held") == false
+            }
+            && cause.evidence.contains { $0.hasSuffix("the machine held the loop up") }
+        #expect(cause.kind == c.cause || starvedByTheMachine, "evidence: \(cause.evidence)")
         #expect(!cause.evidence.isEmpty)
 
         // Every sample carries the loop thread's kernel-side state.
