@@ -49,6 +49,7 @@ public struct HTMLReport {
 
             """
         if let single { html += header(single) } else { html += summary() }
+        if let leadUp = single?.leadUp { html += leadUpSection(leadUp) }
         html += "<h2>Flame graph <span class=\"dim\">(\(tree.total) samples; callers below, hover a box for its share)"
         html += "</span></h2>\n"
         html += flameGraph(tree)

@@ -96,6 +96,7 @@ public struct ReportDetailView: Sendable {
             out += ReportTextFormat.table(report.annotations.sorted { $0.key < $1.key }.map { [$0.key, $0.value] })
                 .map { "  " + $0 }
         }
+        if let leadUp = report.leadUp { out += LeadUpView().lines(leadUp, heading: heading) }
         out += pointStackLines(report, heading: heading)
         let tree = CallTree(samples: report.samples, isMachinery: Self.isMachinery)
         if tree.total > 0 {

@@ -69,7 +69,23 @@ enum TerminalText {
             t.error = t.error.map(escape)
             return t
         }
+        r.leadUp = r.leadUp.map(escaped)
         return r
+    }
+
+    private static func escaped(_ leadUp: StallReport.LeadUp) -> StallReport.LeadUp {
+        var l = leadUp
+        l.buckets.longestLabel = l.buckets.longestLabel.map(escape)
+        func item(_ item: StallReport.LeadUp.Item) -> StallReport.LeadUp.Item {
+            var i = item
+            i.label = i.label.map(escape)
+            return i
+        }
+        l.items = l.items.map(item)
+        l.inFlight = l.inFlight.map(item)
+        l.topItems = l.topItems.map(item)
+        l.findings = l.findings.map(escape)
+        return l
     }
 
     static func escaped(_ frame: StackFrame) -> StackFrame {

@@ -45,6 +45,16 @@ import Testing
                 "<title>20261201T080000.000Z-977-1: 1m 03s at 2026-12-01 08:00:00, libc.so.6 + 0xa1000</title>"))
     }
 
+    @Test func aReportWithALeadUpShowsItsBarsFindingsAndTopItems() throws {
+        let path = ReportFixtures.directory.appendingPathComponent("diagnosed/lock-diagnosed.json").path
+        let html = try page([path])
+        #expect(html.contains("<h2>Lead-up <span class=\"dim\">(1.00 s before the stall was detected)</span></h2>"))
+        #expect(html.components(separatedBy: "<svg").count == 4, "lead-up bars, flame graph and timeline")
+        #expect(html.contains("<li>&#39;route=/sessions/sort&#39; ran 165 ms and ended 5 ms before the stuck item"))
+        #expect(html.contains("<tr><td>route=/sessions/sort</td><td>165 ms</td><td>-420 ms</td><td>3 ms</td></tr>"))
+        #expect(html.contains("<title>the stall began</title>"))
+    }
+
     @Test func textIsEscaped() {
         #expect(HTMLReportEscaping.escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&#39;")
     }

@@ -24,6 +24,11 @@ import Testing
         report.samples[0].error = hostile
         report.threads?[1].name = hostile
         report.pointStack?.frames[0].symbol = hostile
+        report.leadUp?.items[0].label = hostile
+        report.leadUp?.topItems[0].label = hostile
+        report.leadUp?.inFlight?.label = hostile
+        report.leadUp?.buckets.longestLabel[0] = hostile
+        report.leadUp?.findings.append(hostile)
         return report
     }
 

@@ -219,7 +219,35 @@ package enum ReportFixtures {
         report.occurrences = 3
         report.firstSeen = date("2026-12-01T10:00:00.000Z")
         report.lastSeen = date("2026-12-01T10:04:00.000Z")
+        report.leadUp = leadUpBeforeLock
         return report
+    }()
+
+    /// The lead-up of ``diagnosedLock``: a 165 ms item ended 5 ms before the stuck one began.
+    package static let leadUpBeforeLock: StallReport.LeadUp = {
+        let sort = StallReport.LeadUp.Item(startMs: -420, durationMs: 165, delayMs: 2.5, label: "route=/sessions/sort")
+        let timer = StallReport.LeadUp.Item(startMs: -905, durationMs: 4.5, delayMs: 0.25, label: "timer")
+        let read = StallReport.LeadUp.Item(startMs: -612.25, durationMs: 1.5, label: "read fd 7")
+        return StallReport.LeadUp(
+            endedAt: date("2026-12-01T10:00:00.250Z"), stallStartMs: -250, windowMs: 1000, bucketMs: 100, itemMinMs: 1,
+            buckets: .init(
+                busyMs: [4.5, 0.75, 0.5, 2, 0.5, 20, 100, 95, 100, 100],
+                items: [1, 3, 2, 4, 2, 0, 0, 1, 0, 0],
+                longestMs: [4.5, 0.5, 0.25, 1.5, 0.25, 0, 0, 165, 0, 0],
+                longestLabel: ["timer", "", "", "read fd 7", "", "", "", "route=/sessions/sort", "", ""],
+                maxDelayMs: [0.25, 0.5, 0, 0.75, 0, 0, 0, 2.5, 0, 0],
+                runQueueWaitMs: [0, 0.5, 0, 0, 0, 1.25, 3, 2, 0, 0],
+                cpuMs: [4.5, 0.75, 0.5, 2, 0.5, 20, 97, 48, 0.5, 0],
+                voluntarySwitches: [2, 3, 2, 4, 2, 1, 0, 2, 1, 0],
+                involuntarySwitches: [0, 0, 0, 0, 0, 1, 2, 1, 0, 0]),
+            items: [timer, read, sort],
+            inFlight: .init(startMs: -250, durationMs: 250, label: "route=/messages/send"),
+            topItems: [sort, timer, read],
+            findings: [
+                "'route=/sessions/sort' ran 165 ms and ended 5 ms before the stuck item began: the stall may be the tail "
+                    + "of it"
+            ],
+            patterns: [.longItemBefore])
     }()
 }
 

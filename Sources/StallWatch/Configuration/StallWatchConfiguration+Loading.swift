@@ -94,6 +94,13 @@ extension StallWatchConfiguration {
                 "\(source): hangThresholdMs \(hangThresholdMs) is below thresholdMs \(thresholdMs); it must be at least the stall threshold",
                 context: ["key": "hangThresholdMs", "value": String(hangThresholdMs)])
         }
+        if leadUpBucketMs > leadUpWindowMs || leadUpWindowMs / leadUpBucketMs > 60_000 {
+            throw StallWatchError(
+                .invalidConfiguration,
+                "\(source): leadUpBucketMs \(leadUpBucketMs) must be at most leadUpWindowMs \(leadUpWindowMs) and cut it "
+                    + "into at most 60000 buckets",
+                context: ["key": "leadUpBucketMs", "value": String(leadUpBucketMs)])
+        }
     }
 
     /// The settings as a JSON object (the shape of `Config/stallwatch.json`).

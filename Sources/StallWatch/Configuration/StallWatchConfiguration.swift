@@ -56,6 +56,15 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     /// A shell glob of thread names (`NIO-ELT-*`) for ``ThreadWatchdog``: threads of this process watched from
     /// /proc evidence, one detector each; empty: none.
     public var watchThreads = ""
+    /// Record the lead-up of a watched ``EventLoop`` (its last seconds: buckets of loop time, long items) for
+    /// the `leadUp` section of every stall report.
+    public var leadUp = true
+    /// How far back the lead-up reaches.
+    public var leadUpWindowMs = 10_000
+    /// The width of one lead-up bucket.
+    public var leadUpBucketMs = 100
+    /// Items of loop work at least this long are kept one by one (with their label and queue delay).
+    public var leadUpItemMs = 1
 
     public init() {}
 
@@ -148,5 +157,9 @@ extension StallWatchConfiguration {
         Key(name: "heartbeat", kind: .flag(\.heartbeat)),
         Key(name: "heartbeatDirectory", kind: .text(\.heartbeatDirectory)),
         Key(name: "watchThreads", kind: .text(\.watchThreads)),
+        Key(name: "leadUp", kind: .flag(\.leadUp)),
+        Key(name: "leadUpWindowMs", kind: .integer(100...600_000, \.leadUpWindowMs)),
+        Key(name: "leadUpBucketMs", kind: .integer(10...60_000, \.leadUpBucketMs)),
+        Key(name: "leadUpItemMs", kind: .integer(1...60_000, \.leadUpItemMs)),
     ]
 }

@@ -39,14 +39,16 @@ public final class EventLoop: @unchecked Sendable {
 
     // Any thread.
     private let wakeFD: Int32
-    private let pending = Mutex<[@Sendable () -> Void]>([])
+    private let pending = Mutex<[PendingWork]>([])
     private let stopRequested = Atomic<Bool>(false)
     private let running = Atomic<Bool>(false)
     private let loopThreadID = Atomic<Int32>(0)
     private let observerRegistry = Mutex<[LoopObserver]>([])
     private let observersVersion = Atomic<UInt64>(0)
     private let observerSerial = Atomic<UInt64>(0)
-    private let annotationStore = Mutex<[String: String]>([:])
+    private let annotationStore = LoopAnnotations()
+    /// The lead-up label of work drained from the Dispatch main queue.
+    private static let mainQueueLabel = LeadUpLabels.shared.id(for: "main queue")
     private let runningThread = Mutex<SampledThread?>(nil)
     /// Iterations started, stored (not incremented atomically) by the loop thread: a plain relaxed store.
     private let iterationsPublished = Atomic<UInt64>(0)
@@ -102,9 +104,23 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: Work
 
     /// Runs `block` on the loop thread in the next `beforeSources` phase. Safe from any thread.
-    public func perform(_ block: @escaping @Sendable () -> Void) {
+    ///
+    /// - Parameters:
+    ///   - label: Names the work in the loop's lead-up (the items a report shows before a stall), unless
+    ///     annotations set while it runs name it more precisely. Registered here, so the loop itself only stores
+    ///     a number; keep labels to a bounded set of names (a route, a handler), not per-request values.
+    ///   - block: The work.
+    public func perform(label: String? = nil, _ block: @escaping @Sendable () -> Void) {
+        perform(labelID: label.map(LeadUpLabels.shared.id(for:)) ?? 0, block)
+    }
+
+    /// `perform` with an interned label.
+    func perform(labelID: UInt32, _ block: @escaping @Sendable () -> Void) {
+        // The enqueue time is the start of the item's queue delay: read only while a lead-up is recorded.
+        let work = PendingWork(
+            block: block, label: labelID, enqueuedAt: state.leadUpRecorder == nil ? 0 : sw_monotonic_ns())
         let wasEmpty = pending.withLock { queue -> Bool in
-            queue.append(block)
+            queue.append(work)
             return queue.count == 1
         }
         if wasEmpty { _ = sw_eventfd_signal(wakeFD) }
@@ -116,14 +132,16 @@ public final class EventLoop: @unchecked Sendable {
     ///   - delay: Time until the first fire.
     ///   - interval: Time between later fires; nil for a one-shot timer.
     ///   - tolerance: How late a fire may be, letting the loop wake once for several timers.
+    ///   - label: Names the timer's fires in the loop's lead-up; nil names them `timer`.
     /// - Returns: The timer, to cancel it.
     @discardableResult
     public func schedule(
         after delay: Duration, repeating interval: Duration? = nil, tolerance: Duration = .zero,
-        _ block: @escaping @Sendable () -> Void
+        label: String? = nil, _ block: @escaping @Sendable () -> Void
     ) -> LoopTimer {
         let timer = LoopTimer(
-            intervalNanos: interval?.nanoseconds ?? 0, toleranceNanos: tolerance.nanoseconds, block: block)
+            intervalNanos: interval?.nanoseconds ?? 0, toleranceNanos: tolerance.nanoseconds,
+            label: LeadUpLabels.shared.id(for: label ?? "timer"), block: block)
         let fireAt = sw_monotonic_ns() &+ delay.nanoseconds
         if inLoopThread {
             timers.insert(timer, fireAt: fireAt)
@@ -134,13 +152,25 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `handler` on the loop whenever `fileDescriptor` is readable. Cancel the source to stop.
-    public func addReadSource(fileDescriptor: Int32, _ handler: @escaping @Sendable () -> Void) -> LoopSource {
-        startSource(DispatchSource.makeReadSource(fileDescriptor: fileDescriptor, queue: sourceQueue), handler)
+    ///
+    /// - Parameter label: Names the handler's runs in the loop's lead-up; nil names them `read fd N`.
+    public func addReadSource(
+        fileDescriptor: Int32, label: String? = nil, _ handler: @escaping @Sendable () -> Void
+    ) -> LoopSource {
+        startSource(
+            DispatchSource.makeReadSource(fileDescriptor: fileDescriptor, queue: sourceQueue),
+            label: label ?? "read fd \(fileDescriptor)", handler)
     }
 
     /// Runs `handler` on the loop whenever `fileDescriptor` is writable. Cancel the source to stop.
-    public func addWriteSource(fileDescriptor: Int32, _ handler: @escaping @Sendable () -> Void) -> LoopSource {
-        startSource(DispatchSource.makeWriteSource(fileDescriptor: fileDescriptor, queue: sourceQueue), handler)
+    ///
+    /// - Parameter label: Names the handler's runs in the loop's lead-up; nil names them `write fd N`.
+    public func addWriteSource(
+        fileDescriptor: Int32, label: String? = nil, _ handler: @escaping @Sendable () -> Void
+    ) -> LoopSource {
+        startSource(
+            DispatchSource.makeWriteSource(fileDescriptor: fileDescriptor, queue: sourceQueue),
+            label: label ?? "write fd \(fileDescriptor)", handler)
     }
 
     /// Runs `handler` on the loop when the process receives `signal`.
@@ -152,16 +182,17 @@ public final class EventLoop: @unchecked Sendable {
         sigemptyset(&set)
         sigaddset(&set, signal)
         pthread_sigmask(SIG_BLOCK, &set, nil)
-        return startSource(DispatchSource.makeSignalSource(signal: signal, queue: sourceQueue), handler)
+        return startSource(
+            DispatchSource.makeSignalSource(signal: signal, queue: sourceQueue), label: "signal \(signal)", handler)
     }
 
     private lazy var sourceQueue = DispatchQueue(label: "stallwatch.loop.\(name).sources")
 
-    private func startSource(_ source: any DispatchSourceProtocol, _ handler: @escaping @Sendable () -> Void)
-        -> LoopSource
-    {
+    private func startSource(
+        _ source: any DispatchSourceProtocol, label: String, _ handler: @escaping @Sendable () -> Void
+    ) -> LoopSource {
         let loopSource = LoopSource(source: source)
-        loopSource.start(on: self, handler: handler)
+        loopSource.start(on: self, label: LeadUpLabels.shared.id(for: label), handler: handler)
         return loopSource
     }
 
@@ -202,17 +233,18 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Attaches key/values to the work the loop is doing now (a request id, a route). They appear in the
     /// report of a stall that happens before ``clearAnnotations()``. Safe from any thread.
+    /// The loop's lead-up names the items that ran with the annotations set.
     public func annotate(_ key: String, _ value: String) {
-        annotationStore.withLock { $0[key] = value }
+        annotationStore.set(key, value)
     }
 
     /// Removes the annotations set with ``annotate(_:_:)``.
     public func clearAnnotations() {
-        annotationStore.withLock { $0.removeAll() }
+        annotationStore.removeAll()
     }
 
     /// The annotations in force now.
-    package var annotations: [String: String] { annotationStore.withLock { $0 } }
+    package var annotations: [String: String] { annotationStore.values }
 
     // MARK: Running
 
@@ -304,16 +336,37 @@ public final class EventLoop: @unchecked Sendable {
 
     private func drainMainQueue() {
         sw_eventfd_drain(mainQueueFD)
+        var item = LeadUpItemTimer(state)
+        guard item.isOn else { return sw_main_queue_drain() }
+        let mark = annotationStore.mark
+        item.begin(at: sw_monotonic_ns(), label: Self.mainQueueLabel)
         sw_main_queue_drain()
+        item.end(
+            at: sw_monotonic_ns(), label: annotationStore.label(since: mark, explicit: Self.mainQueueLabel), delay: 0)
     }
 
     private func runPending() -> Bool {
-        let blocks = pending.withLock { queue -> [@Sendable () -> Void] in
+        let work = pending.withLock { queue -> [PendingWork] in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
-        for block in blocks { block() }
-        return !blocks.isEmpty
+        var item = LeadUpItemTimer(state)
+        guard item.isOn else {
+            for entry in work { entry.block() }
+            return !work.isEmpty
+        }
+        // One clock read per item: an item's end is the next one's start.
+        var now = sw_monotonic_ns()
+        for entry in work {
+            let mark = annotationStore.mark
+            item.begin(at: now, label: entry.label)
+            entry.block()
+            let end = sw_monotonic_ns()
+            let delay = entry.enqueuedAt != 0 && now > entry.enqueuedAt ? now - entry.enqueuedAt : 0
+            item.end(at: end, label: annotationStore.label(since: mark, explicit: entry.label), delay: delay)
+            now = end
+        }
+        return !work.isEmpty
     }
 
     /// Returns true if any timer fired.
@@ -322,9 +375,20 @@ public final class EventLoop: @unchecked Sendable {
         let now = sw_monotonic_ns()
         var rescheduled: [(LoopTimer, UInt64)] = []
         var fired = false
+        var item = LeadUpItemTimer(state)
         while let entry = timers.popDue(now: now) {
             fired = true
-            entry.timer.block()
+            if item.isOn {
+                let mark = annotationStore.mark, label = entry.timer.label
+                let start = sw_monotonic_ns()
+                item.begin(at: start, label: label)
+                entry.timer.block()
+                item.end(
+                    at: sw_monotonic_ns(), label: annotationStore.label(since: mark, explicit: label),
+                    delay: start > entry.fireAt ? start - entry.fireAt : 0)
+            } else {
+                entry.timer.block()
+            }
             let interval = entry.timer.intervalNanos
             if interval > 0, !entry.timer.isCancelled {
                 // Skip fires missed while the loop was busy, as CFRunLoop does.
@@ -366,4 +430,12 @@ public final class EventLoop: @unchecked Sendable {
             observer.callback(activity)
         }
     }
+}
+
+/// Work queued by ``EventLoop/perform(label:_:)``: the block, its lead-up label, and when it was queued
+/// (CLOCK_MONOTONIC, 0 while no lead-up is recorded).
+private struct PendingWork {
+    var block: @Sendable () -> Void
+    var label: UInt32
+    var enqueuedAt: UInt64
 }

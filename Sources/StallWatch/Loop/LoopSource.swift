@@ -21,7 +21,7 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
         self.source = source
     }
 
-    func start(on loop: EventLoop, handler: @escaping @Sendable () -> Void) {
+    func start(on loop: EventLoop, label: UInt32, handler: @escaping @Sendable () -> Void) {
         source.setEventHandler { [self] in
             let shouldDeliver = state.withLock { state -> Bool in
                 guard !state.cancelled, !state.suspended else { return false }
@@ -30,7 +30,7 @@ public final class LoopSource: @unchecked Sendable {  // Dispatch sources are th
             }
             guard shouldDeliver else { return }
             source.suspend()
-            loop.perform { [self] in
+            loop.perform(labelID: label) { [self] in
                 if !isCancelled { handler() }
                 resumeAfterDelivery()
             }

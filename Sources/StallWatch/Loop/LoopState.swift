@@ -39,6 +39,11 @@ public final class LoopState: @unchecked Sendable {
     let wakeup = DispatchSemaphore(value: 0)
     /// At most one watchdog per loop.
     let watchdogAttached = Atomic<Bool>(false)
+    /// The lead-up rings the loop writes into, nil while nobody records its lead-up (``LoopState+LeadUp.swift``).
+    let leadUpPointer = Atomic<UnsafeMutablePointer<sw_leadup>?>(nil)
+    /// The rings behind `leadUpPointer`, and any replaced ones, kept until this state goes: the loop may still be
+    /// writing into a replaced one.
+    let leadUpRings = Mutex<(current: LeadUpRing?, retired: [LeadUpRing])>((nil, []))
 
     /// Creates state in private memory.
     package init() {

@@ -7,12 +7,15 @@ public final class LoopTimer: Sendable {
     let intervalNanos: UInt64
     /// How late the timer may fire, so the loop can wake once for several timers.
     let toleranceNanos: UInt64
+    /// The timer's lead-up label (``LeadUpLabels``).
+    let label: UInt32
     let block: @Sendable () -> Void
     private let cancelled = Atomic<Bool>(false)
 
-    init(intervalNanos: UInt64, toleranceNanos: UInt64, block: @escaping @Sendable () -> Void) {
+    init(intervalNanos: UInt64, toleranceNanos: UInt64, label: UInt32 = 0, block: @escaping @Sendable () -> Void) {
         self.intervalNanos = intervalNanos
         self.toleranceNanos = toleranceNanos
+        self.label = label
         self.block = block
     }
 

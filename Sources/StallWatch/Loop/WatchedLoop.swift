@@ -42,11 +42,47 @@ extension StallWatchConfiguration {
     }
 }
 
-/// Key/values attached to the work a loop is doing now; shared by the loop adapters. Safe from any thread.
+/// Key/values attached to the work a loop is doing now; shared by the loops and adapters. Safe from any thread.
+///
+/// Each change also registers the annotations as a lead-up label (``LeadUpLabels``), so the loop's per-item path
+/// reads a label id (two relaxed loads) instead of the dictionary.
 final class LoopAnnotations: Sendable {
     private let store = Mutex<[String: String]>([:])
+    /// The label of the annotations in force (0: none).
+    private let inForce = Atomic<UInt32>(0)
+    /// The label of the last ``set(_:_:)``, kept through ``removeAll()``.
+    private let lastSet = Atomic<UInt32>(0)
+    /// Bumped by every ``set(_:_:)``: an item that saw it move was annotated while it ran.
+    private let changes = Atomic<UInt64>(0)
 
-    func set(_ key: String, _ value: String) { store.withLock { $0[key] = value } }
-    func removeAll() { store.withLock { $0.removeAll() } }
+    func set(_ key: String, _ value: String) {
+        store.withLock {
+            $0[key] = value
+            let label = LeadUpLabels.shared.id(for: LeadUpLabels.annotationLabel($0))
+            inForce.store(label, ordering: .relaxed)
+            lastSet.store(label, ordering: .relaxed)
+            changes.add(1, ordering: .releasing)
+        }
+    }
+
+    func removeAll() {
+        store.withLock {
+            $0.removeAll()
+            inForce.store(0, ordering: .relaxed)
+        }
+    }
+
     var values: [String: String] { store.withLock { $0 } }
+
+    /// A mark to take when an item begins, for ``label(since:explicit:)``.
+    @inline(__always)
+    var mark: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// An item's label when it ends: the annotations set while it ran (the most specific), else its own label
+    /// (`explicit`: a `perform` label, a timer's or source's name), else the annotations in force.
+    @inline(__always)
+    func label(since mark: UInt64, explicit: UInt32) -> UInt32 {
+        if changes.load(ordering: .acquiring) != mark { return lastSet.load(ordering: .relaxed) }
+        return explicit != 0 ? explicit : inForce.load(ordering: .relaxed)
+    }
 }

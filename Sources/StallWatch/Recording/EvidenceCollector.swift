@@ -77,6 +77,11 @@ struct EvidenceCollector {
         evidence?.pool = pool
     }
 
+    /// The loop's lead-up, copied at detection.
+    mutating func attach(leadUp: LeadUpCapture) {
+        evidence?.leadUp = leadUp
+    }
+
     /// Stretches the sampling interval by `scale` from `now` on, with a note saying why.
     mutating func slowDown(by scale: UInt64, now: UInt64) {
         guard scale > 1, var evidence else { return }

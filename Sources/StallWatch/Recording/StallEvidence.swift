@@ -77,6 +77,8 @@ struct StallEvidence: Sendable {
     /// The Concurrency pool's sections, for a stall of a pool worker or of the whole pool.
     var task: StallReport.TaskDescription?
     var pool: StallReport.PoolDescription?
+    /// The loop's lead-up, copied when the stall was detected.
+    var leadUp: LeadUpCapture?
 
     init(
         stall: StallDetector.Stall, threadID: Int32?, reportID: String, wallAtBegin: UInt64, monoAtBegin: UInt64,

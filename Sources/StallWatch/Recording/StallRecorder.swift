@@ -38,6 +38,8 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     private var lastProvisionalAt: UInt64 = 0
     /// The report queue: writes and final reports, in order.
     var writes: DispatchQueue { reports.queue }
+    /// The watched loop's lead-up, copied into each stall's evidence at detection; set before watching starts.
+    package var leadUp: LeadUpRecorder?
 
     /// A recorder for a loop of this process, sampled by signal.
     convenience init(
@@ -125,6 +127,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         }
         if let images { reports.adoptImages(images) }
         collector.attach(task: nextTask, pool: nextPool)
+        if let leadUp { collector.attach(leadUp: leadUp.capture(endingAt: now)) }
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often. (A signature seen
         // recently has its tables loaded: the report of that stall loaded them.)

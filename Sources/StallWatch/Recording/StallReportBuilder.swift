@@ -137,6 +137,11 @@ struct StallReportBuilder {
         report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
         if final { report.context = evidence.context }
         report.task = evidence.task
+        if let capture = evidence.leadUp {
+            let builder = LeadUpSectionBuilder(
+                stallStartNanos: stall.startNanos, thresholdNanos: detector.thresholdNanos, wallDate: wallDate)
+            report.leadUp = builder.build(capture)
+        }
         // A names-only provisional report of a `full` configuration has its lines pending, as has a final report
         // written before some images' line tables had loaded; `fast` and `off` reports never get lines.
         if configuration.symbolication == .full {

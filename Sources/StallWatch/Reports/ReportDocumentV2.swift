@@ -95,6 +95,8 @@ enum ReportDocumentV2 {
         var threads: [Thread]?
         var callTree: [Node]?
         var images: [ImageInfo]
+        /// The same in both formats: it holds no frames.
+        var leadUp: StallReport.LeadUp?
     }
 
     struct Sample: Codable {
@@ -202,6 +204,6 @@ extension ReportDocumentV2 {
         let tree = report.callTree?.map(convert)
         return Body(
             frames: table.frames, samples: samples, pointStack: point, threads: threads, callTree: tree,
-            images: report.images)
+            images: report.images, leadUp: report.leadUp)
     }
 }

@@ -89,6 +89,7 @@ struct ReportValidator {
         if let firstSeen = report.firstSeen { try date("firstSeen", firstSeen) }
         if let lastSeen = report.lastSeen { try date("lastSeen", lastSeen) }
         if let longest = report.maxDurationMs { try milliseconds("maxDurationMs", longest, signed: false) }
+        if let leadUp = report.leadUp { try self.leadUp(leadUp) }
         if let total = report.totalDurationMs {
             // A sum of up to `maximumCount` durations: bounded, and still far from overflowing anything.
             guard total.isFinite, total >= 0, total <= Limits.maximumMilliseconds * Double(Limits.maximumCount) else {
@@ -169,26 +170,26 @@ struct ReportValidator {
 
     // MARK: - Rules
 
-    private func milliseconds(_ field: String, _ value: Double, signed: Bool) throws(Failure) {
+    func milliseconds(_ field: String, _ value: Double, signed: Bool) throws(Failure) {
         let limit = Limits.maximumMilliseconds
         guard value.isFinite, value <= limit, value >= (signed ? -limit : 0) else {
             throw Failure(field: field, value: "\(value)", rule: "a finite number in \(signed ? "-" : "0…")\(limit)")
         }
     }
 
-    private func micros(_ field: String, _ value: Double) throws(Failure) {
+    func micros(_ field: String, _ value: Double) throws(Failure) {
         guard value.isFinite, value >= 0, value <= Limits.maximumMicroseconds else {
             throw Failure(field: field, value: "\(value)", rule: "a finite number in 0…\(Limits.maximumMicroseconds)")
         }
     }
 
-    private func count(_ field: String, _ value: Int) throws(Failure) {
+    func count(_ field: String, _ value: Int) throws(Failure) {
         guard (0...Limits.maximumCount).contains(value) else {
             throw Failure(field: field, value: String(value), rule: "a count in 0…\(Limits.maximumCount)")
         }
     }
 
-    private func date(_ field: String, _ value: Date) throws(Failure) {
+    func date(_ field: String, _ value: Date) throws(Failure) {
         guard Limits.dates.contains(value) else {
             throw Failure(
                 field: field, value: ReportDate.string(from: value),
@@ -197,7 +198,7 @@ struct ReportValidator {
         }
     }
 
-    private func string(_ field: String, _ value: String, maximum: Int = Limits.maximumStringBytes, empty: Bool = true)
+    func string(_ field: String, _ value: String, maximum: Int = Limits.maximumStringBytes, empty: Bool = true)
         throws(Failure)
     {
         let bytes = value.utf8.count

@@ -144,5 +144,6 @@ extension StallReport {
                 children: try node.children.map(convert))
         }
         callTree = try body.callTree?.map(convert)
+        leadUp = body.leadUp
     }
 }

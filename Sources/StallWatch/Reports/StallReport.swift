@@ -82,6 +82,9 @@ public struct StallReport: Codable, Sendable, Equatable {
     /// Whether every frame's file:line has been looked up (`lines` `pending` until a final report's rewrite
     /// fills them in); nil when the report does not look up lines (symbolication `fast` or `off`).
     package var symbolication: SymbolicationState?
+    /// What the loop ran in the seconds before the stall was detected; nil when no lead-up was recorded (a loop
+    /// other than ``EventLoop``, the sidecar's reports, `leadUp` off).
+    package var leadUp: LeadUp?
 
     package init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -117,7 +120,7 @@ extension StallReport {
     enum CodingKeys: String, CodingKey {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
-        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool, symbolication
+        case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool, symbolication, leadUp
         case startedBeforeAttach
     }
 
@@ -176,6 +179,7 @@ extension StallReport {
             images = try c.decode([ImageInfo].self, forKey: .images)
             callTree = try c.decodeIfPresent([CallTree.Node].self, forKey: .callTree)
             threads = try c.decodeIfPresent([ThreadSnapshot].self, forKey: .threads)
+            leadUp = try c.decodeIfPresent(LeadUp.self, forKey: .leadUp)
         }
         try validate()
     }

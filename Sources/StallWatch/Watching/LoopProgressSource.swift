@@ -15,11 +15,14 @@ struct LoopProgressSource: ProgressSource {
     private let details: (any SampledLoop)?
     /// True once the watchdog is asked to stop; a park must not begin then.
     private let isStopping: () -> Bool
+    /// The loop's lead-up, ticked between waits (nil when not recorded).
+    private let leadUp: LeadUpRecorder?
 
-    init(loop: any WatchedLoop, isStopping: @escaping () -> Bool) {
+    init(loop: any WatchedLoop, leadUp: LeadUpRecorder? = nil, isStopping: @escaping () -> Bool) {
         self.loop = loop
         self.state = loop.state
         self.details = loop.sampled
+        self.leadUp = leadUp
         self.isStopping = isStopping
     }
 
@@ -39,7 +42,23 @@ struct LoopProgressSource: ProgressSource {
     func stallEnded() { sw_loop_state_follow(state.storage, 0) }
 
     func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
-        sleep(until: wait.deadline(nextSampleAt: nextSampleAt))
+        let deadline = wait.deadline(nextSampleAt: nextSampleAt)
+        guard let leadUp else { return sleep(until: deadline) }
+        // The lead-up's ticks come between the detector's looks: a tick's deadline that passes is not the
+        // detector's timeout (the classic strategy counts those), so the wait goes on to the detector's deadline.
+        // Without a deadline the detector would park until the loop moves; a tick's timed sleep is not a park (the
+        // loop does not signal it), so a move seen after a tick is that wake-up.
+        let entered = state.snapshot().sequence
+        while true {
+            let snapshot = state.snapshot()
+            let tick = leadUp.tick(
+                now: sw_monotonic_ns(), threadID: sampledThread?.threadID, sequence: snapshot.sequence,
+                isBusy: snapshot.isBusy)
+            guard let tick, deadline.map({ tick < $0 }) ?? true else { return sleep(until: deadline) }
+            if !sleep(until: tick) { return false }
+            if isStopping() { return false }
+            if deadline == nil && state.snapshot().sequence != entered { return false }
+        }
     }
 
     /// Sleeps until `deadline` (or parks when nil). Returns true if the wait timed out.

@@ -28,6 +28,8 @@ public final class Watchdog: @unchecked Sendable {
     let stallInProgress = Atomic<Bool>(false)
     private var recorder: StallRecorder?
     private var heartbeat: HeartbeatPublisher?
+    /// The loop's lead-up (`configuration.leadUp`, for a loop that times its items).
+    private var leadUp: LeadUpRecorder?
     private let heartbeatProblem = Mutex<StallWatchError?>(nil)
 
     /// - Parameters:
@@ -77,14 +79,25 @@ public final class Watchdog: @unchecked Sendable {
             let recorder = StallRecorder(
                 configuration: configuration, loopName: configuration.name(of: loop), emit: onEvent)
             self.recorder = recorder
+            // Only StallWatch's own loop times its items today; another loop's rings would stay empty and read as
+            // an idle loop, so it gets no lead-up rather than a wrong one.
+            if configuration.leadUp, loop is EventLoop, let ring = loop.state.startLeadUp(configuration.leadUpSettings)
+            {
+                let leadUp = LeadUpRecorder(ring: ring)
+                recorder.leadUp = leadUp
+                self.leadUp = leadUp
+            }
             if case .classic = configuration.detectorConfiguration.strategy {
                 loop.state.signalEveryTransition(true)
             }
             do throws(StallWatchError) {
-                thread = try NamedThread(name: "stallwatch-watchdog") { [self] in watch(recorder) }
+                let leadUp = self.leadUp
+                thread = try NamedThread(name: "stallwatch-watchdog") { [self] in watch(recorder, leadUp: leadUp) }
             } catch {
                 heartbeat?.withdraw()
                 heartbeat = nil
+                leadUp = nil
+                loop.state.stopLeadUp()
                 loop.state.watchdogAttached.store(false, ordering: .releasing)
                 loop.state.signalEveryTransition(false)
                 throw error
@@ -101,6 +114,8 @@ public final class Watchdog: @unchecked Sendable {
             running.join()
             thread = nil
             recorder = nil
+            leadUp = nil
+            loop.state.stopLeadUp()
             heartbeat?.withdraw()
             heartbeat = nil
             loop.state.signalEveryTransition(false)
@@ -131,12 +146,14 @@ public final class Watchdog: @unchecked Sendable {
 
     // MARK: The watchdog thread
 
-    private func watch(_ recorder: StallRecorder) {
+    private func watch(_ recorder: StallRecorder, leadUp: LeadUpRecorder?) {
         if configuration.heartbeat, let problem = heartbeatProblem.withLock({ $0 }) {
             onEvent(.heartbeatFailed(problem))
         }
         recorder.warmUp()
-        let source = LoopProgressSource(loop: loop) { [self] in stopRequested.load(ordering: .acquiring) }
+        let source = LoopProgressSource(loop: loop, leadUp: leadUp) { [self] in
+            stopRequested.load(ordering: .acquiring)
+        }
         var follower = StallFollower(
             source: source, recorder: recorder, configuration: configuration.detectorConfiguration,
             watcher: .watchdog

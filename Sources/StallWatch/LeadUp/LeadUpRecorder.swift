@@ -1,0 +1,73 @@
+// LeadUpRecorder: the watching side of one loop's lead-up: the loop thread's scheduler readings and window copies.
+import Synchronization
+
+/// A copy of one loop's lead-up at one moment: what a report's `leadUp` section is built from
+/// (``LeadUpSectionBuilder``).
+package struct LeadUpCapture: Sendable {
+    package var window: LeadUpWindow
+}
+
+/// Keeps one loop's lead-up on the watching thread: the loop thread's run-queue wait, CPU time and context
+/// switches once a bucket while the loop is active (the loop itself writes its items into the ring), and copies of
+/// the window for reports.
+///
+/// ``tick(now:threadID:sequence:isBusy:)`` runs on the watching thread between its waits and says when it wants to run
+/// again (nil while the loop idles: the watcher then parks as before, with no wake-ups).
+/// ``capture(endingAt:)`` may run on any thread.
+package final class LeadUpRecorder: Sendable {
+    package let ring: LeadUpRing
+
+    private struct State {
+        /// The last scheduler reading of the loop thread.
+        var lastReading: (threadID: Int32, schedule: ThreadSchedule, voluntary: UInt64, involuntary: UInt64)?
+        var nextReading: UInt64 = 0
+        /// The loop's sequence at the last tick: a loop that made no transition since is idle.
+        var lastSequence: UInt64 = .max
+    }
+    private let state = Mutex(State())
+
+    /// - Parameter ring: The loop's rings (``LoopState/startLeadUp(_:)``).
+    package init(ring: LeadUpRing) {
+        self.ring = ring
+    }
+
+    /// Reads the loop thread's scheduler figures when a bucket has passed (and once more when the loop went idle).
+    ///
+    /// - Returns: When to tick again; nil when the loop made no transition since the last tick and is idle.
+    /// - Parameters:
+    ///   - sequence: The loop's transition count now; the same as at the last tick means it made no transition.
+    ///   - isBusy: Whether the loop is inside an item (not waiting) now.
+    package func tick(now: UInt64, threadID: Int32?, sequence: UInt64, isBusy: Bool) -> UInt64? {
+        state.withLock { state -> UInt64? in
+            let moved = sequence != state.lastSequence
+            state.lastSequence = sequence
+            if let threadID, now >= state.nextReading || (!moved && !isBusy) {
+                read(threadID, now: now, &state)
+                state.nextReading = now &+ ring.settings.bucketNanos
+            }
+            guard moved || isBusy else { return nil }
+            return state.nextReading
+        }
+    }
+
+    /// Adds the loop thread's run-queue wait, CPU time and context switches since the last reading to the bucket
+    /// of `now`.
+    private func read(_ threadID: Int32, now: UInt64, _ state: inout State) {
+        let directory = ProcDirectory.current.thread(threadID)
+        guard let schedule = directory.schedstat(now: now) else { return }
+        let status = directory.status()
+        let voluntary = status?.voluntarySwitches ?? 0, involuntary = status?.involuntarySwitches ?? 0
+        defer { state.lastReading = (threadID, schedule, voluntary, involuntary) }
+        guard let last = state.lastReading, last.threadID == threadID else { return }
+        ring.addSchedule(
+            at: now, runQueueWaitNanos: schedule.runQueueWaitNanos &- last.schedule.runQueueWaitNanos,
+            cpuNanos: schedule.cpuNanos &- last.schedule.cpuNanos,
+            voluntary: UInt32(clamping: voluntary &- last.voluntary),
+            involuntary: UInt32(clamping: involuntary &- last.involuntary))
+    }
+
+    /// Copies the window that ends at `end` (CLOCK_MONOTONIC).
+    package func capture(endingAt end: UInt64) -> LeadUpCapture {
+        LeadUpCapture(window: ring.window(endingAt: end))
+    }
+}

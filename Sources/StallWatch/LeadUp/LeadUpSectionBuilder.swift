@@ -1,0 +1,130 @@
+// LeadUpSectionBuilder: turns a LeadUpCapture into a report's `leadUp` section, with top items and findings.
+import Foundation
+
+/// Builds the `leadUp` section of a report from a ``LeadUpCapture``: buckets in milliseconds (the item in flight
+/// counted as busy in the buckets it covered), the long items with their labels, the longest items, and what the
+/// window shows (``StallReport/LeadUp/Pattern``).
+///
+/// Pure given its closures: `wallDate` converts times, `label` resolves label ids.
+struct LeadUpSectionBuilder {
+    /// When the stall began (CLOCK_MONOTONIC).
+    var stallStartNanos: UInt64?
+    /// The stall threshold, to judge what a long item is.
+    var thresholdNanos: UInt64
+    /// CLOCK_MONOTONIC → date.
+    var wallDate: (UInt64) -> Date
+    var label: (UInt32) -> String? = { LeadUpLabels.shared.text(for: $0) }
+
+    /// Top items listed.
+    static let topItemCount = 5
+    /// How far back the patterns look before the stall (or the window's end).
+    static let recentNanos: UInt64 = 3_000_000_000
+
+    func build(_ capture: LeadUpCapture) -> StallReport.LeadUp {
+        let window = capture.window
+        let end = window.endNanos
+        let width = window.settings.bucketNanos
+        func ms(_ nanos: UInt64) -> Double { StallReport.milliseconds(nanos) }
+        func offset(_ time: UInt64) -> Double {
+            time >= end ? ms(time - end) : -ms(end - time)
+        }
+        var busy = window.buckets.map(\.busyNanos)
+        if let inFlight = window.inFlight {
+            // The item still running is in no bucket yet: count it where it ran, so a stuck loop reads as busy.
+            for index in busy.indices {
+                let from = max(window.startNanos &+ UInt64(index) &* width, inFlight.beginNanos)
+                let to = min(window.startNanos &+ UInt64(index + 1) &* width, end)
+                if to > from { busy[index] = min(width, busy[index] &+ (to - from)) }
+            }
+        }
+        let buckets = StallReport.LeadUp.Buckets(
+            busyMs: busy.map(ms), items: window.buckets.map { Int($0.items) },
+            longestMs: window.buckets.map { ms($0.longestNanos) },
+            longestLabel: window.buckets.map { label($0.longestLabel) ?? "" },
+            maxDelayMs: window.buckets.map { ms($0.maxDelayNanos) },
+            runQueueWaitMs: window.buckets.map { ms($0.runQueueWaitNanos) },
+            cpuMs: window.buckets.map { ms($0.cpuNanos) },
+            voluntarySwitches: window.buckets.map { Int($0.voluntarySwitches) },
+            involuntarySwitches: window.buckets.map { Int($0.involuntarySwitches) })
+        func item(_ raw: LeadUpWindow.Item) -> StallReport.LeadUp.Item {
+            .init(
+                startMs: offset(raw.beginNanos), durationMs: ms(raw.durationNanos),
+                delayMs: raw.delayNanos > 0 ? ms(raw.delayNanos) : nil, label: label(raw.label))
+        }
+        let top = window.items.enumerated().sorted {
+            ($0.element.durationNanos, $0.offset) > ($1.element.durationNanos, $1.offset)
+        }.prefix(Self.topItemCount).map(\.element)
+        var section = StallReport.LeadUp(
+            endedAt: wallDate(end), stallStartMs: stallStartNanos.map(offset),
+            windowMs: ms(window.settings.windowNanos), bucketMs: ms(width), itemMinMs: ms(window.settings.itemMinNanos),
+            buckets: buckets, items: window.items.suffix(StallReport.LeadUp.maxItems).map(item),
+            itemsCompleteFromMs: window.itemsCompleteFromNanos.map(offset), inFlight: window.inFlight.map(item),
+            topItems: top.map(item))
+        (section.findings, section.patterns) = judge(window, busy: busy)
+        return section
+    }
+
+    /// The findings and patterns of the window: a long item just before the stuck one, a loop overloaded for
+    /// seconds, a loop thread kept from its CPU.
+    private func judge(_ window: LeadUpWindow, busy: [UInt64]) -> ([String], [StallReport.LeadUp.Pattern]) {
+        var findings: [String] = []
+        var patterns: [StallReport.LeadUp.Pattern] = []
+        let width = window.settings.bucketNanos
+        // The seconds before the stuck item (or the window's end), where the patterns are looked for.
+        let until = window.inFlight?.beginNanos ?? stallStartNanos ?? window.endNanos
+        let from = until > Self.recentNanos ? until - Self.recentNanos : 0
+        let recent = window.buckets.indices.filter { index in
+            let start = window.startNanos &+ UInt64(index) &* width
+            return start >= from && start &+ width <= until
+        }
+        func describe(_ item: LeadUpWindow.Item) -> String {
+            label(item.label).map { "'\($0)'" } ?? "an unlabelled item"
+        }
+        func duration(_ nanos: UInt64) -> String { describeNanoseconds(nanos) }
+
+        if let before = window.items.last(where: { $0.endNanos <= until }), until &- before.endNanos <= 2 * width,
+            before.durationNanos >= thresholdNanos / 4
+        {
+            patterns.append(.longItemBefore)
+            let gap = until &- before.endNanos
+            findings.append(
+                "\(describe(before)) ran \(duration(before.durationNanos)) and ended \(duration(gap)) before the "
+                    + "stuck item began: the stall may be the tail of it")
+        }
+        if !recent.isEmpty {
+            let span = UInt64(recent.count) &* width
+            let busyTotal = recent.reduce(UInt64(0)) { $0 &+ busy[$1] }
+            let share = Double(busyTotal) / Double(span)
+            let delay = recent.map { window.buckets[$0].maxDelayNanos }.max() ?? 0
+            let firstHalf = recent.prefix(recent.count / 2).map { window.buckets[$0].maxDelayNanos }.max() ?? 0
+            let growing = delay >= thresholdNanos / 2 && delay > 2 * firstHalf
+            if span >= 1_000_000_000 && (share >= 0.9 || growing) {
+                patterns.append(.overloaded)
+                findings.append(
+                    "the loop was \(Int((share * 100).rounded())) % busy over the \(duration(span)) before, "
+                        + "largest queue delay \(duration(delay))"
+                        + (growing ? " and growing" : "") + ": more work than it could do")
+            }
+            let wait = recent.reduce(UInt64(0)) { $0 &+ window.buckets[$1].runQueueWaitNanos }
+            let cpu = recent.reduce(UInt64(0)) { $0 &+ window.buckets[$1].cpuNanos }
+            if wait >= 100_000_000 && Double(wait) >= 0.25 * Double(wait &+ cpu) {
+                patterns.append(.cpuStarved)
+                findings.append(
+                    "the loop thread waited \(duration(wait)) for a CPU over the \(duration(span)) before "
+                        + "(\(Int((Double(wait) / Double(wait &+ cpu) * 100).rounded())) % of its runnable time): the "
+                        + "CPU was taken away")
+            }
+        }
+        if patterns.isEmpty {
+            let total = busy.reduce(UInt64(0), &+)
+            let span = UInt64(busy.count) &* width
+            var line =
+                "the loop was \(span > 0 ? Int((Double(total) / Double(span) * 100).rounded()) : 0) % busy over the window"
+            if let longest = window.items.max(by: { $0.durationNanos < $1.durationNanos }) {
+                line += "; its longest item, \(describe(longest)), ran \(duration(longest.durationNanos))"
+            }
+            findings.append(line)
+        }
+        return (findings, patterns)
+    }
+}

@@ -1,0 +1,109 @@
+// The lead-up of a real EventLoop under the watchdog: a stall's report shows the items that ran before it.
+import CStallWatchCore
+import Dispatch
+import Foundation
+import StallWatchTestSupport
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+@Suite(.serialized) struct LeadUpIntegrationTests {
+    /// Runs on the CPU for `milliseconds` of the loop's own clock.
+    static func spin(milliseconds: UInt64) {
+        let end = sw_monotonic_ns() + milliseconds * 1_000_000
+        var x: UInt64 = 1
+        while sw_monotonic_ns() < end { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+        precondition(x != 0)
+    }
+
+    /// Runs `work` on a watched loop (threshold `thresholdMs`) and returns the report of the one stall it causes.
+    func report(
+        thresholdMs: Int = 250, leadUp: Bool = true, _ work: (EventLoop) -> Void
+    ) throws -> StallReport {
+        let directory = Fixtures.temporaryDirectory("lead-up")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let loop = try EventLoop(name: "lead-up", mainQueue: .disabled)
+        var config = StallWatchConfiguration()
+        config.thresholdMs = thresholdMs
+        config.reportDirectory = directory
+        config.leadUp = leadUp
+        let ended = DispatchSemaphore(value: 0)
+        let watchdog = Watchdog(loop: loop, configuration: config) { event in
+            if case .ended = event { ended.signal() }
+        }
+        try watchdog.start()
+        let thread = startLoopThread(loop)
+        work(loop)
+        // Bounded: a stall never detected fails here rather than hanging the suite.
+        let outcome = ended.wait(timeout: .now() + .seconds(90))
+        loop.stop()
+        watchdog.stop()
+        _ = thread
+        try #require(outcome == .success, "no stall ended within 90 s")
+        let reports = try Fixtures.reports(in: directory)
+        try #require(reports.count == 1)
+        return reports[0]
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aStallsReportShowsTheLongItemBeforeItFirstAndTheStuckItemInFlight() throws {
+        // A threshold well above the first turn (20 ms of ticks and warmCaches' 200 ms), so a loaded machine's
+        // scheduling cannot make that turn a stall of its own.
+        let report = try report(thresholdMs: 400) { loop in
+            for index in 0..<20 { loop.perform(label: "tick") { Self.spin(milliseconds: index % 2 == 0 ? 2 : 0) } }
+            // Two turns of the loop, as a service's requests would come: warmCaches stays under the threshold, so
+            // the stall is stallOnCPU alone, and the report's lead-up shows what ran just before it.
+            loop.perform(label: "warmCaches") {
+                Self.spin(milliseconds: 200)
+                loop.perform(label: "stallOnCPU") { Self.spin(milliseconds: 900) }
+            }
+        }
+        let leadUp = try #require(report.leadUp)
+        let warm = try #require(leadUp.items.last { $0.label == "warmCaches" })
+        #expect(warm.durationMs >= 200)
+        #expect(leadUp.topItems.first?.label == "warmCaches")
+        // The stuck item began after warmCaches ended (the stall's start is a coarse-clock reading, a few ms
+        // early; the items' times are the loop's own precise ones).
+        let stuck = try #require(leadUp.inFlight)
+        #expect(stuck.label == "stallOnCPU")
+        #expect(warm.startMs + warm.durationMs <= stuck.startMs)
+        #expect(try #require(leadUp.stallStartMs) < 0)
+        #expect(leadUp.patterns.contains(.longItemBefore))
+        #expect(leadUp.findings.first?.contains("'warmCaches' ran") == true)
+        // The ten "tick" items of 2 ms are listed; the 0 ms ones only counted in their buckets.
+        #expect(leadUp.items.filter { $0.label == "tick" }.count == 10)
+        #expect(leadUp.buckets.items.reduce(0, +) >= 22)
+        #expect(leadUp.buckets.count == 100)
+        // The loop thread was on a CPU for the warm-up: the scheduler readings saw it.
+        #expect(leadUp.buckets.cpuMs.reduce(0, +) >= 100)
+        #expect(leadUp.utilisation.contains { $0 > 0.9 })
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func anItemIsNamedByTheAnnotationsSetWhileItRanAndCarriesItsQueueDelay() throws {
+        let report = try report { loop in
+            loop.perform {
+                loop.annotate("route", "/sessions")
+                Self.spin(milliseconds: 30)
+                loop.clearAnnotations()
+            }
+            // Queued behind the 30 ms item: its queue delay is at least that.
+            loop.perform(label: "queued") { Self.spin(milliseconds: 3) }
+            loop.perform(label: "stuck") { Self.spin(milliseconds: 500) }
+        }
+        let leadUp = try #require(report.leadUp)
+        let annotated = try #require(leadUp.items.first { $0.label == "route=/sessions" })
+        #expect(annotated.durationMs >= 30)
+        let queued = try #require(leadUp.items.first { $0.label == "queued" })
+        #expect((queued.delayMs ?? 0) >= 30)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func withTheLeadUpOffAReportHasNone() throws {
+        let report = try report(leadUp: false) { loop in
+            loop.perform(label: "stuck") { Self.spin(milliseconds: 500) }
+        }
+        #expect(report.leadUp == nil)
+    }
+}
