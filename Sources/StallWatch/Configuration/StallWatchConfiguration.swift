@@ -56,6 +56,8 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     /// A shell glob of thread names (`NIO-ELT-*`) for ``ThreadWatchdog``: threads of this process watched from
     /// /proc evidence, one detector each; empty: none.
     public var watchThreads = ""
+    /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0: no task table.
+    public var maxTasks = 65_536
 
     public init() {}
 
@@ -148,5 +150,6 @@ extension StallWatchConfiguration {
         Key(name: "heartbeat", kind: .flag(\.heartbeat)),
         Key(name: "heartbeatDirectory", kind: .text(\.heartbeatDirectory)),
         Key(name: "watchThreads", kind: .text(\.watchThreads)),
+        Key(name: "maxTasks", kind: .integer(0...4_000_000, \.maxTasks)),
     ]
 }
