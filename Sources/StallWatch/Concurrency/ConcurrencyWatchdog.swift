@@ -70,7 +70,15 @@ public enum ConcurrencyWatchdog {
             // Jobs are routed only once the watcher can follow them: a first stall during its set-up (symbol
             // tables, tens to hundreds of ms) would otherwise go unseen.
             let ready = DispatchSemaphore(value: 0)
-            let thread = try NamedThread(name: "stallwatch-pool") { watcher.run { ready.signal() } }
+            let thread: NamedThread
+            do throws(StallWatchError) {
+                thread = try NamedThread(name: "stallwatch-pool") { watcher.run { ready.signal() } }
+            } catch {
+                // The table's C side points into its region: torn down here, or the next enable could not set one
+                // up and the region would be unmapped under it.
+                table?.tearDown()
+                throw error
+            }
             ready.wait()
             sw_pool_set_threshold(configuration.detectorConfiguration.thresholdNanos)
             sw_tasks_enable(table == nil ? 0 : 1)
