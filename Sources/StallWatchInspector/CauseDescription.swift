@@ -1,8 +1,8 @@
 // CauseDescription: the cause of a stall as the HTML page states it — the threads involved, with their stacks.
 import StallWatch
 
-/// The parts of a report's ``StallReport/Cause`` that name other threads: the blocking thread (a lock's owner)
-/// and a deadlock's cycle, each with its name, state and application frame from the thread snapshot.
+/// The parts of a report's ``StallReport/Cause`` that name other threads: the blocking thread (a lock's owner),
+/// a deadlock's cycle and the candidate holders of a lock that records no owner, each with its name, state and application frame from the thread snapshot.
 enum CauseDescription {
     /// `("Blocking thread", "4243 db-writer (S, futex) in DB.commit() + 40")`, and for a deadlock one row with
     /// every thread of the cycle; none when the cause names no other thread.
@@ -13,7 +13,16 @@ enum CauseDescription {
             rows.append(("Blocking thread", describe(blocking, in: report)))
         }
         if let cycle = cause.deadlockedThreadIds, !cycle.isEmpty {
-            rows.append(("Deadlocked threads", cycle.map { describe($0, in: report) }.joined(separator: "; ")))
+            let title = cause.deadlockCertainty == .likely ? "Deadlocked threads (likely)" : "Deadlocked threads"
+            rows.append((title, cycle.map { describe($0, in: report) }.joined(separator: "; ")))
+        }
+        if let candidates = cause.candidateHolders, !candidates.isEmpty {
+            let described = candidates.map { holder in
+                let thread = holder.processId == nil ? describe(holder.threadId, in: report) : "\(holder.threadId)"
+                let process = holder.processId.map { " of process \($0)" } ?? ""
+                return "\(thread)\(process) — \(holder.confidence.rawValue): \(holder.reason)"
+            }
+            rows.append(("Candidate holders (not certain)", described.joined(separator: "; ")))
         }
         return rows
     }

@@ -31,7 +31,7 @@ public struct ReportDetailView: Sendable {
         ])
         header.append(["severity", "\(severity), \(report.status.rawValue)"])
         if let cause = report.cause {
-            var text = cause.kind.rawValue
+            var text = cause.kind.rawValue + (cause.deadlockCertainty.map { ", \($0.rawValue)" } ?? "")
             if let cycle = cause.deadlockedThreadIds, cycle.count > 1 {
                 text += " (threads " + cycle.map(String.init).joined(separator: " ⇄ ") + ")"
             } else if let blocking = cause.blockingThreadId, blocking != report.loop.threadId {
@@ -39,6 +39,14 @@ public struct ReportDetailView: Sendable {
                 text += " (blocked by thread \(blocking)" + (name.map { " \($0)" } ?? "") + ")"
             }
             header.append(["cause", text])
+            if let candidates = cause.candidateHolders, !candidates.isEmpty {
+                header.append([
+                    "candidate holders",
+                    "not certain: "
+                        + candidates.map { "\($0.threadId) \($0.name) (\($0.confidence.rawValue): \($0.reason))" }
+                        .joined(separator: "; "),
+                ])
+            }
         }
         if let occurrences = report.occurrences, occurrences > 1 {
             var text = "\(occurrences) stalls with this signature"
@@ -139,8 +147,11 @@ public struct ReportDetailView: Sendable {
         guard let threads = report.threads, !threads.isEmpty else {
             return allThreads ? ["", heading("Threads"), "  this report has no snapshot of the other threads"] : []
         }
-        let named = Set((report.cause?.deadlockedThreadIds ?? []) + [report.cause?.blockingThreadId].compactMap { $0 })
-            .subtracting([report.loop.threadId])
+        let named = Set(
+            (report.cause?.deadlockedThreadIds ?? []) + [report.cause?.blockingThreadId].compactMap { $0 }
+                + (report.cause?.candidateHolders ?? []).filter { $0.processId == nil }.map(\.threadId)
+        )
+        .subtracting([report.loop.threadId])
         let shown = threads.filter { allThreads || named.contains($0.threadId) }
         guard !shown.isEmpty || allThreads else {
             return [

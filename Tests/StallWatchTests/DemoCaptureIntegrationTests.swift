@@ -13,7 +13,7 @@ import Testing
         output.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: [("cpu", ["stallOnCPU"]), ("sleep", ["stallInSleep", "sleepFor"])])
+    @Test(.timeLimit(.minutes(5)), arguments: [("cpu", ["stallOnCPU"]), ("sleep", ["stallInSleep", "sleepFor"])])
     func underDispatchMainTwentyStallsInARowNameTheStalledFunction(kind: String, functions: [String]) throws {
         let directory = Fixtures.temporaryDirectory("dispatch-main-20-\(kind)")
         defer { try? FileManager.default.removeItem(atPath: directory) }

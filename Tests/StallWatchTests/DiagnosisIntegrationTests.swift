@@ -37,13 +37,22 @@ import Testing
         return reports[0]
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: cases)
+    @Test(.timeLimit(.minutes(5)), arguments: cases)
     func eachKindOfStallGetsTheRightCause(_ c: Case) throws {
         let directory = Fixtures.temporaryDirectory("diagnosis-\(c.kind)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let report = try Self.runDemo(kind: c.kind, directory: directory)
         let cause = try #require(report.cause)
-        #expect(cause.kind == c.cause, "evidence: \(cause.evidence)")
+        // The demo's CPU stall spins until its time is up: on a machine that gave the loop less than a CPU's
+        // share, its own work stays under the threshold and the documented verdict is `starved`, with the run
+        // queue's figures as its evidence.
+        let starvedByTheMachine =
+            c.cause == .cpu && cause.kind == .starved
+            && cause.evidence.contains {
+                $0.contains("for a CPU (run queue)") && $0.contains("the machine held") == false
+            }
+            && cause.evidence.contains { $0.hasSuffix("the machine held the loop up") }
+        #expect(cause.kind == c.cause || starvedByTheMachine, "evidence: \(cause.evidence)")
         #expect(!cause.evidence.isEmpty)
 
         // Every sample carries the loop thread's kernel-side state.

@@ -57,7 +57,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func aChildForkedWithoutExecCapturesWithItsOwnHelperWhileTheParentKeepsCapturing() throws {
         let helper = try ThreadCaptureHelper.shared()
         let parentHelper = helper.helperProcessID

@@ -59,6 +59,35 @@ import Testing
         #expect(images == ["/usr/bin/service", "[vdso]"])
     }
 
+    @Test func malformedMapsLinesAreSkippedAndNoFieldReadsPastItsLine() {
+        let lines = [
+            "0-1 r-xp 0 fd:01 7 /lib/a.so",  // well-formed: one-digit fields
+            "00000000000000000-1 r-xp 0 fd:01 7 /x",  // 17 hex digits
+            "10-20 r- 0 fd:01 7 /x",  // two permission letters
+            "10-20 r-xp 0 fd:01",  // no inode
+            "1020 r-xp 0 fd:01 7 /x",  // no dash
+            "10-2g r-xp 0 fd:01 7 /x",  // not hex
+            "10-20 r-xp 0 fd:01 7 (deleted)",  // a path that is only the suffix's text
+            "10-20 r-xp 0 fd:01 7 /with spaces/lib.so (deleted)",
+            "",
+            "30-40 rwxp ffffffffffffffff fd:01 18446744073709551615",
+        ]
+        let maps = ProcMapping.all(in: lines.joined(separator: "\n"))
+        #expect(maps.count == 4, "\(maps)")
+        #expect(maps.first?.path == "/lib/a.so" && maps.first?.end == 1)
+        #expect(maps.dropFirst().first?.path == "(deleted)")
+        #expect(maps.dropFirst(2).first?.path == "/with spaces/lib.so")
+        #expect(maps.last?.offset == UInt64.max && maps.last?.path == nil && maps.last?.isExecutable == true)
+        // A line cut anywhere parses or is skipped; its fields never come from the next line.
+        let line = "7f0000001000-7f0000002000 r-xp 00001000 fd:01 42 /lib/x.so"
+        for cut in 0...line.utf8.count {
+            let text = String(line.prefix(cut)) + "\n" + "1-2 ---p 0 0:0 0"
+            let parsed = ProcMapping.all(in: text)
+            #expect(parsed.last?.start == 1 && parsed.count <= 2, "cut at \(cut): \(parsed)")
+            if parsed.count == 2 { #expect(parsed[0].path.map { "/lib/x.so".hasPrefix($0) } ?? true) }
+        }
+    }
+
     @Test func thisProcessHasItsStackAndCodeMapped() throws {
         let maps = try #require(ProcDirectory.current.maps())
         var local = 0

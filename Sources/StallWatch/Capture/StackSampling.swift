@@ -165,32 +165,36 @@ extension StackSample {
         capturedAtNanos = capture.capturedAtNanoseconds == 0 ? nil : capture.capturedAtNanoseconds
     }
 
-    /// A ptrace capture that released `thread` at once because it sleeps uninterruptibly (state D) is followed by
-    /// a read of its user stack as it sleeps: the stack cannot change while the thread sits in its call, so it is
-    /// copied from memory where `/proc/…/syscall` places it. Returns self unchanged for any other failure, or when
-    /// the thread left its call meanwhile.
+    /// A ptrace capture that could not stop `thread` — released at once because it sleeps uninterruptibly (state
+    /// D), or not stopped within the timeout while it sleeps in a call (a sleep or a lock wait on a machine whose
+    /// CPUs are busy: the stop needs a CPU to be reached) — is followed by a read of its user stack as it sleeps:
+    /// the stack cannot change while the thread sits in its call, so it is copied from memory where
+    /// `/proc/…/syscall` places it. Returns self unchanged for any other failure, or when the thread is not (or no
+    /// longer) asleep in a call: a thread that runs is never read without a stop.
     package func readingStackAsItSleeps(
         _ thread: SampledThread, processID: Int32, unwinder: StackUnwinder, maxFrames: Int, maxStackBytes: Int
     ) -> StackSample {
-        guard unstopped == .uninterruptible,
-            let call = Self.sleepingCall(thread.threadID, processID: processID),
+        guard let unstopped, unstopped != .workingInKernel,
+            let call = Self.sleepingCall(
+                thread.threadID, processID: processID, retries: unstopped == .uninterruptible ? 80 : 1),
             let frozen = BlockedThreadCapture.capture(
                 thread, call, maxStackBytes: maxStackBytes, processID: processID)
         else { return self }
         var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: maxFrames)
         sample.pauseNanos = nil
-        sample.unstopped = .uninterruptible
+        sample.unstopped = unstopped
         sample.failure = failure.map { $0 + "; its stack was read as it sleeps" }
         return sample
     }
 
-    /// The call a thread in uninterruptible sleep sits in, read from `/proc/…/syscall`. That file says only
-    /// "running" while the thread runs inside its call (writing pages back between its sleeps), so it is read
-    /// again over at most about 20 ms, until it shows the thread asleep in the call.
-    static func sleepingCall(_ threadID: Int32, processID: Int32) -> ThreadWait? {
-        for attempt in 0..<80 {
+    /// The call a thread asleep in a system call sits in, read from `/proc/…/syscall`. For a thread in
+    /// uninterruptible sleep that file says only "running" while the thread runs inside its call (writing pages
+    /// back between its sleeps), so it is read again, `retries` times in all over about 20 ms for 80, until it
+    /// shows the thread asleep in the call.
+    static func sleepingCall(_ threadID: Int32, processID: Int32, retries: Int = 80) -> ThreadWait? {
+        for attempt in 0..<max(1, retries) {
             if let call = BlockedThreadCapture.blocked(threadID, processID: processID) { return call }
-            if attempt < 79 { usleep(250) }
+            if attempt < retries - 1 { usleep(250) }
         }
         return nil
     }

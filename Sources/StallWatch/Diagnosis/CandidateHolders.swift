@@ -12,9 +12,16 @@ extension CauseClassifier {
     static func candidateHolders(
         _ e: Evidence, loopWaitAddress: UInt64?, limit: Int = 3
     ) -> [StallReport.ThreadSnapshot] {
+        candidateHolders(e.threads, waiter: e.loopThreadID, waitAddress: loopWaitAddress, limit: limit)
+    }
+
+    /// The candidate holders of the lock `waiter` waits for (at `waitAddress`), ranked as above.
+    static func candidateHolders(
+        _ threads: [StallReport.ThreadSnapshot], waiter: Int32, waitAddress: UInt64?, limit: Int = 3
+    ) -> [StallReport.ThreadSnapshot] {
         func rank(_ t: StallReport.ThreadSnapshot) -> Int? {
-            guard t.threadId != e.loopThreadID else { return nil }
-            if let address = loopWaitAddress, t.waitAddress == address { return nil }
+            guard t.threadId != waiter else { return nil }
+            if let address = waitAddress, t.waitAddress == address { return nil }
             let kind = t.syscall.flatMap(SyscallTable.number(named:)).map(SyscallTable.kind)
             switch kind {
             case .idleWait?: return nil
@@ -23,8 +30,56 @@ extension CauseClassifier {
             default: return 2
             }
         }
-        let ranked = e.threads.compactMap { t in rank(t).map { (t, $0) } }
+        let ranked = threads.compactMap { t in rank(t).map { (t, $0) } }
         return ranked.sorted { ($0.1, $0.0.threadId) < ($1.1, $1.0.threadId) }.prefix(limit).map(\.0)
+    }
+
+    /// A likely deadlock among locks that record no owner: exactly one other thread is blocked on a lock (the
+    /// only thread that could be the other half), at another address, on a lock that records no owner either, and
+    /// the loop is the only thread blocked on a lock among that lock's candidates — each waits for a lock the
+    /// other may hold. With a third thread blocked on a lock, who holds what is ambiguous and no cycle is claimed.
+    /// Returns that other thread, or nil.
+    static func likelyCycle(_ e: Evidence, loopWaitAddress: UInt64?) -> StallReport.ThreadSnapshot? {
+        func lockBlocked(_ waiter: Int32, _ address: UInt64) -> [StallReport.ThreadSnapshot] {
+            candidateHolders(e.threads, waiter: waiter, waitAddress: address, limit: Int.max).filter {
+                $0.syscall.flatMap(SyscallTable.number(named:)).map(SyscallTable.kind) == .lock
+            }
+        }
+        guard let loopWaitAddress, e.threads.contains(where: { $0.threadId == e.loopThreadID }) else { return nil }
+        let others = lockBlocked(e.loopThreadID, loopWaitAddress)
+        guard others.count == 1, let other = others.first, let otherAddress = other.waitAddress,
+            otherAddress != loopWaitAddress, other.waitingForThreadId == nil,
+            lockBlocked(other.threadId, otherAddress).map(\.threadId) == [e.loopThreadID]
+        else { return nil }
+        return other
+    }
+
+    /// The candidates as report data: `likely` for the thread of a likely cycle, `possible` for the others, each
+    /// with the state that makes it one.
+    static func holderData(
+        _ candidates: [StallReport.ThreadSnapshot], likely: Int32? = nil
+    ) -> [StallReport.Cause.CandidateHolder]? {
+        guard !candidates.isEmpty else { return nil }
+        return candidates.map { t in
+            let kind = t.syscall.flatMap(SyscallTable.number(named:)).map(SyscallTable.kind)
+            let reason: String
+            switch kind {
+            case .lock?:
+                reason =
+                    "blocked on another lock (\(t.syscall ?? "futex"))"
+                    + (t.threadId == likely
+                        ? ", for which the loop thread is in turn the best candidate" : "")
+            case .sleep?: reason = "sleeping (\(t.syscall ?? "sleep")): it may sleep while holding the lock"
+            case nil:
+                reason =
+                    t.state == "R"
+                    ? "running: it may be working while holding the lock" : "in state \(t.state), in user space"
+            default: reason = "\(t.stateDescription) in \(t.syscall ?? "a system call")"
+            }
+            return .init(
+                threadId: t.threadId, name: t.name, reason: reason,
+                confidence: t.threadId == likely ? .likely : .possible)
+        }
     }
 
     /// One evidence sentence naming the candidates, or nil when there are none.

@@ -251,22 +251,38 @@ enum CauseClassifier {
         guard let owner = mostCommon(e.observations.compactMap(\.lockOwner)) else {
             // No readable owner: a synchronous hand-off to another thread (a dispatch sync, a condition) or a lock
             // of unknown layout.
+            let loopWait = e.threads.first { $0.threadId == e.loopThreadID }?.waitAddress
+            // A thread waiting for a lock the loop is recorded to hold: the loop's own lock records no owner, so
+            // that thread holding it is likely, not proven.
             if let waiter = threadWaitingOnLoop(e) {
-                evidence.append("thread \(waiter.threadId) (\(waiter.name)) waits for a lock the loop thread holds")
+                evidence.append(
+                    "thread \(waiter.threadId) (\(waiter.name)) waits for a lock the loop thread holds; the loop's "
+                        + "lock records no owner: likely a deadlock")
+                let holder = StallReport.Cause.CandidateHolder(
+                    threadId: waiter.threadId, name: waiter.name,
+                    reason: "waits for a lock whose recorded owner is the loop thread", confidence: .likely)
                 return .init(
-                    kind: .deadlock, evidence: evidence, blockingThreadId: waiter.threadId,
-                    deadlockedThreadIds: [e.loopThreadID, waiter.threadId])
+                    kind: .deadlock, evidence: evidence, deadlockedThreadIds: [e.loopThreadID, waiter.threadId],
+                    deadlockCertainty: .likely, candidateHolders: [holder])
             }
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
-            let loopWait = e.threads.first { $0.threadId == e.loopThreadID }?.waitAddress
-            if let sentence = candidateSentence(candidateHolders(e, loopWaitAddress: loopWait)) {
-                evidence.append(sentence)
+            let candidates = candidateHolders(e, loopWaitAddress: loopWait)
+            if let sentence = candidateSentence(candidates) { evidence.append(sentence) }
+            if let other = likelyCycle(e, loopWaitAddress: loopWait) {
+                evidence.append(
+                    "thread \(other.threadId) (\(other.name)) waits on another lock that records no owner, whose best "
+                        + "candidate holder is the loop thread: likely a deadlock")
+                return .init(
+                    kind: .deadlock, evidence: evidence, deadlockedThreadIds: [e.loopThreadID, other.threadId],
+                    deadlockCertainty: .likely, candidateHolders: holderData(candidates, likely: other.threadId))
             }
-            return .init(kind: .lock, evidence: evidence)
+            return .init(kind: .lock, evidence: evidence, candidateHolders: holderData(candidates))
         }
         if owner == e.loopThreadID {
             evidence.append("the loop thread waits for a lock it already holds (a non-reentrant lock re-entered)")
-            return .init(kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: [owner])
+            return .init(
+                kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: [owner],
+                deadlockCertainty: .proven)
         }
         let ownerThread = e.threads.first { $0.threadId == owner }
         let ownerName = ownerThread.map { " (\($0.name))" } ?? ""
@@ -279,7 +295,9 @@ enum CauseClassifier {
                 evidence.append(
                     chain.dropFirst().map { "thread \($0)" }.joined(separator: " → ")
                         + " waits for a lock the loop thread holds")
-                return .init(kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: chain)
+                return .init(
+                    kind: .deadlock, evidence: evidence, blockingThreadId: owner, deadlockedThreadIds: chain,
+                    deadlockCertainty: .proven)
             }
             guard !chain.contains(next) else { break }
             chain.append(next)

@@ -345,14 +345,60 @@ extension StallReport {
         public var blockingThreadId: Int32?
         /// For a deadlock: every thread in the cycle, the loop thread first.
         public var deadlockedThreadIds: [Int32]?
+        /// For a deadlock: how sure the cycle is.
+        public var deadlockCertainty: Certainty?
+        /// Threads that may hold what the loop waited for when the lock records no owner (a semaphore, a runtime's
+        /// own monitor or mutex), most likely first: candidates, never a certainty (``blockingThreadId`` is only
+        /// ever an owner the process itself records).
+        public var candidateHolders: [CandidateHolder]?
+
+        /// How a deadlock's cycle was found.
+        public enum Certainty: String, Codable, Sendable, CaseIterable {
+            /// Every edge of the cycle is an owner the process records (a glibc mutex's owner field).
+            case proven
+            /// At least one edge is a candidate holder of a lock that records no owner.
+            case likely
+        }
+
+        /// A thread that may hold the lock the loop waits for.
+        public struct CandidateHolder: Codable, Sendable, Equatable {
+            /// How strongly the evidence points at this thread.
+            public enum Confidence: String, Codable, Sendable, CaseIterable {
+                /// Part of a cycle of lock waits with the loop thread: each waits for a lock the other may hold.
+                case likely
+                /// Its state allows it (blocked on another lock, running, sleeping), nothing more.
+                case possible
+            }
+
+            public var threadId: Int32
+            /// The process of the thread when it is not the stalled one; nil for a thread of the same process.
+            public var processId: Int32?
+            public var name: String
+            /// Why it is a candidate, one sentence.
+            public var reason: String
+            public var confidence: Confidence
+
+            package init(
+                threadId: Int32, processId: Int32? = nil, name: String, reason: String, confidence: Confidence
+            ) {
+                self.threadId = threadId
+                self.processId = processId
+                self.name = name
+                self.reason = reason
+                self.confidence = confidence
+            }
+        }
 
         package init(
-            kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil
+            kind: Kind, evidence: [String], blockingThreadId: Int32? = nil, deadlockedThreadIds: [Int32]? = nil,
+            deadlockCertainty: Certainty? = nil, candidateHolders: [CandidateHolder]? = nil
         ) {
             self.kind = kind
             self.evidence = evidence
             self.blockingThreadId = blockingThreadId
             self.deadlockedThreadIds = deadlockedThreadIds
+            self.deadlockCertainty = deadlockCertainty
+            self.candidateHolders = candidateHolders
         }
     }
 

@@ -34,7 +34,7 @@ extension ConcurrencyWatchdogTests {
     /// The demo runs as a process of its own. (It used to time out now and then: its handler yields before it
     /// blocks, so the blocking job starts just as the job before it ends and wakes the watchdog, which then parked
     /// through the stall; see the per-shape test.)
-    @Test(.timeLimit(.minutes(2)), arguments: 0..<demoKinds.count)
+    @Test(.timeLimit(.minutes(5)), arguments: 0..<demoKinds.count)
     func aBlockingAsyncFunctionIsOneReportOfItsWorkerWithTheTaskAndTheCause(_ index: Int) throws {
         let (kind, function, causes) = Self.demoKinds[index]
         let directory = Fixtures.temporaryDirectory("demo-pool-\(kind)")
