@@ -13,6 +13,9 @@ enum HungAwaits {
     static let neverResumed = Mutex<[CheckedContinuation<Void, Never>]>([])
 
     static func run(configuration: StallWatchConfiguration, durationMs: Int, cycling: Int) -> Never {
+        var configuration = configuration
+        // The task table is what `stallwatch tasks` reads: on unless the configuration sized it.
+        if configuration.maxTasks == 0 { configuration.maxTasks = 65_536 }
         do {
             try ConcurrencyWatchdog.enable(configuration: configuration) { EventPrinter.print($0) }
         } catch {

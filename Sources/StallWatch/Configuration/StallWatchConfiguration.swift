@@ -56,8 +56,9 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     /// A shell glob of thread names (`NIO-ELT-*`) for ``ThreadWatchdog``: threads of this process watched from
     /// /proc evidence, one detector each; empty: none.
     public var watchThreads = ""
-    /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0: no task table.
-    public var maxTasks = 65_536
+    /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0 (the default
+    /// until its cost is measured against the pool benchmark's bar): no task table.
+    public var maxTasks = 0
 
     public init() {}
 
