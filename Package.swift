@@ -49,10 +49,13 @@ let package = Package(
         .target(name: "CStallWatchSymbols", dependencies: ["CLibdw"], cSettings: cSettings),
         // One-thread ptrace capture (seize, interrupt, registers, one stack read, detach). Links nothing.
         .target(name: "CStallWatchPtrace", dependencies: ["CStallWatchCore"], cSettings: cSettings),
-        // Timing every Swift Concurrency job: the global enqueue hook, per-worker slots, the pool watchdog's wait.
+        // Timing every Swift Concurrency job: the global enqueue hook, per-worker slots, the pool watchdog's wait;
+        // the live task table fed from the same hook.
         .target(
             name: "CStallWatchConcurrency", dependencies: ["CStallWatchCore"], cSettings: cSettings,
-            linkerSettings: [.linkedLibrary("dispatch"), .linkedLibrary("swift_Concurrency")]),
+            linkerSettings: [
+                .linkedLibrary("dispatch"), .linkedLibrary("swift_Concurrency"), .linkedLibrary("swiftCore"),
+            ]),
         // Test and benchmark fixtures (known call chains, a thread parked in the loader lock, a forked child that
         // captures); in no product.
         .target(

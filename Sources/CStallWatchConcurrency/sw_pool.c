@@ -1,5 +1,6 @@
 // The global enqueue hook, the job trampoline and the per-worker slots that time every Concurrency job.
 #include "sw_pool_slots.h"
+#include "sw_tasks_ring.h"
 
 #if defined(__linux__)
 
@@ -27,6 +28,10 @@ extern sw_enqueue_hook swift_task_enqueueGlobal_hook;
 extern SWIFTCC void swift_job_run(sw_job *job, const void *identity, uintptr_t implementation);
 extern SWIFTCC uint64_t swift_task_getJobTaskId(sw_job *job);
 extern SWIFTCC sw_job *swift_task_getCurrent(void);
+// libswiftCore's reference counting (C calling convention): keeps a task alive from its job's start to the read of
+// its status after the job.
+extern void *swift_retain(void *object);
+extern void swift_release(void *object);
 extern const uint32_t _swift_concurrency_debug_internal_layout_version __attribute__((weak));
 
 // libdispatch, as the runtime's own Linux executor uses it (dispatch_queue_set_width is exported, not public).
@@ -42,6 +47,13 @@ extern void dispatch_async_f(sw_dispatch_queue queue, void *context, void (*work
 enum { SW_JOB_ENQUEUED_AT = 1 };
 // Job flags bit 30 (`Task_HasInitialTaskName` in the runtime's MetadataValues.h): the task was given a name.
 #define SW_JOB_HAS_TASK_NAME (1u << 30)
+// Job flags bits 24, 26, 28: a child task, a task group's child, an `async let` child (whose memory, and immortal
+// reference count, belong to its parent: it is not retained).
+#define SW_JOB_CHILD (1u << 24)
+#define SW_JOB_GROUP_CHILD (1u << 26)
+#define SW_JOB_ASYNC_LET (1u << 28)
+// The ActiveTaskStatus flags word of a task (ExecutorImpl.h's private storage, layout version 1).
+#define SW_TASK_STATUS_OFFSET 0x60
 
 
 sw_slot sw_pool_slots[SW_POOL_MAX_SLOTS];
@@ -186,10 +198,35 @@ static void run_job(void *context) {
     sw_pool_wake_if_parked();
     bump(&slot->delay[bucket_of(queued)], 1);
     bump(&slot->delay_sum, queued);
+    // The task table: a task's job is bracketed by a reference, so that its status can be read after the job (the
+    // job may complete the task and drop the runtime's last reference).
+    int tracked = (flags & 0xff) == 0 && atomic_load_explicit(&sw_tasks_on, memory_order_relaxed);
+    int retained = tracked && !(flags & SW_JOB_ASYNC_LET);
+    if (retained) swift_retain(job);
 
     swift_job_run(job, NULL, 0);
 
     uint64_t end = clock_ns(CLOCK_MONOTONIC_COARSE);
+    if (tracked) {
+        uint16_t status = 0;
+        if (retained) {
+            status = (uint16_t)__atomic_load_n((uint32_t *)((char *)job + SW_TASK_STATUS_OFFSET), __ATOMIC_RELAXED);
+            swift_release(job);
+        }
+        uint64_t took = end > now ? (end - now) / 1000 : 0;
+        sw_task_event event = {
+            .task = (uint64_t)(uintptr_t)job,
+            .id = atomic_load_explicit(&slot->task_id, memory_order_relaxed),
+            .start_ns = now,
+            .duration_us = took > UINT32_MAX ? UINT32_MAX : (uint32_t)took,
+            .status = status,
+            .bits = (uint16_t)(((flags >> 8) & 0xff) | (flags & SW_JOB_CHILD ? SW_EVENT_CHILD : 0) |
+                               (flags & SW_JOB_GROUP_CHILD ? SW_EVENT_GROUP_CHILD : 0) |
+                               (flags & SW_JOB_ASYNC_LET ? SW_EVENT_ASYNC_LET : 0) |
+                               (flags & SW_JOB_HAS_TASK_NAME ? SW_EVENT_NAMED : 0) | (retained ? SW_EVENT_STATUS_READ : 0)),
+        };
+        sw_tasks_push(index, &event);
+    }
     uint64_t number = sequence / 2 + 1;
     uint64_t claim = atomic_load_explicit(&slot->claim, memory_order_acquire);
     uint64_t threshold = atomic_load_explicit(&late_threshold_ns, memory_order_relaxed);

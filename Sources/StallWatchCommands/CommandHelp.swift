@@ -47,7 +47,13 @@ enum CommandHelp {
             ),
             "--json": (nil, "print JSON instead of text (also when standard output is not a terminal)"),
             "--heartbeat-dir": ("DIR", "where heartbeat segments name the loop threads (default /dev/shm)"),
-        ]
+        ],
+        "tasks": [
+            "--pid": ("PID", "the process whose task table to print"),
+            "--hung": ("DURATION", "only the tasks suspended at least DURATION (500ms, 5s, 2m, 1h)"),
+            "--json": (nil, "print JSON instead of text (also when standard output is not a terminal)"),
+            "--heartbeat-dir": ("DIR", "where the process publishes its heartbeat and task table (default /dev/shm)"),
+        ],
     ]
 
     /// Short forms of common options: `-p PID`, `-o FILE`, `-h`.

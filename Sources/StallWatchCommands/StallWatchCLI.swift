@@ -96,6 +96,11 @@ public enum StallWatchCLI {
                 "print the stacks of a running process now, with each thread's state, system call, wait target and lock owner; the loop thread(s) and the owners of the locks they wait for, or every thread with --all-threads; one thread is stopped at a time, for one stack copy (JSON with --json or when standard output is not a terminal)",
             flags: ["--all-threads", "--json"], options: DumpCommand.options, run: DumpCommand.run),
         Subcommand(
+            ["tasks"], synopsis: "-p|--pid PID [--hung DURATION] [--json] [--heartbeat-dir DIR]",
+            summary:
+                "print the Swift tasks of a running process from the task table it publishes beside its heartbeat (ConcurrencyWatchdog with the heartbeat on): each task's state after its last job and for how long, when it was first seen, its runs; --hung 5s keeps the tasks suspended at least that long; no ptrace, nothing is stopped (JSON with --json or when standard output is not a terminal)",
+            flags: ["--json"], options: TasksCommand.options, run: TasksCommand.run),
+        Subcommand(
             ["daemon"],
             synopsis:
                 "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--threads [PROGRAM=]GLOB]... [--metrics HOST:PORT] [--otlp URL]",

@@ -165,14 +165,25 @@ final class HeartbeatReader: @unchecked Sendable {  // Used by one watching thre
     static func checkOwner(_ segment: HeartbeatSegment, path: String, fileOwner: uid_t, inode: UInt64)
         throws(SidecarError)
     {
-        let pid = segment.pid
+        try checkPublisher(
+            pid: segment.pid, startTimeTicks: segment.startTimeTicks, path: path, fileOwner: fileOwner, inode: inode,
+            invalid: invalid)
+        if segment.loopThreadID != 0 { try checkThread(segment, path: path) }
+    }
+
+    /// The process `pid` exists, started at `startTimeTicks`, runs as the file's owner and has this very file
+    /// (inode) mapped: what a published file (a heartbeat segment, a task table) must show to be trusted as its.
+    static func checkPublisher(
+        pid: Int32, startTimeTicks: UInt64, path: String, fileOwner: uid_t, inode: UInt64,
+        invalid: (String, String, String) -> SidecarError
+    ) throws(SidecarError) {
         var procInfo = stat()
         guard stat("/proc/\(pid)", &procInfo) == 0 else { throw SidecarError.noSuchProcess(pid: pid) }
         guard let started = HeartbeatPublisher.startTimeTicks(pid: pid) else {
             throw SidecarError.noSuchProcess(pid: pid)
         }
-        guard started == segment.startTimeTicks else {
-            throw invalid(path, "start_time_ticks", "pid \(pid) was reused: a stale segment of an exited process")
+        guard started == startTimeTicks else {
+            throw invalid(path, "start_time_ticks", "pid \(pid) was reused: a stale file of an exited process")
         }
         if let state = ProcDirectory(processID: pid).status()?.state, state == "Z" || state == "X" {
             throw SidecarError.noSuchProcess(pid: pid)
@@ -189,7 +200,6 @@ final class HeartbeatReader: @unchecked Sendable {  // Used by one watching thre
         }
         let mapped = maps.contains { $0.inode == inode }
         guard mapped else { throw invalid(path, "pid", "pid \(pid) does not have this file mapped: not its owner") }
-        if segment.loopThreadID != 0 { try checkThread(segment, path: path) }
     }
 
     static func checkThread(_ segment: HeartbeatSegment, path: String) throws(SidecarError) {

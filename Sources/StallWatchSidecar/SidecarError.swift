@@ -21,6 +21,9 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let notTraceable = Code(raw: "notTraceable")
         /// A heartbeat segment failed validation; `context["field"]` names the field.
         public static let invalidHeartbeat = Code(raw: "invalidHeartbeat")
+        /// A published task table failed validation, or the process publishes none; `context["field"]` names the
+        /// field.
+        public static let invalidTaskTable = Code(raw: "invalidTaskTable")
         /// A command to run could not be started.
         public static let spawnFailed = Code(raw: "spawnFailed")
         /// A system call failed; `context["call"]` names it.

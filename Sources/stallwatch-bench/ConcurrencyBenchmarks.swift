@@ -51,18 +51,26 @@ enum ConcurrencyBenchmarks {
         }
     }
 
-    /// Both workloads with and without job timing, interleaved round by round (best of 5 each), in one run.
+    /// How the pool is watched in one round.
+    enum Mode: CaseIterable {
+        case off, timed, timedWithTable
+    }
+
+    /// Both workloads without job timing, with it (no task table), and with it and the task table, interleaved
+    /// round by round (best of 5 each), in one run: the table's cost is the third against the second.
     static func jobTimingCost() {
         var configuration = StallWatchConfiguration()
         configuration.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-pool"
         configuration.heartbeat = false
         let hops = 100_000
         let fan = 100_000
-        var best: [Bool: (hop: Double, fan: Double)] = [false: (.infinity, .infinity), true: (.infinity, .infinity)]
+        var best: [Mode: (hop: Double, fan: Double)] = [:]
+        for mode in Mode.allCases { best[mode] = (.infinity, .infinity) }
         _ = pingPong(hops: 10_000)  // warm the pool's threads
         for _ in 0..<5 {
-            for timed in [false, true] {
-                if timed {
+            for mode in Mode.allCases {
+                if mode != .off {
+                    configuration.maxTasks = mode == .timedWithTable ? 65_536 : 0
                     do { try ConcurrencyWatchdog.enable(configuration: configuration) } catch {
                         Table.row(["pool job timing", "unavailable: \(error.message)", ""])
                         return
@@ -70,12 +78,12 @@ enum ConcurrencyBenchmarks {
                 }
                 let hop = pingPong(hops: hops)
                 let fanMs = fanOut(tasks: fan)
-                if timed { ConcurrencyWatchdog.disable() }
-                let previous = best[timed]!
-                best[timed] = (min(previous.hop, hop), min(previous.fan, fanMs))
+                if mode != .off { ConcurrencyWatchdog.disable() }
+                let previous = best[mode]!
+                best[mode] = (min(previous.hop, hop), min(previous.fan, fanMs))
             }
         }
-        let off = best[false]!, on = best[true]!
+        let off = best[.off]!, on = best[.timed]!, table = best[.timedWithTable]!
         Table.row([
             "Task.yield ping-pong, 2 tasks × 100k hops (best of 5)",
             String(
@@ -86,6 +94,13 @@ enum ConcurrencyBenchmarks {
             "fan-out of 100k trivial child tasks (best of 5)",
             String(format: "%.1f ms off, %.1f ms timed (%+.1f%%)", off.fan, on.fan, (on.fan / off.fan - 1) * 100),
             "bar ≤ +5%",
+        ])
+        Table.row([
+            "task table on top of job timing: ping-pong / fan-out (best of 5)",
+            String(
+                format: "%.0f ns/hop (%+.1f%%) / %.1f ms (%+.1f%%)", table.hop, (table.hop / on.hop - 1) * 100,
+                table.fan, (table.fan / on.fan - 1) * 100),
+            "bar ≤ +2%",
         ])
     }
 }

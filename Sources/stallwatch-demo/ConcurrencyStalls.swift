@@ -63,6 +63,9 @@ extension StallCommand {
     /// `--loop concurrency`: the pool watchdog embedded, one stall (or saturation) inside async code; exits 0 once
     /// its final report is out.
     func runOnConcurrencyPool() -> Never {
+        if kind == .hungAwait {
+            HungAwaits.run(configuration: configuration, durationMs: durationMs, cycling: cyclingTasks)
+        }
         let done = DispatchSemaphore(value: 0)
         let kind = kind
         do {

@@ -12,6 +12,8 @@ enum StallKind: String, CaseIterable {
     case cpu, sleep, lock, io, deadlock, contention, reentrant, wait
     /// Every Concurrency pool worker at once (`--loop concurrency`); on a single loop the same as `sleep`.
     case saturate
+    /// Tasks that wait forever with every thread idle (`--loop concurrency` only): see ``HungAwaits``.
+    case hungAwait = "hung-await"
 }
 
 /// Functions that stall the calling thread (the loop) for about `durationMs`.
@@ -35,6 +37,7 @@ enum Stalls {
         case .reentrant: stallOnReentrantLock(durationMs: durationMs)
         case .wait: stallInWait(durationMs: durationMs)
         case .saturate: stallInSleep(durationMs: durationMs)
+        case .hungAwait: break  // no thread stalls; main.swift runs it on the pool only
         }
     }
 

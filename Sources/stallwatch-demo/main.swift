@@ -4,12 +4,12 @@ import StallWatch
 import Synchronization
 
 let usage = """
-    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|wait
+    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|wait|hung-await
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
                                  [--loop stallwatch|foundation|dispatch-main|concurrency|threads]
-                                 [--threads N] [--probe-interval-ms N]
+                                 [--threads N] [--probe-interval-ms N] [--cycling-tasks N]
                                  [--sampling-signal default|ignore|handler] [--block-signals]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
@@ -23,6 +23,10 @@ let usage = """
     (the last one stalls; every kind but io).
     --sampling-signal: once the watchdog runs, set StallWatch's sampling signal to SIG_DFL, SIG_IGN or a handler
     of the demo's own. --block-signals: the loop thread blocks every signal before its first stall.
+    --loop concurrency --kind hung-await: no thread stalls; among --cycling-tasks (default 1,000) tasks cycling
+    through Task.sleep(10 ms), three
+    tasks wait (awaitReplyThatNeverComes, awaitFirstTask, groupChildWaits) until the demo exits after --duration-ms;
+    one JSON line per stuck task once it is suspended, with its task id, for `stallwatch tasks -p PID`.
     """
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -39,6 +43,7 @@ struct StallCommand {
     var loop = DemoLoop.stallwatch
     var probeIntervalMs = 100
     var threadCount = 4
+    var cyclingTasks = 1000
     var signalChange: SamplingSignalChange?
     var blockSignals = false
     var configuration: StallWatchConfiguration
@@ -55,6 +60,7 @@ struct StallCommand {
             case "--loop": loop = args.choice(arg, DemoLoop.self)
             case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
             case "--threads": threadCount = args.number(arg, 1...64)
+            case "--cycling-tasks": cyclingTasks = args.number(arg, 0...100_000)
             case "--threshold-ms": args.override(&configuration, "thresholdMs", flag: arg)
             case "--report-dir": args.override(&configuration, "reportDirectory", flag: arg)
             case "--strategy": args.override(&configuration, "strategy", flag: arg)
@@ -74,6 +80,7 @@ struct StallCommand {
         if loop == .foundation { runOnFoundationRunLoop() }
         if loop == .dispatchMain { runOnDispatchMain() }
         if loop == .concurrency { runOnConcurrencyPool() }
+        if kind == .hungAwait { fail("--kind hung-await needs --loop concurrency") }
         if loop == .threads { runOnEventLoopThreads() }
         let loop: EventLoop
         do {

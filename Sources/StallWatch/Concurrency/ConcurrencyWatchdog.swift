@@ -25,6 +25,7 @@ public enum ConcurrencyWatchdog {
     private struct Running {
         var thread: NamedThread
         var stop: StopFlag
+        var table: TaskTable?
     }
 
     private final class StopFlag: Sendable {
@@ -60,22 +61,36 @@ public enum ConcurrencyWatchdog {
         try running.withLock { (state: inout Running?) throws(StallWatchError) in
             guard state == nil else { return }
             let stop = StopFlag()
-            let watcher = PoolWatcher(configuration: configuration, emit: onEvent) {
+            // The task table is set up before any job is routed (its rows live in the published file, if any).
+            let table = configuration.maxTasks > 0 ? try TaskTable(configuration: configuration) : nil
+            if let error = table?.publishError { onEvent(.heartbeatFailed(error)) }
+            let watcher = PoolWatcher(configuration: configuration, table: table, emit: onEvent) {
                 stop.value.load(ordering: .acquiring)
             }
             // Jobs are routed only once the watcher can follow them: a first stall during its set-up (symbol
             // tables, tens to hundreds of ms) would otherwise go unseen.
             let ready = DispatchSemaphore(value: 0)
-            let thread = try NamedThread(name: "stallwatch-pool") { watcher.run { ready.signal() } }
+            let thread: NamedThread
+            do throws(StallWatchError) {
+                thread = try NamedThread(name: "stallwatch-pool") { watcher.run { ready.signal() } }
+            } catch {
+                // The table's C side points into its region: torn down here, or the next enable could not set one
+                // up and the region would be unmapped under it.
+                table?.tearDown()
+                throw error
+            }
             ready.wait()
             sw_pool_set_threshold(configuration.detectorConfiguration.thresholdNanos)
+            sw_tasks_enable(table == nil ? 0 : 1)
             guard sw_pool_enable() == 0 else {
+                sw_tasks_enable(0)
                 stop.value.store(true, ordering: .releasing)
                 sw_pool_wake()
                 thread.join()
+                table?.tearDown()
                 throw StallWatchError(.unsupported, "the Swift Concurrency runtime has no global enqueue hook")
             }
-            state = Running(thread: thread, stop: stop)
+            state = Running(thread: thread, stop: stop, table: table)
         }
     }
 
@@ -85,10 +100,12 @@ public enum ConcurrencyWatchdog {
     public static func disable() {
         running.withLock { state in
             guard let current = state else { return }
+            sw_tasks_enable(0)
             _ = sw_pool_disable()
             current.stop.value.store(true, ordering: .releasing)
             sw_pool_wake()
             current.thread.join()
+            current.table?.tearDown()
             state = nil
         }
     }
@@ -98,11 +115,17 @@ public enum ConcurrencyWatchdog {
 
     /// The id of the task running the caller (nil outside a task): what a report's `task.id` names, for
     /// logging it next to a request.
-    static var currentTaskID: UInt64? {
+    package static var currentTaskID: UInt64? {
         let id = sw_pool_current_task_id()
         return id == 0 ? nil : id
     }
 
     /// The pool's counters and histograms since the process started.
     package static var statistics: PoolStatistics { PoolStatistics.read() }
+
+    /// Runs `body` with the task table while the pool is watched (nil otherwise); the table is not torn down
+    /// meanwhile.
+    static func withTable<Result>(_ body: (TaskTable?) -> Result) -> Result {
+        running.withLock { state in body(state?.table) }
+    }
 }

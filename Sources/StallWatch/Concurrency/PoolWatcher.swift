@@ -25,12 +25,15 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
     static let quickSymbolicator = Symbolicator(processID: getpid(), mode: .fast)
     /// The job each slot ran at the last look, so that a task's name is read once per job.
     private var tasks: [(sequence: UInt64, task: StallReport.TaskDescription)?] = []
+    /// The task table this thread keeps, when there is one.
+    private let table: TaskTable?
 
     init(
-        configuration: StallWatchConfiguration, emit: @escaping @Sendable (StallEvent) -> Void,
+        configuration: StallWatchConfiguration, table: TaskTable?, emit: @escaping @Sendable (StallEvent) -> Void,
         isStopping: @escaping @Sendable () -> Bool
     ) {
         self.configuration = configuration
+        self.table = table
         self.emit = emit
         self.isStopping = isStopping
         saturation = PoolSaturationWatcher(configuration: configuration, emit: emit)
@@ -71,14 +74,19 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
                 // (the worker measures its job's duration itself either way; the suspend guard still applies).
                 _ = looks.fold(followers[index].look(timedOut: false))
             }
+            // The task table, after the workers: a job that ended before their look has its end in a ring by now
+            // (a worker wakes this thread when its ring is half full, so a busy pool is drained in time too).
+            if table != nil { sw_tasks_drain(sw_monotonic_ns()) }
             if looks.lookAgain { continue }
             if let deadline = looks.deadline {
                 _ = sw_pool_sleep_until(deadline, seen)
                 continue
             }
             // Every worker idle: one threshold of grace, then park until a job starts (none started since the
-            // looks, or the park returns at once and the loop looks again).
+            // looks, or the park returns at once and the loop looks again). The table is drained before the park:
+            // the last jobs' ends (a task's final suspension) must not wait in a ring for the next job.
             if sw_pool_sleep_until(sw_monotonic_ns() + threshold, seen) == 1, !isStopping() {
+                if table != nil { sw_tasks_drain(sw_monotonic_ns()) }
                 _ = sw_pool_park(totals.jobs_started, seen)
             }
         }

@@ -65,6 +65,9 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var leadUpBucketMs = 100
     /// Items of loop work at least this long are kept one by one (with their label and queue delay).
     public var leadUpItemMs = 1
+    /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0 (the default
+    /// until its cost is measured against the pool benchmark's bar): no task table.
+    public var maxTasks = 0
 
     public init() {}
 
@@ -161,5 +164,6 @@ extension StallWatchConfiguration {
         Key(name: "leadUpWindowMs", kind: .integer(100...600_000, \.leadUpWindowMs)),
         Key(name: "leadUpBucketMs", kind: .integer(10...60_000, \.leadUpBucketMs)),
         Key(name: "leadUpItemMs", kind: .integer(1...60_000, \.leadUpItemMs)),
+        Key(name: "maxTasks", kind: .integer(0...4_000_000, \.maxTasks)),
     ]
 }

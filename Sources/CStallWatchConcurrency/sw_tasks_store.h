@@ -1,0 +1,40 @@
+// Private to the task table files: the rows and their index by task address.
+// Every function here runs on the pool watchdog's thread only (the single writer of the table).
+#ifndef SW_TASKS_STORE_H
+#define SW_TASKS_STORE_H
+#include "sw_tasks.h"
+
+#include <stdatomic.h>
+
+/// What the watchdog keeps per row beside the published row.
+typedef struct {
+    uint64_t address;        // the task's address: the index's key (never dereferenced)
+    uint32_t next;           // the next free row + 1 (0: none)
+    uint32_t reserved;
+} sw_row_private;
+
+typedef struct {
+    sw_tasks_header *header;
+    sw_task_chain *chains;
+    sw_task_row *rows;
+    uint32_t capacity;
+    sw_row_private *rows_private;
+    uint32_t *index;         // row + 1 per slot, 0: empty; open addressing, linear probing
+    uint32_t index_mask;
+    uint32_t free_head;      // row + 1
+} sw_tasks_store;
+
+extern sw_tasks_store sw_store;
+
+/// The row of the task at `address` (-1: none).
+int64_t sw_store_lookup(uint64_t address);
+/// A free row for the task at `address`, indexed; -1 when the table is full.
+int64_t sw_store_insert(uint64_t address);
+/// Frees the row, unindexes it.
+void sw_store_remove(uint32_t row);
+
+/// Starts changing a published row (its sequence turns odd) / ends it (even again).
+void sw_store_begin(uint32_t row);
+void sw_store_end(uint32_t row);
+
+#endif

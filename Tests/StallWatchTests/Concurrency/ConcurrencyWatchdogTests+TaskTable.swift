@@ -1,0 +1,86 @@
+// The live task table the pool watchdog keeps from the job hook: suspended tasks by id, finished ones gone, a cap.
+import CStallWatchConcurrency
+import Foundation
+import StallWatchTestSupport
+import Testing
+
+@testable import StallWatch
+
+extension ConcurrencyWatchdogTests {
+    func tableConfiguration(directory: String, maxTasks: Int) -> StallWatchConfiguration {
+        var config = configuration(directory: directory)
+        config.heartbeat = true
+        config.heartbeatDirectory = directory
+        config.maxTasks = maxTasks
+        return config
+    }
+
+    static func tableEntries() -> [TaskTableEntry] {
+        ConcurrencyWatchdog.withTable { $0?.entries(now: sw_monotonic_ns()) ?? [] }
+    }
+
+    static func tableCounters() -> TaskTableCounters {
+        ConcurrencyWatchdog.withTable { $0?.counters ?? TaskTableCounters() }
+    }
+
+    /// Waits without blocking a pool worker for long (the test is a pool job too).
+    static func settle(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !condition(), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return condition()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func suspendedTasksAreTabledByIdWithTheirSuspensionTimeAndLeaveOnceFinished() async throws {
+        let directory = Fixtures.temporaryDirectory("task-table")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try ConcurrencyWatchdog.enable(configuration: tableConfiguration(directory: directory, maxTasks: 1024)) { _ in
+        }
+        let published = TaskTableRegion.path(directory: directory, pid: getpid())
+        #expect(FileManager.default.fileExists(atPath: published))
+
+        let before = sw_monotonic_ns()
+        let tasks = SuspendedTasks(count: 5)
+        #expect(await Self.settle { tasks.allWaiting })
+        let ids = Set(tasks.ids)
+        #expect(ids.count == 5 && !ids.contains(0))
+        #expect(
+            await Self.settle {
+                Self.tableEntries().filter { ids.contains($0.id) && $0.state == .suspended }.count == 5
+            })
+        let tabled = sw_monotonic_ns()
+        for entry in Self.tableEntries() where ids.contains(entry.id) {
+            // One job each, ended when the task suspended: after the tasks' creation and before the table showed it
+            // (the job end's clock is CLOCK_MONOTONIC_COARSE: up to one tick, ~4 ms, early).
+            #expect(entry.runs == 1)
+            #expect(entry.sinceNanos + 10_000_000 >= before && entry.sinceNanos <= tabled)
+            #expect(entry.firstSeenNanos <= entry.lastEndNanos)
+            #expect(!entry.isChild && !entry.ageIsUpperBound)
+        }
+        #expect(Self.tableCounters().tasksSeen >= 5)
+
+        tasks.resumeAll()
+        #expect(await Self.settle { tasks.finishedCount == 5 })
+        #expect(await Self.settle { !Self.tableEntries().contains { ids.contains($0.id) } })
+        ConcurrencyWatchdog.disable()
+        #expect(!FileManager.default.fileExists(atPath: published))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFullTableCountsTheTasksItCannotHold() async throws {
+        let directory = Fixtures.temporaryDirectory("task-table-full")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try ConcurrencyWatchdog.enable(configuration: tableConfiguration(directory: directory, maxTasks: 4)) { _ in }
+        defer { ConcurrencyWatchdog.disable() }
+
+        let tasks = SuspendedTasks(count: 12)
+        #expect(await Self.settle { tasks.allWaiting })
+        // Twelve suspended tasks, four rows: at least eight are counted, not tabled.
+        #expect(await Self.settle { Self.tableCounters().tasksDropped >= 8 })
+        let full = Self.tableCounters()
+        #expect(full.capacity == 4 && full.live <= 4)
+        #expect(Self.tableEntries().count <= 4)
+        tasks.resumeAll()
+        #expect(await Self.settle { tasks.finishedCount == 12 })
+    }
+}
