@@ -24,7 +24,7 @@ import Testing
         return (SignalForwarder(childPID: getpid(), witness: witness), witness)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aSignalTheWitnessReportedFromTheSameSenderReachedTheChild() throws {
         let (forwarder, witness) = try Self.forwarder()
         defer { witness.stop() }
@@ -34,7 +34,7 @@ import Testing
         #expect(!forwarder.childHasAlready(Self.fromUs(SIGUSR2)))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aSignalOnlyRunReceivedIsForwardedAfterTheGraceAndNotBefore() throws {
         let (forwarder, witness) = try Self.forwarder()
         defer { witness.stop() }
@@ -44,7 +44,7 @@ import Testing
         #expect(waited >= .nanoseconds(Int64(SignalForwarder.graceNanos)), "decided after \(waited)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theSameSignalFromAnotherSenderIsNotTakenForIt() throws {
         let (forwarder, witness) = try Self.forwarder()
         defer { witness.stop() }
@@ -55,7 +55,7 @@ import Testing
 
     /// systemd signals the main process first and the rest of the cgroup after: the witness's copy may come a moment
     /// after `run`'s. Judged by when it was really sent (this test's own clock): within the grace it counts.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aCopyTheWitnessGetsWithinTheGraceCounts() throws {
         let (forwarder, witness) = try Self.forwarder()
         defer { witness.stop() }
@@ -78,7 +78,7 @@ import Testing
 
     /// What `run`'s handler reads: the witness's pending mask. A stopped witness cannot take its signal, so it stays
     /// pending until the witness runs again (and then is reported).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theHandlerSeesASignalTheWitnessHasNotTakenYet() throws {
         let (forwarder, witness) = try Self.forwarder()
         defer { witness.stop() }
