@@ -1,5 +1,6 @@
 // Building reports from hand-made evidence: no threads, no signals, no /proc; a table stands in for symbols.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -26,7 +27,7 @@ final class TableResolver: FrameResolving {
     }
 }
 
-@Suite struct StallReportBuilderTests {
+@Suite(.offPool) struct StallReportBuilderTests {
     static let ms: UInt64 = 1_000_000
     /// The stall: the loop entered `afterWaiting` at 1 000 ms and the detector saw it at 1 260 ms.
     static let stall = StallDetector.Stall(
