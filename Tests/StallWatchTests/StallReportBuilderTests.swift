@@ -100,6 +100,20 @@ final class TableResolver: FrameResolving {
         #expect(report.occurrences == 1)
     }
 
+    /// A later reading below the first (stat's clock ticks where schedstat could not be read, as while a thread
+    /// exits) is no time at all: the report stays valid instead of carrying a wrapped-around 2⁶⁴ ns.
+    @Test func aSampleWhoseCountersReadLowerThanTheFirstShowsNoTimeAndTheReportIsValid() throws {
+        var evidence = Self.onCPUEvidence()
+        evidence.firstProbe?.runQueueWaitNanos = 756 * Self.ms
+        evidence.samples[1].probe?.cpuNanos = 400 * Self.ms
+        let report = Self.builder().build(
+            evidence, status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+            symbols: TableResolver())
+        #expect(report.samples[1].thread?.cpuTimeMs == 0)
+        #expect(report.samples[1].thread?.runQueueWaitMs == 0)
+        try report.validate()
+    }
+
     @Test func provisionalReportHasOnlyTheFirstSampleAndNoContext() {
         let report = Self.builder().build(
             Self.onCPUEvidence(), status: .ongoing, endNanos: nil, final: false, now: 1_270 * Self.ms,
