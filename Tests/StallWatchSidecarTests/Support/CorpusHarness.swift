@@ -129,12 +129,17 @@ enum CorpusHarness {
             #expect(!reports.isEmpty)
             #expect(reports.allSatisfy { $0.cause?.kind == cause }, "\(reports.map(describe))")
         case .stall(let cause, let frames, let blocking, let deadlock):
+            // Besides the stall, a loaded machine may hold the loop off the CPU long enough for a report of its
+            // own: `starved`, with the run queue as evidence, is the documented verdict for that and blames
+            // nothing in the program. Any other extra report is a split or a false stall.
+            var stalls = reports.filter { $0.cause?.isStarvedByTheMachine != true }
+            if stalls.isEmpty && (cause == .cpu || cause == .starved) { stalls = reports }
             try #require(
-                reports.count == 1,
+                stalls.count == 1,
                 "expected one report, found \(reports.count): \(reports.map(describe)); events \(seen.events)"
             )
-            let report = reports[0]
-            #expect(report.cause?.kind == cause, "\(describe(report))")
+            let report = stalls[0]
+            #expect(report.cause?.matches(cause) == true, "\(describe(report))")
             let top = (report.pointStack?.frames ?? []).prefix(c.topFrames).compactMap(\.symbol)
             if !frames.isEmpty {
                 #expect(
