@@ -127,11 +127,15 @@ package struct ProcProgressProbe: Sendable {
             // (the kernel's own figure), which is the latest its stuck phase can have begun.
             let blocked = wait?.inSyscall == true && (state == "S" || state == "D")
             let schedule = directory.schedstat(now: now)
-            if firstLook, blocked, let notRun = ThreadSchedule.notRunNanos(directory) {
-                // Measured up to the read, after `now`: dated from the read's time, so it errs late, never early.
-                let readAt = sw_monotonic_ns()
-                if notRun < readAt { phaseStart = min(now, readAt - notRun) }
-            } else if idle, let since = busySinceIdleLook(now: now, schedule, status, blocked: blocked, directory) {
+            // The figures are the kernel's at their reads, after `now`: dated from the time of each read (taken right
+            // after it), so the start errs late by no more than the read itself, never early.
+            let scheduleReadAt = sw_monotonic_ns()
+            if firstLook, blocked, let notRun = ThreadSchedule.notRun(directory) {
+                if notRun.nanos < notRun.at { phaseStart = min(now, notRun.at - notRun.nanos) }
+            } else if idle,
+                let since = busySinceIdleLook(
+                    now: now, schedule, readAt: scheduleReadAt, status, blocked: blocked, directory)
+            {
                 phaseStart = since
             }
             phaseStartSchedule = schedule
@@ -201,7 +205,8 @@ package struct ProcProgressProbe: Sendable {
     /// earlier than the idle look: a poll interval while the loop idles delays neither detection nor the
     /// duration, and the figure errs late (toward silence), never early.
     private func busySinceIdleLook(
-        now: UInt64, _ schedule: ThreadSchedule?, _ status: ProcFields, blocked: Bool, _ directory: ProcDirectory
+        now: UInt64, _ schedule: ThreadSchedule?, readAt scheduleReadAt: UInt64, _ status: ProcFields, blocked: Bool,
+        _ directory: ProcDirectory
     ) -> UInt64? {
         guard let idleLook, let schedule, let switches = status.voluntarySwitches,
             switches >= idleLook.voluntarySwitches, schedule.cpuNanos >= idleLook.schedule.cpuNanos,
@@ -210,15 +215,19 @@ package struct ProcProgressProbe: Sendable {
         var busy =
             (schedule.cpuNanos - idleLook.schedule.cpuNanos)
             + (schedule.runQueueWaitNanos - idleLook.schedule.runQueueWaitNanos)
+        // The figures run up to their reads, after `now`: dated from the time of the last one, so the start errs
+        // late by no more than that read.
+        var readAt = scheduleReadAt
         switch (switches - idleLook.voluntarySwitches, blocked) {
         case (0, false): break
         case (1, true):
-            guard let notRun = ThreadSchedule.notRunNanos(directory) else { return nil }
-            busy += notRun
+            // Blocked since it last ran: its CPU time and run-queue wait no longer change.
+            guard let notRun = ThreadSchedule.notRun(directory) else { return nil }
+            busy += notRun.nanos
+            readAt = notRun.at
         default: return nil
         }
-        // The figures run up to their reads, after `now`: dated from the last read, so the start errs late.
-        let readAt = max(now, sw_monotonic_ns())
+        readAt = max(now, readAt)
         guard busy > 0, busy < readAt else { return nil }
         return min(now, max(idleLook.at, readAt - busy))
     }

@@ -42,22 +42,29 @@ extension ThreadSchedule {
     /// last ran on, whose clock set its `se.exec_start`. The calling thread moves there for one read of its own
     /// `sched` (its `se.exec_start` is then when it began running there, at or before now, so the difference
     /// errs low) and moves back. Nil when either is unreadable, the move fails, or the thread ran more recently.
-    package static func notRunNanos(_ thread: ProcDirectory) -> UInt64? {
+    package static func notRunNanos(_ thread: ProcDirectory) -> UInt64? { notRun(thread)?.nanos }
+
+    /// ``notRunNanos(_:)`` and the CLOCK_MONOTONIC time it is measured up to: read on the thread's CPU right
+    /// after the reading itself, before the move back — which on a busy machine can wait long for a CPU, and
+    /// would make a start dated from a later clock read err late by that wait.
+    package static func notRun(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
         guard let cpu = thread.stat()?.processor, cpu >= 0, cpu < 1024,
             let theirs = thread.text("sched").flatMap(lastStartedRunning(inSched:)),
-            let ours = ownLastStartedRunning(onCPU: cpu), ours > theirs
+            let (ours, at) = ownLastStartedRunning(onCPU: cpu), ours > theirs
         else { return nil }
-        return UInt64((ours - theirs) * 1_000_000)
+        return (UInt64((ours - theirs) * 1_000_000), at)
     }
 
-    /// The calling thread's `se.exec_start` read while it runs on `cpu`; its CPU affinity is restored after.
-    private static func ownLastStartedRunning(onCPU cpu: Int32) -> Double? {
+    /// The calling thread's `se.exec_start` read while it runs on `cpu`, and the monotonic time just after; its
+    /// CPU affinity is restored after.
+    private static func ownLastStartedRunning(onCPU cpu: Int32) -> (Double, UInt64)? {
         var saved = [UInt8](repeating: 0, count: 128)
         guard sw_pin_to_cpu(cpu, &saved, 128) == 0 else { return nil }
         defer { _ = sw_set_affinity(saved, 128) }
         guard sw_current_cpu() == cpu else { return nil }
         let text = ProcFile.text("/proc/thread-self/sched")
-        guard sw_current_cpu() == cpu else { return nil }
-        return text.flatMap(lastStartedRunning(inSched:))
+        let at = sw_monotonic_ns()
+        guard sw_current_cpu() == cpu, let started = text.flatMap(lastStartedRunning(inSched:)) else { return nil }
+        return (started, at)
     }
 }
