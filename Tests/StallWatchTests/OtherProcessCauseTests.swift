@@ -1,9 +1,10 @@
 // The verdict of a wait on another process, and of a timed wait on the process's own wake-ups.
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct OtherProcessCauseTests {
+@Suite(.offPool) struct OtherProcessCauseTests {
     static func evidence(_ observation: CauseClassifier.Observation) -> CauseClassifier.Evidence {
         CauseClassifier.Evidence(
             loopThreadID: 10, observations: Array(repeating: observation, count: 4), wallNanos: 1_000_000_000,

@@ -1,5 +1,6 @@
 // The other end of a loopback TCP connection, Unix socket or pipe, and the /proc text it is read from.
 import CStallWatchCore
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -8,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct PeerEndpointsTests {
+@Suite(.offPool) struct PeerEndpointsTests {
     /// A client 127.0.0.1:51234 → 127.0.0.1:8080 (inode 111), the server's accepted socket (222), its listener
     /// (333), a remote connection (444), and hostile lines.
     static let tcp = """
