@@ -61,6 +61,12 @@ import Testing
             name: "python request to a slow loopback HTTP backend", command: python("tcp-loopback"),
             expect: .stall(.io, frames: ["recv", "read"]), evidenceContains: "loopback TCP connection",
             blockingProcess: "http-backend"),
+        // A multiprocessing.Lock (a POSIX semaphore in shared memory) a worker process holds: the one other process
+        // mapping it that does not wait on it is the likely holder.
+        CorpusCase(
+            name: "python multiprocessing lock held by a worker process", command: python("mp-lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex"]), evidenceContains: "the lock is process-shared",
+            candidateProcess: "batch-writer"),
         // A timed select on its own non-blocking wake-up pipe: nothing outside can end it, a sleep.
         CorpusCase(
             name: "python timed wait on its own wake-up pipe", command: python("self-pipe-sleep"),

@@ -22,13 +22,16 @@ enum CauseClassifier {
         var otherProcess: OtherProcessWait?
         /// The wait was a timed one on the process's own wake-up descriptors: why that is a sleep.
         var ownWakeupSleep: String?
+        /// The lock waited on is process-shared: the processes that may hold it.
+        var sharedLock: SharedLock.Finding?
 
         init(
             state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
             waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false,
             fileLockHolder: FileLockHolder.Holder? = nil, otherProcess: OtherProcessWait? = nil,
-            ownWakeupSleep: String? = nil
+            ownWakeupSleep: String? = nil, sharedLock: SharedLock.Finding? = nil
         ) {
+            self.sharedLock = sharedLock
             self.fileLockHolder = fileLockHolder
             self.otherProcess = otherProcess
             self.ownWakeupSleep = ownWakeupSleep
@@ -292,6 +295,9 @@ enum CauseClassifier {
                 return .init(
                     kind: .deadlock, evidence: evidence, deadlockedThreadIds: [e.loopThreadID, waiter.threadId],
                     deadlockCertainty: .likely, candidateHolders: [holder])
+            }
+            if let shared = mostCommon(e.observations.compactMap(\.sharedLock)) {
+                return sharedLockCause(shared, evidence: evidence)
             }
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
             let candidates = candidateHolders(e, loopWaitAddress: loopWait)

@@ -26,6 +26,8 @@ struct StallEvidence: Sendable {
         var otherProcess: OtherProcessWait?
         /// The wait is a sleep on the process's own wake-up descriptors (``OwnWakeups``): the evidence sentence.
         var ownWakeupSleep: String?
+        /// The process-shared lock the stuck thread waits on, and the processes that may hold it (``SharedLock``).
+        var sharedLock: SharedLock.Finding?
         /// Why the capture did not stop the thread (nil: it did, or failed otherwise).
         var unstopped: UnstoppedThread?
         /// The capture did not stop the thread: it was inside the kernel, or waiting for a CPU.

@@ -220,7 +220,7 @@ struct StallReportBuilder {
                 state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
                 symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner, waitKind: probe.wait?.kind,
                 captureTimedOut: raw.captureTimedOut, fileLockHolder: raw.fileLockHolder,
-                otherProcess: raw.otherProcess, ownWakeupSleep: raw.ownWakeupSleep)
+                otherProcess: raw.otherProcess, ownWakeupSleep: raw.ownWakeupSleep, sharedLock: raw.sharedLock)
         }
         var loopCPU: UInt64?
         var runQueueWait: UInt64?

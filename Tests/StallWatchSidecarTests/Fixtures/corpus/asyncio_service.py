@@ -121,6 +121,11 @@ def stall():
         connection.request("GET", "/report")
         connection.getresponse().read()
         connection.close()
+    elif MODE == "mp-lock":
+        # The loop takes the multiprocessing.Lock a worker process holds while it writes its batch.
+        os.write(batch_go_w, b"g")
+        batch_lock.acquire()
+        batch_lock.release()
     elif MODE == "self-pipe-sleep":
         # A housekeeping pause that a signal can cut short: wait on the wake-up pipe (written non-blocking from a
         # signal handler, as the self-pipe trick wants) for at most STALL seconds.
@@ -192,6 +197,29 @@ if MODE == "tcp-loopback":
          "print(server.server_port, flush=True)\nserver.handle_request()", str(STALL)],
         stdout=subprocess.PIPE, text=True)
     backend_port = int(backend.stdout.readline())
+
+if MODE == "mp-lock":
+    # A worker process, forked before the loop runs, that holds a multiprocessing.Lock (a POSIX semaphore in shared
+    # memory) until STALL seconds after the loop's go.
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    batch_lock = context.Lock()
+    held_r, held_w = os.pipe()
+    batch_go_r, batch_go_w = os.pipe()
+
+    def write_batch():
+        with open("/proc/self/comm", "w") as f:
+            f.write("batch-writer")
+        with batch_lock:
+            os.write(held_w, b"h")
+            os.read(batch_go_r, 1)
+            time.sleep(STALL)
+        os._exit(0)
+
+    worker = context.Process(target=write_batch, daemon=True)
+    worker.start()
+    os.read(held_r, 1)
 
 if MODE == "self-pipe-sleep":
     wakeup_r, wakeup_w = os.pipe()
