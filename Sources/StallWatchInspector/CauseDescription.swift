@@ -20,7 +20,8 @@ enum CauseDescription {
             rows.append(
                 (
                     "Blocking process",
-                    "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)") + " — \(process.reason)"
+                    "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)")
+                        + BlockingProcessText.thread(process) + " — \(process.reason)"
                 ))
         }
         if let candidates = cause.candidateHolders, !candidates.isEmpty {
@@ -40,5 +41,18 @@ enum CauseDescription {
         var text = "\(threadID) \(thread.name) (\(thread.state)" + (thread.syscall.map { ", \($0)" } ?? "") + ")"
         if let frame = ApplicationFrame(frames: thread.frames) { text += " in \(frame.description)" }
         return text
+    }
+}
+
+/// The thread and state of a ``StallReport/Cause/BlockingProcess`` as the views print them after its name.
+enum BlockingProcessText {
+    /// `, thread 4243 (sleeping, in clock_nanosleep)`, `, sleeping`, or nothing when neither was read.
+    static func thread(_ process: StallReport.Cause.BlockingProcess) -> String {
+        switch (process.threadId, process.state) {
+        case (let tid?, let state?): return ", thread \(tid) (\(state))"
+        case (let tid?, nil): return ", thread \(tid)"
+        case (nil, let state?): return ", \(state)"
+        case (nil, nil): return ""
+        }
     }
 }

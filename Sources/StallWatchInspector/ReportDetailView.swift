@@ -43,7 +43,8 @@ public struct ReportDetailView: Sendable {
             if let process = cause.blockingProcess {
                 header.append([
                     "blocking process",
-                    "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)") + ": \(process.reason)",
+                    "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)")
+                        + BlockingProcessText.thread(process) + ": \(process.reason)",
                 ])
             }
             if let candidates = cause.candidateHolders, !candidates.isEmpty {

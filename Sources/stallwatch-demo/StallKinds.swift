@@ -10,6 +10,8 @@ import Synchronization
 /// The stall kinds `stallwatch-demo stall --kind` can inject.
 enum StallKind: String, CaseIterable {
     case cpu, sleep, lock, io, deadlock, contention, reentrant, wait
+    /// The loop waits for a Swift `Synchronization.Mutex` a background thread holds.
+    case swiftMutex = "swift-mutex"
     /// Every Concurrency pool worker at once (`--loop concurrency`); on a single loop the same as `sleep`.
     case saturate
     /// Tasks that wait forever with every thread idle (`--loop concurrency` only): see ``HungAwaits``.
@@ -36,6 +38,7 @@ enum Stalls {
         case .contention: stallOnContendedLock(durationMs: durationMs)
         case .reentrant: stallOnReentrantLock(durationMs: durationMs)
         case .wait: stallInWait(durationMs: durationMs)
+        case .swiftMutex: stallOnSwiftMutex(durationMs: durationMs)
         case .saturate: stallInSleep(durationMs: durationMs)
         case .hungAwait: break  // no thread stalls; main.swift runs it on the pool only
         }
@@ -75,6 +78,27 @@ enum Stalls {
         held.wait()
         mutex.lock()  // the loop blocks here, in pthread_mutex_lock
         mutex.unlock()
+    }
+
+    /// The loop needs a Swift `Mutex` (from Synchronization) that a background thread holds for the duration.
+    @inline(never)
+    static func stallOnSwiftMutex(durationMs: Int) {
+        final class Sessions: Sendable { let table = Mutex<[String: Int]>([:]) }
+        let sessions = Sessions()
+        let held = DispatchSemaphore(value: 0)
+        let holder = Thread {
+            setCurrentThreadName("demo-mutex-holder")
+            sessions.table.withLock { table in
+                held.signal()
+                sleepFor(milliseconds: durationMs)  // a slow rebuild under the lock
+                table["rebuilt"] = 1
+            }
+        }
+        holder.name = "demo-mutex-holder"
+        holder.start()
+        held.wait()
+        let count = sessions.table.withLock { $0.count }  // the loop blocks here, in the Mutex's futex wait
+        blackHole(UInt64(count))
     }
 
     /// Synchronous disk writes with fsync on the loop until the time is up.

@@ -4,7 +4,7 @@ import StallWatch
 import Synchronization
 
 let usage = """
-    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|wait|hung-await
+    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|swift-mutex|wait|hung-await
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]

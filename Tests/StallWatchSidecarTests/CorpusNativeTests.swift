@@ -42,6 +42,11 @@ import Testing
             name: "c deadlock", command: server("deadlock"),
             expect: .stall(.deadlock, frames: lockFrames, blocking: "lock-holder", deadlock: true)),
         CorpusCase(name: "c join", command: server("join"), expect: .stall(.lock, frames: ["futex", "join"])),
+        // A SysV semaphore another process took: its last operator, the likely holder, is named.
+        CorpusCase(
+            name: "c sysv semaphore held by another process", command: server("sysv-sem"),
+            expect: .stall(.lock, frames: ["semop", "semtimedop"]), evidenceContains: "likely the holder",
+            blockingProcess: "sem-holder"),
         CorpusCase(
             name: "c mutex among three hundred threads", command: server("many-threads"),
             expect: .stall(.lock, frames: lockFrames, blocking: "lock-holder")),

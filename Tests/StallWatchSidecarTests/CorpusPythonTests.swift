@@ -49,6 +49,28 @@ import Testing
         CorpusCase(
             name: "python fcntl lock held by another process", command: python("fcntl-lock"),
             expect: .stall(.lock, frames: ["fcntl"]), evidenceContains: "as /proc/locks records it"),
+        // Reads whose other end another process holds: that process is named, with its thread's state.
+        CorpusCase(
+            name: "python read of a command's output pipe", command: python("pipe-read"),
+            expect: .stall(.io, frames: ["read"]), evidenceContains: "holds the write end of the pipe the loop reads",
+            blockingProcess: "sleep"),
+        CorpusCase(
+            name: "python request to a local daemon over a Unix socket", command: python("unix-socket"),
+            expect: .stall(.io, frames: ["recv"]), evidenceContains: "by sock_diag", blockingProcess: "status-daemon"),
+        CorpusCase(
+            name: "python request to a slow loopback HTTP backend", command: python("tcp-loopback"),
+            expect: .stall(.io, frames: ["recv", "read"]), evidenceContains: "loopback TCP connection",
+            blockingProcess: "http-backend"),
+        // A multiprocessing.Lock (a POSIX semaphore in shared memory) a worker process holds: the one other process
+        // mapping it that does not wait on it is the likely holder.
+        CorpusCase(
+            name: "python multiprocessing lock held by a worker process", command: python("mp-lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex"]), evidenceContains: "the lock is process-shared",
+            candidateProcess: "batch-writer"),
+        // A timed select on its own non-blocking wake-up pipe: nothing outside can end it, a sleep.
+        CorpusCase(
+            name: "python timed wait on its own wake-up pipe", command: python("self-pipe-sleep"),
+            expect: .stall(.sleep, frames: ["select"]), evidenceContains: "own wake-up descriptor"),
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),

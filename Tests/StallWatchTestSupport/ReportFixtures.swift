@@ -13,6 +13,7 @@ package enum ReportFixtures {
     /// apart so the list and summary goldens above stay small.
     package static let diagnosed: [(name: String, report: StallReport)] = [
         ("lock-diagnosed", diagnosedLock), ("deadlock-likely", likelyDeadlock),
+        ("lock-other-process", semaphoreHeldByProcess),
     ]
 
     /// Tests/StallWatchInspectorTests/Fixtures in the source tree: the golden reports, views and help texts the
@@ -281,6 +282,52 @@ extension ReportFixtures {
             threads[1].waitAddress = 0x55d0_a010_0080
             report.threads = threads
         }
+        return report
+    }()
+}
+
+extension ReportFixtures {
+    /// The lock report's stall as a wait on a SysV semaphore that another process took last: `lock`, its likely
+    /// holder named as `blockingProcess`, with its thread and state.
+    package static let semaphoreHeldByProcess: StallReport = {
+        var report = diagnosedLock
+        report.id = "20261201T100000.000Z-4242-11"
+        let waitFrames = [
+            StackFrame(address: 0x7f3a122f31b2, image: libc, offset: 0xf31b2, symbol: "semtimedop", symbolOffset: 18),
+            StackFrame(
+                address: 0x55d0a0007400, image: demo, offset: 0x7400,
+                symbol: "ChatDemo.Archive.withSharedLock() -> ()", symbolOffset: 96,
+                file: "/src/chat-demo/Sources/ChatDemo/Archive.swift", line: 31),
+        ]
+        let waiting = StallReport.ThreadState(
+            state: "S", wchan: "do_semtimedop", syscall: "semtimedop", syscallNumber: 220, cpuTimeMs: 0.1,
+            voluntarySwitches: 2, involuntarySwitches: 0, runQueueWaitMs: 0)
+        report.samples = report.samples.map { sample in
+            var sample = sample
+            sample.frames = waitFrames
+            sample.thread = waiting
+            return sample
+        }
+        report.pointStack = .init(frames: waitFrames, count: 2)
+        if var threads = report.threads, !threads.isEmpty {
+            threads[0] = .init(
+                threadId: 4242, name: "chat-demo", state: "S", wchan: "do_semtimedop", syscall: "semtimedop",
+                frames: waitFrames)
+            report.threads = threads
+        }
+        report.cause = .init(
+            kind: .lock,
+            evidence: [
+                "2 of 2 samples: waiting on a SysV semaphore in semtimedop",
+                "waiting on semaphore 0 of SysV set 32769, last operated by process 5150 (archiver), thread 5150 "
+                    + "sleeping, in clock_nanosleep (semctl GETPID): likely the holder",
+            ],
+            blockingProcess: .init(
+                processId: 5150, name: "archiver",
+                reason: "the last process to operate on the semaphore 0 of SysV set 32769 the loop waits on "
+                    + "(semctl GETPID): likely its holder",
+                threadId: 5150, state: "sleeping, in clock_nanosleep"))
+        report.leadUp = nil
         return report
     }()
 }

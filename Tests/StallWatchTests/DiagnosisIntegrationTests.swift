@@ -19,6 +19,8 @@ import Testing
         Case(kind: "sleep", cause: .sleep),
         Case(kind: "io", cause: .io),
         Case(kind: "lock", cause: .lock, blockingThread: "demo-lock-holde"),
+        // Swift's Mutex records its owner in its futex word (a priority-inheritance lock).
+        Case(kind: "swift-mutex", cause: .lock, blockingThread: "demo-mutex-hold"),
         Case(kind: "contention", cause: .lock, blockingThread: "demo-db-writer"),
         Case(kind: "deadlock", cause: .deadlock, blockingThread: "demo-ledger-wor"),
         Case(kind: "reentrant", cause: .deadlock),

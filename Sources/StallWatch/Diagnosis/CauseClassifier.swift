@@ -18,13 +18,23 @@ package enum CauseClassifier {
         var captureTimedOut = false
         /// The process holding the file lock the loop waited for at this sample (`/proc/locks`).
         var fileLockHolder: FileLockHolder.Holder?
+        /// Another process behind the loop's wait at this sample, or why none could be named.
+        var otherProcess: OtherProcessWait?
+        /// The wait was a timed one on the process's own wake-up descriptors: why that is a sleep.
+        var ownWakeupSleep: String?
+        /// The lock waited on is process-shared: the processes that may hold it.
+        var sharedLock: SharedLock.Finding?
 
         init(
             state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
             waitKind: SyscallTable.Kind? = nil, captureTimedOut: Bool = false,
-            fileLockHolder: FileLockHolder.Holder? = nil
+            fileLockHolder: FileLockHolder.Holder? = nil, otherProcess: OtherProcessWait? = nil,
+            ownWakeupSleep: String? = nil, sharedLock: SharedLock.Finding? = nil
         ) {
+            self.sharedLock = sharedLock
             self.fileLockHolder = fileLockHolder
+            self.otherProcess = otherProcess
+            self.ownWakeupSleep = ownWakeupSleep
             self.state = state
             self.syscall = syscall
             self.wchan = wchan
@@ -81,6 +91,7 @@ package enum CauseClassifier {
             if o.captureTimedOut { return .io }
             return o.state == "R" ? .cpu : .other
         }
+        if o.ownWakeupSleep != nil { return .sleep }
         if syscall == 219, let restarted = restartedActivity(symbols: o.symbols) { return restarted }
         switch o.syscall == nil ? SyscallTable.kind(syscall) : (o.waitKind ?? SyscallTable.kind(syscall)) {
         case .lock: return .lock
@@ -156,6 +167,7 @@ package enum CauseClassifier {
             return .init(kind: .cpu, evidence: evidence)
         case .sleep:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "nanosleep")")
+            if let why = mostCommon(e.observations.compactMap(\.ownWakeupSleep)) { evidence.append(why) }
             return .init(kind: .sleep, evidence: evidence)
         case .io:
             let dState = e.observations.filter { $0.state == "D" }.count
@@ -167,7 +179,7 @@ package enum CauseClassifier {
                         + "kernel, not in user space")
             }
             if dState > 0 { evidence.append("\(share(dState)): in uninterruptible disk sleep (state D)") }
-            return .init(kind: .io, evidence: evidence)
+            return peerCause(e, evidence: evidence)
         case .lock:
             return lockCause(e, lockSamples: topCount, total: total, evidence: evidence)
         case .idle:
@@ -176,7 +188,7 @@ package enum CauseClassifier {
             evidence.append(
                 "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callback, not the loop's "
                     + "own idle wait (a nested wait on descriptors)")
-            return .init(kind: .io, evidence: evidence)
+            return peerCause(e, evidence: evidence)
         case .other:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)
@@ -251,6 +263,7 @@ package enum CauseClassifier {
     {
         var evidence = evidence
         let wchan = mostCommon(e.observations.compactMap(\.wchan))
+        if let semaphore = semaphoreCause(e, total: total, evidence: evidence) { return semaphore }
         // A file lock: the kernel records who holds it.
         if let holder = mostCommon(e.observations.compactMap(\.fileLockHolder)) {
             let call = mostCommon(e.observations.compactMap(\.syscall)).map(SyscallTable.name) ?? "flock"
@@ -282,6 +295,9 @@ package enum CauseClassifier {
                 return .init(
                     kind: .deadlock, evidence: evidence, deadlockedThreadIds: [e.loopThreadID, waiter.threadId],
                     deadlockCertainty: .likely, candidateHolders: [holder])
+            }
+            if let shared = mostCommon(e.observations.compactMap(\.sharedLock)) {
+                return sharedLockCause(shared, evidence: evidence)
             }
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
             let candidates = candidateHolders(e, loopWaitAddress: loopWait)

@@ -223,6 +223,7 @@ struct EvidenceCollector {
         } else {
             sample.error = "no sampler"
         }
+        readOtherProcesses(&sample, before: evidence.samples.last)
         evidence.samples.append(sample)
         if let owner = sample.lockOwner, listedThreads?.contains(owner) == false {
             self.evidence = evidence
@@ -230,6 +231,30 @@ struct EvidenceCollector {
             evidence = self.evidence ?? evidence
         }
         return sample
+    }
+
+    /// After the capture (it is slower than the probe): another process behind the wait — a SysV semaphore's last
+    /// operator, a pipe's or socket's other end, the processes mapping a process-shared lock — or a timed wait on
+    /// the process's own wake-ups, a sleep. A sample in
+    /// the same call as the one before keeps what that one found rather than scan every process again.
+    private func readOtherProcesses(_ sample: inout StallEvidence.Sample, before: StallEvidence.Sample?) {
+        guard let wait = sample.probe?.wait, wait.number != nil else { return }
+        if let before, let previous = before.probe?.wait, wait.isSameCall(as: previous) {
+            sample.otherProcess = before.otherProcess
+            sample.ownWakeupSleep = before.ownWakeupSleep
+            sample.sharedLock = before.sharedLock
+            return
+        }
+        if wait.number == 202 {
+            if sample.lockOwner == nil { sample.sharedLock = SharedLock.finding(pid: pid, wait: wait) }
+            return
+        }
+        if let semaphore = SemaphoreHolder.holder(pid: pid, wait: wait) {
+            sample.otherProcess = semaphore
+        } else if let waits = WaitDescriptors.read(pid: pid, wait: wait) {
+            sample.ownWakeupSleep = OwnWakeups.sleep(pid: pid, waits: waits)
+            if sample.ownWakeupSleep == nil { sample.otherProcess = PeerEndpoints.otherProcess(pid: pid, waits: waits) }
+        }
     }
 
     /// Samples the stuck thread if a sample is due (between the threads of a snapshot).

@@ -21,6 +21,13 @@ struct StallEvidence: Sendable {
         var lockOwner: Int32?
         /// The process holding the file lock the stuck thread waits for (`/proc/locks`), when it waits for one.
         var fileLockHolder: FileLockHolder.Holder?
+        /// Another process behind the stuck thread's wait (a semaphore's last operator, a pipe's or socket's other
+        /// end), or why none could be named.
+        var otherProcess: OtherProcessWait?
+        /// The wait is a sleep on the process's own wake-up descriptors (``OwnWakeups``): the evidence sentence.
+        var ownWakeupSleep: String?
+        /// The process-shared lock the stuck thread waits on, and the processes that may hold it (``SharedLock``).
+        var sharedLock: SharedLock.Finding?
         /// Why the capture did not stop the thread (nil: it did, or failed otherwise).
         var unstopped: UnstoppedThread?
         /// The capture did not stop the thread: it was inside the kernel, or waiting for a CPU.

@@ -219,7 +219,8 @@ struct StallReportBuilder {
             return .init(
                 state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
                 symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner, waitKind: probe.wait?.kind,
-                captureTimedOut: raw.captureTimedOut, fileLockHolder: raw.fileLockHolder)
+                captureTimedOut: raw.captureTimedOut, fileLockHolder: raw.fileLockHolder,
+                otherProcess: raw.otherProcess, ownWakeupSleep: raw.ownWakeupSleep, sharedLock: raw.sharedLock)
         }
         var loopCPU: UInt64?
         var runQueueWait: UInt64?

@@ -361,8 +361,9 @@ extension StallReport {
         /// own monitor or mutex), most likely first: candidates, never a certainty (``blockingThreadId`` is only
         /// ever an owner the process itself records).
         public var candidateHolders: [CandidateHolder]?
-        /// Another process that holds what the loop waited for, as the kernel records it (a file lock's holder in
-        /// `/proc/locks`).
+        /// Another process that holds what the loop waited for, as the kernel records it: a file lock's holder in
+        /// `/proc/locks`, a SysV semaphore's last operator (its likely holder), the process at the other end of a
+        /// pipe, Unix socket or loopback TCP connection the loop read.
         public var blockingProcess: BlockingProcess?
 
         /// A process other than the stalled one that holds what its loop waited for.
@@ -372,11 +373,18 @@ extension StallReport {
             public var name: String
             /// What it holds and how that is known, one sentence.
             public var reason: String
+            /// Its thread most plausibly concerned (the one in a call on its end of the pipe or socket, or its only
+            /// thread), when that could be told.
+            public var threadId: Int32?
+            /// That thread's state, or the process's, as read then: `sleeping, in clock_nanosleep`.
+            public var state: String?
 
-            package init(processId: Int32, name: String, reason: String) {
+            package init(processId: Int32, name: String, reason: String, threadId: Int32? = nil, state: String? = nil) {
                 self.processId = processId
                 self.name = name
                 self.reason = reason
+                self.threadId = threadId
+                self.state = state
             }
         }
 

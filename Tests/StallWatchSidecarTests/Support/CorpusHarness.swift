@@ -32,6 +32,11 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     var topFrames = 4
     /// A sentence the cause's evidence must contain (substring).
     var evidenceContains: String?
+    /// The command name `cause.blockingProcess` must name (another process the loop waited on), with the state
+    /// of one of its threads.
+    var blockingProcess: String?
+    /// The command name of the first candidate holder that is another process, a `likely` one.
+    var candidateProcess: String?
     /// A line the report's `capture.errors` must contain (substring).
     var captureErrorsContain: String?
     /// Symbol substrings each of which some frame of the point stack must contain (deeper than `topFrames`).
@@ -179,6 +184,19 @@ enum CorpusHarness {
             }
             if let text = c.evidenceContains {
                 #expect(report.cause?.evidence.contains { $0.contains(text) } == true, "\(describe(report))")
+            }
+            if let name = c.blockingProcess {
+                let process = report.cause?.blockingProcess
+                #expect(
+                    process?.name == name && (process?.processId ?? 0) > 0 && process?.threadId != nil
+                        && process?.state != nil, "blocking process \(String(describing: process)): \(describe(report))"
+                )
+            }
+            if let name = c.candidateProcess {
+                let candidate = report.cause?.candidateHolders?.first { $0.processId != nil }
+                #expect(
+                    candidate?.name == name && candidate?.confidence == .likely,
+                    "candidate \(String(describing: candidate)): \(describe(report))")
             }
             if let text = c.captureErrorsContain {
                 #expect(report.capture.errors.contains { $0.contains(text) }, "\(report.capture.errors)")

@@ -102,6 +102,8 @@ package struct ThreadWait: Sendable, Hashable {
         case 270 where sets && (arguments[0] == 0 || arguments[1...3].allSatisfy { $0 == 0 }): return .sleep
         // A file lock waited for: flock without LOCK_NB, fcntl F_SETLKW (7) or F_OFD_SETLKW (38).
         case 73 where sets && arguments[1] & 4 == 0: return .lock
+        // A SysV semaphore operation waited on (semop, semtimedop).
+        case 65, 220: return .lock
         case 72 where sets && (arguments[1] == 7 || arguments[1] == 38): return .lock
         default: return SyscallTable.kind(number)
         }

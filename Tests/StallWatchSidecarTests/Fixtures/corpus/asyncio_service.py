@@ -105,6 +105,31 @@ def stall():
                 fcntl.flock(f, fcntl.LOCK_EX)
             else:
                 fcntl.lockf(f, fcntl.LOCK_EX)
+    elif MODE == "pipe-read":
+        # A handler that runs a command and waits for its output: the read blocks until the command is done.
+        subprocess.check_output(["sleep", str(STALL)])
+    elif MODE == "unix-socket":
+        # A request to a local daemon over its Unix socket; the daemon takes its time to answer.
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(daemon_path)
+            s.sendall(b"status\n")
+            s.recv(64)
+        os.unlink(daemon_path)
+    elif MODE == "tcp-loopback":
+        # A request to a slow HTTP backend on this machine, made the simple way from the loop.
+        connection = http.client.HTTPConnection("127.0.0.1", backend_port)
+        connection.request("GET", "/report")
+        connection.getresponse().read()
+        connection.close()
+    elif MODE == "mp-lock":
+        # The loop takes the multiprocessing.Lock a worker process holds while it writes its batch.
+        os.write(batch_go_w, b"g")
+        batch_lock.acquire()
+        batch_lock.release()
+    elif MODE == "self-pipe-sleep":
+        # A housekeeping pause that a signal can cut short: wait on the wake-up pipe (written non-blocking from a
+        # signal handler, as the self-pipe trick wants) for at most STALL seconds.
+        select.select([wakeup_r], [], [], STALL)
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
@@ -141,6 +166,64 @@ if MODE in ("flock", "fcntl-lock"):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     other.stdout.readline()
     release_other = lambda: (other.stdin.write("go\n"), other.stdin.flush())
+
+if MODE in ("pipe-read", "unix-socket", "tcp-loopback"):
+    import http.client, socket, subprocess
+
+if MODE == "unix-socket":
+    # The local daemon, started before the loop runs: it answers one request STALL seconds after reading it.
+    daemon_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"stallwatch-corpus-daemon-{os.getpid()}.sock")
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", "import socket, sys, time\n"
+         "open('/proc/self/comm', 'w').write('status-daemon')\n"
+         "server = socket.socket(socket.AF_UNIX)\nserver.bind(sys.argv[1])\nserver.listen(1)\n"
+         "print('LISTENING', flush=True)\nconnection, _ = server.accept()\nconnection.recv(64)\n"
+         "time.sleep(float(sys.argv[2]))\nconnection.sendall(b'ok\\n')", daemon_path, str(STALL)],
+        stdout=subprocess.PIPE, text=True)
+    daemon.stdout.readline()
+
+if MODE == "tcp-loopback":
+    # The backend, started before the loop runs: an http.server that takes STALL seconds over one request.
+    backend = subprocess.Popen(
+        [sys.executable, "-c", "import http.server, sys, time\n"
+         "open('/proc/self/comm', 'w').write('http-backend')\n"
+         "class Slow(http.server.BaseHTTPRequestHandler):\n"
+         "    def do_GET(self):\n"
+         "        time.sleep(float(sys.argv[1]))\n"
+         "        self.send_response(200)\n        self.send_header('Content-Length', '2')\n"
+         "        self.end_headers()\n        self.wfile.write(b'ok')\n"
+         "    def log_message(self, *args):\n        pass\n"
+         "server = http.server.HTTPServer(('127.0.0.1', 0), Slow)\n"
+         "print(server.server_port, flush=True)\nserver.handle_request()", str(STALL)],
+        stdout=subprocess.PIPE, text=True)
+    backend_port = int(backend.stdout.readline())
+
+if MODE == "mp-lock":
+    # A worker process, forked before the loop runs, that holds a multiprocessing.Lock (a POSIX semaphore in shared
+    # memory) until STALL seconds after the loop's go.
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    batch_lock = context.Lock()
+    held_r, held_w = os.pipe()
+    batch_go_r, batch_go_w = os.pipe()
+
+    def write_batch():
+        with open("/proc/self/comm", "w") as f:
+            f.write("batch-writer")
+        with batch_lock:
+            os.write(held_w, b"h")
+            os.read(batch_go_r, 1)
+            time.sleep(STALL)
+        os._exit(0)
+
+    worker = context.Process(target=write_batch, daemon=True)
+    worker.start()
+    os.read(held_r, 1)
+
+if MODE == "self-pipe-sleep":
+    wakeup_r, wakeup_w = os.pipe()
+    os.set_blocking(wakeup_w, False)
 
 if MODE == "blocking-read":
     # No thread is started during the stall (a thread start can itself wait on a lock under load).

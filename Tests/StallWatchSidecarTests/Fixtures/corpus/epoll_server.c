@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/sem.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +29,8 @@ static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
 static int pending, done, dirty_fd = -1;
 static pthread_barrier_t held;
+static int sem_set = -1, sem_go[2];
+static pid_t sem_holder;
 
 static void sleep_ms(int ms) {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -108,6 +113,14 @@ static void stall(void) {
         /* A deadlock that gives up, so the program can still exit: the loop's half times out. */
         if (pthread_mutex_timedlock(&lock_a, &deadline) == 0) pthread_mutex_unlock(&lock_a);
         pthread_mutex_unlock(&lock_b);
+    } else if (!strcmp(mode, "sysv-sem")) {
+        /* The service takes the semaphore a worker process holds (PostgreSQL's style of lock between processes). */
+        struct sembuf take = {0, -1, 0}, give = {0, 1, 0};
+        if (write(sem_go[1], "g", 1) != 1) exit(3);
+        while (semop(sem_set, &take, 1) != 0 && errno == EINTR) {}
+        semop(sem_set, &give, 1);
+        waitpid(sem_holder, NULL, 0);
+        semctl(sem_set, 0, IPC_RMID);
     } else if (!strcmp(mode, "join")) {
         pthread_create(&t, NULL, sleeper, NULL);
         pthread_join(t, NULL);
@@ -120,6 +133,28 @@ static void stall(void) {
                 (long)((after.tv_sec - before.tv_sec) * 1000 + (after.tv_nsec - before.tv_nsec) / 1000000));
         close(dirty_fd); /* the file stays (freeing its page cache would be a stall of its own): TMPDIR is the caller's */
     }
+}
+
+/* For sysv-sem: a SysV semaphore (value 1, a lock) and a worker process, "sem-holder", that takes it before the
+ * loop runs and gives it back STALL_MS after the loop's go. */
+static void start_semaphore_holder(void) {
+    int held_pipe[2];
+    sem_set = semget(IPC_PRIVATE, 1, 0600);
+    if (sem_set < 0 || semctl(sem_set, 0, SETVAL, 1) != 0 || pipe(sem_go) != 0 || pipe(held_pipe) != 0) exit(3);
+    sem_holder = fork();
+    if (sem_holder < 0) exit(3);
+    if (sem_holder == 0) {
+        struct sembuf take = {0, -1, 0}, give = {0, 1, 0};
+        char c;
+        prctl(PR_SET_NAME, "sem-holder");
+        if (semop(sem_set, &take, 1) != 0 || write(held_pipe[1], "h", 1) != 1) _exit(3);
+        if (read(sem_go[0], &c, 1) != 1) _exit(3);
+        sleep_ms(stall_ms);
+        semop(sem_set, &give, 1);
+        _exit(0);
+    }
+    char c;
+    if (read(held_pipe[0], &c, 1) != 1) exit(3);
 }
 
 /* For fsync: STALL_MS MiB written into the page cache before the loop runs, so the stall is the sync alone (a
@@ -169,6 +204,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(mode, "fsync")) write_dirty_data();
+    if (!strcmp(mode, "sysv-sem")) start_semaphore_holder();
     int ep = epoll_create1(0), tfd = timerfd_create(CLOCK_MONOTONIC, 0);
     struct itimerspec every = {{0, 100000000}, {0, 100000000}};
     timerfd_settime(tfd, 0, &every, NULL);
