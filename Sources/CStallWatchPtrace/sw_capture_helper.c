@@ -92,12 +92,26 @@ static void fail(sw_ptrace_record *r, sw_ptrace_step step, long result) {
     r->failed_errno = (int)-result;
 }
 
+// Moves the helper off the CPU it was pinned to (the thread's), onto the others it may use; the next request pins
+// it again.
+static void leave_threads_cpu(void) {
+    int pinned = helper_pinned;
+    if (pinned < 0) return;
+    cpu_set_t mask = helper_allowed;
+    CPU_CLR(pinned, &mask);
+    int others = 0;  // counted by hand: no libc call in the helper
+    for (size_t i = 0; i < sizeof mask.__bits / sizeof mask.__bits[0]; i++) others |= mask.__bits[i] != 0;
+    if (!others) return;
+    if (RAW(SYS_sched_setaffinity, 0, sizeof mask, &mask, 0, 0) == 0) helper_pinned = -2;  // no longer known
+}
+
 // Waits for the ptrace stop of thread `tid` of process `pid`. Returns 0 when stopped (and the signal a
 // signal-delivery-stop would deliver in *signal), -ETIMEDOUT at the deadline, -EAGAIN as soon as the thread
 // cannot stop soon (in state D, or running inside a system call: sw_ptrace_stop_hopeless; the reason goes to
 // *unstopped), -ESRCH if the thread is gone.
 static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns, char state_at_seize,
                       uint64_t run_at_interrupt, int spin_first, int *signal, int *unstopped) {
+    int moved = 0;
     for (int checked = 0;; checked = 1) {
         int status = 0;
         long got = RAW(SYS_wait4, tid, &status, __WALL | WNOHANG, 0, 0);
@@ -128,6 +142,12 @@ static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns,
         if (now - start >= timeout_ns) {
             *unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
             return -ETIMEDOUT;
+        }
+        // Not stopped by now: the thread waits for a CPU (or works in the kernel). Polling on its CPU would only take
+        // time from it and from whatever runs there: poll from another one.
+        if (now - start > SPIN_NS && !moved) {
+            moved = 1;
+            leave_threads_cpu();
         }
         // On another CPU than a running thread: it stops on its own CPU within microseconds; spin. Otherwise sleep
         // briefly, so that a thread waiting for this CPU gets it and reaches its stop.

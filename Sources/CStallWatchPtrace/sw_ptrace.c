@@ -59,6 +59,10 @@ typedef struct job {
     uint64_t run_read_at_ns;
     /// Set by the tracer when it is done (the caller spins on it before joining).
     _Atomic int finished;
+    /// Where the tracer, pinned to the target's CPU, moves when the stop is slow (the target waits for a CPU):
+    /// polling there would only take time from it.
+    cpu_set_t elsewhere;
+    int pinned;
 } job;
 
 // Reads the address ranges of /proc/PID/maps into a malloc'd array. Returns the count, or 0.
@@ -123,6 +127,10 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs, int
         // GETREGS says ESRCH for a running tracee and for a dead one alike: tell them apart.
         if ((!spinning || now >= deadline) && syscall(SYS_tgkill, j->pid, j->tid, 0) != 0 && errno == ESRCH)
             return -ESRCH;
+        if (!spinning && j->pinned) {
+            j->pinned = 0;
+            sched_setaffinity(0, sizeof j->elsewhere, &j->elsewhere);
+        }
         if (!spinning) {
             // Past the time any thread in user space takes to stop: one that cannot stop is released now.
             int hopeless = sw_ptrace_stop_hopeless(j->pid, j->tid, j->state_at_seize, j->run_at_interrupt);
@@ -343,6 +351,9 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
     j.run_at_interrupt = have_before ? before.run_ns : UINT64_MAX;
     j.run_read_at_ns = sw_monotonic_ns();
     record->target_cpu = j.target_cpu;
+    // The copy lands in pages touched now, not while the target is stopped: a first touch is a page fault (tens of
+    // microseconds each on a virtual machine whose host has not backed the page yet; 40-80 us per 64 KiB here).
+    for (size_t at = 0; at < stack_capacity; at += 4096) ((volatile uint8_t *)stack_out)[at] = 0;
     // The caller leaves the target's CPU to the tracer, which runs there (when allowed): no CPU goes idle while the
     // target is stopped, so none has to be woken to run it again.
     record->other_cpu = avoid_cpu(j.target_cpu);
@@ -353,7 +364,9 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
         cpu_set_t there;
         CPU_ZERO(&there);
         CPU_SET(j.target_cpu, &there);
-        pthread_attr_setaffinity_np(&attributes, sizeof there, &there);
+        j.elsewhere = original_affinity;
+        CPU_CLR(j.target_cpu, &j.elsewhere);
+        j.pinned = CPU_COUNT(&j.elsewhere) > 0 && pthread_attr_setaffinity_np(&attributes, sizeof there, &there) == 0;
     }
     pthread_t thread;
     int err = pthread_create(&thread, &attributes, tracer_main, &j);
