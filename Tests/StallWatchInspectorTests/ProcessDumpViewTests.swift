@@ -11,7 +11,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct ProcessDumpViewTests {
+@Suite(.offPool) struct ProcessDumpViewTests {
     static let hostile = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{202E}x"
 
     static func dump(threadName: String = "lock-holder") -> ProcessDump {

@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.serialized) struct ProcessDumpTests {
+@Suite(.offPool, .serialized) struct ProcessDumpTests {
     static let stallwatch = SidecarFixtures.executable("stallwatch")
 
     /// `Fixtures/lock_owner.c` built with symbols, once per test process.

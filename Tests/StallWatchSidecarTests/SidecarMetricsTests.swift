@@ -4,7 +4,7 @@ import StallWatch
 import StallWatchTestSupport
 import Testing
 
-@Suite struct SidecarMetricsTests {
+@Suite(.offPool) struct SidecarMetricsTests {
     @Test(.timeLimit(.minutes(3)))
     func watchServesTheStallsItSawAsPrometheusText() throws {
         let directory = SidecarFixtures.temporaryDirectory("metrics")
