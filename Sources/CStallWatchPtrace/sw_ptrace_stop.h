@@ -51,15 +51,31 @@ static inline long sw_stop_read_task_file(pid_t pid, pid_t tid, const char *file
     return n;
 }
 
-/// The thread's state letter (field 3 of its `stat`: 'R', 'S', 'D' …), or 0 when it cannot be read.
-static inline char sw_stop_task_state(pid_t pid, pid_t tid) {
+/// The thread's state letter (field 3 of its `stat`: 'R', 'S', 'D' …), or 0 when it cannot be read; and, when
+/// `cpu` is not NULL, the CPU it last ran on (field 39) in *cpu, or -1.
+static inline char sw_stop_task_state_cpu(pid_t pid, pid_t tid, int *cpu) {
     char text[512];
     long n = sw_stop_read_task_file(pid, tid, "stat", text, sizeof text);
+    if (cpu) *cpu = -1;
     // The name in parentheses may hold anything: the state follows the last ") ".
-    for (long i = n - 2; i > 0; i--)
-        if (text[i] == ')' && text[i + 1] == ' ') return i + 2 < n ? text[i + 2] : 0;
+    for (long i = n - 2; i > 0; i--) {
+        if (text[i] != ')' || text[i + 1] != ' ') continue;
+        if (i + 2 >= n) return 0;
+        if (cpu) {  // field 39 is the 37th space-separated field after the state (field 3)
+            long at = i + 2;
+            for (int field = 3; field < 39 && at < n; at++)
+                if (text[at] == ' ') field++;
+            int value = -1;
+            for (; at < n && text[at] >= '0' && text[at] <= '9'; at++) value = (value < 0 ? 0 : value * 10) + (text[at] - '0');
+            *cpu = value;
+        }
+        return text[i + 2];
+    }
     return 0;
 }
+
+/// The thread's state letter (field 3 of its `stat`: 'R', 'S', 'D' …), or 0 when it cannot be read.
+static inline char sw_stop_task_state(pid_t pid, pid_t tid) { return sw_stop_task_state_cpu(pid, tid, NULL); }
 
 /// The thread's time on a CPU (the first field of its `schedstat`), nanoseconds; UINT64_MAX when unknown. The
 /// kernel brings it up to date at every scheduler tick and context switch, so a running thread's figure grows

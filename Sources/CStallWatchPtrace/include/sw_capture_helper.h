@@ -10,6 +10,10 @@
 // its wake-up pipe (so it holds no socket, pipe or tty of the application open), runs with every signal
 // blocked (no application handler ever runs in it), and exits when its parent is gone: EOF on the wake-up
 // pipe, whose write end is O_CLOEXEC (exit or exec), or getppid() changed (checked every 250 ms).
+// Scheduling: the helper runs on the CPU the thread last ran on (pinned before each request), at the highest
+// priority the machine allows, and sleeps between its polls for the stop, so the thread reaches its stop and runs
+// again on its own CPU with no other CPU to wake; the requester waits on another CPU, spinning briefly. Everything
+// it writes while a thread is stopped is touched in advance (no page fault in the pause).
 // A ptrace stop, unlike a signal, makes no blocking call of the stopped thread fail: the kernel restarts it
 // (restart_syscall for timed sleeps and futex waits), so no EINTR is ever seen.
 //

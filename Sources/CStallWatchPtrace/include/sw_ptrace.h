@@ -64,7 +64,7 @@ typedef struct sw_ptrace_record {
     /// CLOCK_MONOTONIC when the stop was seen (0 if it was not reached): the registers are the thread's state at a
     /// moment no later than this, and the thread ran none of its own code from then until `detached_at_ns`.
     uint64_t stopped_at_ns;
-    /// Nonzero if the tracer ran on another CPU than the target's.
+    /// Nonzero if the calling thread was moved off the target's CPU for the capture.
     int other_cpu;
     /// Signal the thread was about to receive when it stopped (re-delivered on detach), or 0.
     int pending_signal;
@@ -81,6 +81,12 @@ typedef struct sw_ptrace_record {
     int unstopped;
     /// Nonzero if the thread was seized (0: found in state D before the seize, and left alone).
     int seized;
+    /// CLOCK_MONOTONIC when the registers were read (and written back, for a restarted call), and when the stack
+    /// copy ended (0 if not reached): with `stopped_at_ns` and `detached_at_ns`, where the pause went, step by step.
+    uint64_t registers_at_ns, stack_read_at_ns;
+    /// The CPU the tracer ran on when it saw the stop, and the CPU the thread last ran on before the capture
+    /// (-1 when unknown).
+    int tracer_cpu, target_cpu;
     /// The system call the thread stopped at the boundary of (ORIG_RAX at the stop: it was in that call, or had
     /// just left or entered it), or -1 when the stop interrupted user-space code. Valid when registers are.
     long long stop_syscall;
@@ -115,9 +121,11 @@ static inline int sw_ptrace_restart_cut_short_call(unsigned long long orig_rax, 
 /// waitpid, so a parent process reaping its children (the tracee may be ours) cannot steal it.
 /// Returns 0, or -errno with `record->failed_step` set. Registers may be valid with a failed stack read
 /// (`failed_step == SW_PTRACE_STEP_READ_STACK`). Not async-signal-safe (creates a thread, allocates).
-/// So that the target gets its CPU back first, the tracer and (until its next capture) the calling thread
-/// are kept off the CPU the target last ran on when another is allowed; after the detach the call waits
-/// (bounded, 20 ms, yielding) until the target has run again, to read its run-queue wait from schedstat.
+/// So that no CPU has to be woken for the target, the tracer runs on the CPU the target last ran on (when allowed),
+/// at the highest priority the machine allows, sleeping between its polls so the target can reach the stop there;
+/// the calling thread is kept off that CPU (until its next capture) and spins while the tracer works, so the target,
+/// woken at the detach, runs again where it was. After the detach the call waits (bounded, 20 ms, yielding) until
+/// the target has run again, to read its run-queue wait from schedstat.
 int sw_ptrace_capture(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8_t *stack_out, size_t stack_capacity,
                       sw_ptrace_record *record);
 
