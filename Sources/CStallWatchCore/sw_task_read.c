@@ -81,7 +81,8 @@ static void read_wait(const sw_task_runtime *rt, const uint64_t *words, sw_task_
     out->wait_check = SW_WAIT_CHECK_UNREADABLE;
     if (read_exact(rt, record, r, sizeof r) != 0) return;
     out->wait_check = SW_WAIT_CHECK_MISMATCH;
-    // The kind is a one-byte enum: the rest of its word is padding, left as the allocator found it.
+    // The kind is read as one byte: read as a whole word, the check failed now and then on a record that was
+    // otherwise right (the rest of the word is likely padding, left as the allocator found it).
     uint64_t kind = r[4] & 0xff;
     if ((r[0] & 0xff) != RECORD_DEPENDENCY || r[5] != out->address || kind < SW_WAIT_TASK || kind > SW_WAIT_EXECUTOR) {
         return;

@@ -99,11 +99,13 @@ enum HungAwaits {
         }
     }
 
-    /// One JSON line naming the calling task, printed just before it suspends.
+    /// One JSON line naming the calling task and the wall-clock time (seconds since 1970), printed just before it
+    /// suspends: the truth its report's age is checked against.
     static func announce(_ function: String) {
         let id = ConcurrencyWatchdog.currentTaskID ?? 0
         progress.withLock { $0.ids[function] = id }
-        let line = "{\"event\":\"stuckTask\",\"function\":\"\(function)\",\"taskID\":\(id)}\n"
+        let at = String(format: "%.6f", Date().timeIntervalSince1970)
+        let line = "{\"event\":\"stuckTask\",\"function\":\"\(function)\",\"taskID\":\(id),\"at\":\(at)}\n"
         FileHandle.standardOutput.write(Data(line.utf8))
     }
 

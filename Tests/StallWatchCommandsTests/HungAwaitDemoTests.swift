@@ -22,6 +22,8 @@ struct HungAwaitDemoRun: Sendable {
         var event: String
         var function: String
         var taskID: UInt64
+        /// When the demo printed it, by its own clock (seconds since 1970).
+        var at: Double
     }
 
     static let hung = ["awaitReplyThatNeverComes", "awaitFirstTask", "groupChildWaits"]
@@ -52,8 +54,7 @@ struct HungAwaitDemoRun: Sendable {
             kill(demo.pid, SIGKILL)
             demo.wait(timeout: .seconds(10))
         }
-        // Each waiting task says so just before it suspends: its age's truth is the moment the line was read
-        // (at most one poll late).
+        // Each waiting task says so, with the time by the demo's clock, just before it suspends: its age's truth.
         var seenAt: [String: Date] = [:]
         func announcements() -> [String: UInt64] {
             var ids: [String: UInt64] = [:]
@@ -62,7 +63,7 @@ struct HungAwaitDemoRun: Sendable {
                     a.event == "stuckTask"
                 else { continue }
                 ids[a.function] = a.taskID
-                if seenAt[a.function] == nil { seenAt[a.function] = Date() }
+                seenAt[a.function] = Date(timeIntervalSince1970: a.at)
             }
             return ids
         }
