@@ -54,6 +54,9 @@ run_tests() {
 }
 
 echo "== tests"
+# How many tests run at once. The runner queues a test before its time limit starts; the suites run each test on
+# threads of their own (`OffPoolTrait`), so a test that blocks holds no thread of the Swift Concurrency pool.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-2}
 run_tests suite
 # The stress tests (the `StressTests` suite of each test module: bounded, but each needs a test process of its own)
 # are skipped in the suite and run here, after it, where nothing else loads the process: a selection by the

@@ -91,9 +91,11 @@ public enum StallWatchCLI {
             flags: ["--proc", "--json"], options: SidecarCommands.runOptions, positionals: 1...100_000,
             run: SidecarCommands.run),
         Subcommand(
-            ["dump"], synopsis: "-p|--pid PID [--all-threads] [--json] [--heartbeat-dir DIR]",
+            ["dump"],
+            synopsis:
+                "-p|--pid PID [--tid TID]... [--threads [PROGRAM=]GLOB]... [--all-threads] [--json] [--heartbeat-dir DIR]",
             summary:
-                "print the stacks of a running process now, with each thread's state, system call, wait target and lock owner; the loop thread(s) and the owners of the locks they wait for, or every thread with --all-threads; one thread is stopped at a time, for one stack copy (JSON with --json or when standard output is not a terminal)",
+                "print every thread of a running process now, most relevant first: a deadlock, the loop threads (--tid, --threads, a heartbeat segment, else the main thread; stuck ones first), the owners and candidate holders of what stuck threads wait for, other stuck threads, then idle ones (folded into one line per identical wait; --all-threads shows each, with its stack); each with its state, how long it has been blocked (at least), system call, wait target and lock owner; one thread is stopped at a time, for one stack copy (JSON with --json or when standard output is not a terminal)",
             flags: ["--all-threads", "--json"], options: DumpCommand.options, run: DumpCommand.run),
         Subcommand(
             ["tasks"], synopsis: "-p|--pid PID [--hung DURATION] [--json] [--heartbeat-dir DIR]",

@@ -16,19 +16,25 @@ import StallWatch
 /// symbolication run after every thread is running again.
 package struct ProcessDumper: Sendable {
     package var processID: Int32
-    /// Every thread, not only the loop threads and the owners of the locks they wait for.
+    /// Every thread's stack, idle ones included (by default an idle thread is listed without one).
     package var allThreads: Bool
+    /// Loop threads named by id (`--tid`).
+    package var loopThreadIDs: [Int32]
+    /// Loop threads named by a glob over thread names (`--threads [PROGRAM=]GLOB`).
+    package var threadRules: [LoopThreadRule]
     /// Frames, stack bytes, capture timeout and symbolication mode.
     package var configuration: StallWatchConfiguration
     /// Where heartbeat segments name the process's loop threads.
     package var heartbeatDirectory: String
 
     package init(
-        processID: Int32, allThreads: Bool = false, configuration: StallWatchConfiguration = .init(),
-        heartbeatDirectory: String? = nil
+        processID: Int32, allThreads: Bool = false, loopThreadIDs: [Int32] = [], threadRules: [LoopThreadRule] = [],
+        configuration: StallWatchConfiguration = .init(), heartbeatDirectory: String? = nil
     ) {
         self.processID = processID
         self.allThreads = allThreads
+        self.loopThreadIDs = loopThreadIDs
+        self.threadRules = threadRules
         self.configuration = configuration
         self.heartbeatDirectory = heartbeatDirectory ?? configuration.heartbeatDirectoryPath
     }
@@ -42,66 +48,114 @@ package struct ProcessDumper: Sendable {
     package func dump() throws(SidecarError) -> ProcessDump {
         let pid = processID
         try Self.checkTraceable(pid)
-        let loops = loopThreads()
         let graph = ThreadWaitGraph.read(pid: pid)
-        let chosen = allThreads ? graph.relevanceOrder(loop: loops.first) : Self.ownerChains(of: loops, in: graph)
-        let owners = Set(Self.ownerChains(of: loops, in: graph)).subtracting(loops)
+        let (knownLoops, guessedLoop) = loopThreads()
+        // How long each thread has not run, before any capture: a stop makes the thread run, which resets the
+        // clock this reads.
+        var blockedFor: [Int32: UInt64] = [:]
+        for (tid, probe) in graph.probes where !probe.state.hasPrefix("R") {
+            blockedFor[tid] = ThreadSchedule.notRunNanos(ProcDirectory(processID: pid, threadID: tid))
+        }
+        var seen: [Int32: ProcessDump.Thread.Activity] = [:]
+        for (tid, probe) in graph.probes {
+            seen[tid] = DumpRanking.activity(
+                state: probe.state, syscallKind: probe.syscallKind, ownerKnown: graph.waitsFor[tid] != nil)
+        }
+        let owners = Set(graph.waitsFor.values)
+        let loops = Set(knownLoops + (guessedLoop.map { [$0] } ?? []))
 
         let sampling = PtraceStackSampling(processID: pid, captureTimeoutNanos: configuration.intervals.captureTimeout)
         var limits = configuration
         limits.maxThreadFrames = configuration.maxFrames
         sampling.beginThreadSnapshot()
-        var taken: [(tid: Int32, sample: StackSample)] = []
-        for tid in chosen where graph.probes[tid] != nil {
-            taken.append((tid, sampling.sampleThread(id: tid, configuration: limits)))
+        var samples: [Int32: StackSample] = [:]
+        func capture(_ tids: [Int32]) {
+            for tid in tids where graph.probes[tid] != nil && samples[tid] == nil {
+                samples[tid] = sampling.sampleThread(id: tid, configuration: limits)
+            }
         }
+        // Stuck threads, loops and lock owners first (every thread with --all-threads); candidate holders, known
+        // only once the stacks are read, after.
+        capture(
+            graph.probes.keys.sorted().filter {
+                allThreads || seen[$0] != .idle || loops.contains($0) || owners.contains($0)
+            })
 
         // Every thread runs again: now the slow part.
         let symbolicator = Symbolicator(processID: pid, mode: configuration.symbolication)
+        var frames: [Int32: [StackFrame]] = [:]
+        func symbolicateNew() {
+            for (tid, sample) in samples where frames[tid] == nil {
+                frames[tid] = symbolicator.symbolicate(sample.frames)
+            }
+        }
+        symbolicateNew()
+        func entries() -> [DumpRanking.Entry] {
+            graph.probes.map { tid, probe in
+                var snapshot = StallReport.ThreadSnapshot(
+                    threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan,
+                    syscall: probe.syscallName)
+                if probe.syscallKind == .lock, let address = probe.syscallArg0 {
+                    snapshot.waitAddress = address
+                    snapshot.waitingForThreadId = graph.waitsFor[tid]
+                }
+                snapshot.frames = frames[tid] ?? []
+                let activity = seen[tid] ?? DumpRanking.activity(ofOwnerlessFutexWaitWith: snapshot.frames)
+                return .init(snapshot: snapshot, activity: activity, blockedForNanos: blockedFor[tid])
+            }
+        }
+        let ranking = DumpRanking(knownLoops: knownLoops, guessedLoop: guessedLoop, waitsFor: graph.waitsFor)
+        let candidates = ranking.order(entries()).filter { $0.role == .candidateHolder }.map(\.entry.snapshot.threadId)
+        if candidates.contains(where: { samples[$0] == nil }) {
+            sampling.beginThreadSnapshot()
+            capture(candidates)
+            symbolicateNew()
+        }
+
         var errors = sampling.setupError.map { [$0] } ?? []
         var threads: [ProcessDump.Thread] = []
-        var allFrames: [StackFrame] = []
-        for (tid, sample) in taken {
+        for (entry, role, candidates) in ranking.order(entries()) {
+            let tid = entry.snapshot.threadId
             guard let probe = graph.probes[tid] else { continue }
-            var snapshot = StallReport.ThreadSnapshot(
-                threadId: tid, name: probe.name, state: probe.state, wchan: probe.wchan, syscall: probe.syscallName)
-            if probe.syscallKind == .lock, let address = probe.syscallArg0 {
-                snapshot.waitAddress = address
-                snapshot.waitingForThreadId = graph.waitsFor[tid]
-            }
-            snapshot.frames = symbolicator.symbolicate(sample.frames)
-            allFrames += snapshot.frames
-            if let error = sample.error ?? (snapshot.frames.isEmpty ? "stack not captured" : nil) {
+            var snapshot = entry.snapshot
+            if let sample = samples[tid],
+                let error = sample.error ?? (snapshot.frames.isEmpty ? "stack not captured" : nil)
+            {
                 snapshot.error = error
                 errors.append("thread \(tid): \(error)")
             }
-            let role: ProcessDump.Thread.Role =
-                loops.contains(tid) ? .loop : owners.contains(tid) ? .lockOwner : .other
             threads.append(
                 ProcessDump.Thread(
                     snapshot: snapshot, role: role, stateDescription: probe.stateDescription,
                     waitTarget: probe.wait?.targetDescription,
-                    pauseMicros: sample.pauseNanos.map { Double($0) / 1000 }))
+                    pauseMicros: samples[tid]?.pauseNanos.map { Double($0) / 1000 }, activity: entry.activity,
+                    blockedForAtLeastMs: entry.blockedForNanos.map { StallReport.milliseconds($0) },
+                    candidateHolderIds: candidates.isEmpty ? nil : candidates))
         }
+        let allFrames = threads.flatMap(\.snapshot.frames)
         var images = symbolicator.images(for: allFrames)
         if let main = symbolicator.executableImage(), !images.contains(where: { $0.path == main.path }) {
             images.insert(main, at: 0)
         }
         return ProcessDump(
             takenAt: Date(), process: ProcessIdentity.of(pid: pid), threadCount: graph.probes.count,
-            loopThreadIds: loops, threads: threads, images: images, errors: errors + symbolicator.errors)
+            loopThreadIds: (knownLoops.isEmpty ? guessedLoop.map { [$0] } ?? [] : knownLoops),
+            threads: threads, deadlockThreadIds: DumpRanking.cycle(in: graph.waitsFor), images: images,
+            errors: errors + symbolicator.errors)
     }
 
-    /// The threads that look like the process's loop: those its valid heartbeat segments name, else the main
-    /// thread.
-    func loopThreads() -> [Int32] {
-        var found: [Int32] = []
+    /// The loop threads: those named by `--tid` and `--threads`, and those the process's valid heartbeat
+    /// segments name; when there are none, the main thread as a guess.
+    func loopThreads() -> (known: [Int32], guessed: Int32?) {
+        var found = Set(loopThreadIDs)
+        let executable = ProcessIdentity.of(pid: processID).executable
+        let rules = threadRules.filter { $0.applies(toExecutable: executable) }
+        found.formUnion(LoopThreadRule.matchingThreads(of: processID, rules: rules).keys)
         for file in HeartbeatReader.segmentFiles(in: heartbeatDirectory) where file.pid == processID {
             guard let reader = try? HeartbeatReader(path: file.path, expectedPID: processID) else { continue }
-            let tid = reader.segment.loopThreadID == 0 ? processID : reader.segment.loopThreadID
-            if !found.contains(tid) { found.append(tid) }
+            found.insert(reader.segment.loopThreadID == 0 ? processID : reader.segment.loopThreadID)
         }
-        return found.isEmpty ? [processID] : found.sorted()
+        return found.isEmpty ? ([], processID) : (found.sorted(), nil)
     }
 
     /// `loops`, each followed by the owner chain of the lock it waits for (a deadlock's cycle ends the chain).

@@ -8,7 +8,7 @@ import Testing
 @testable import StallWatchCommands
 @testable import StallWatchInspector
 
-@Suite struct CLIConventionsTests {
+@Suite(.offPool) struct CLIConventionsTests {
     /// `help-reports-list.txt` for `reports list`.
     static func goldenName(_ words: [String]) -> String { "help-" + words.joined(separator: "-") + ".txt" }
 

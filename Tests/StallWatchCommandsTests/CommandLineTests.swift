@@ -1,3 +1,4 @@
+import StallWatchTestSupport
 // The command line's own parts: argument parsing, the command table and the one error → exit code mapping.
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 @testable import StallWatchInspector
 @testable import StallWatchSidecar
 
-@Suite struct CommandLineTests {
+@Suite(.offPool) struct CommandLineTests {
     @Test func optionsTakeTheirValueEitherWayAndDoubleDashEndsThem() throws {
         let parsed = try Arguments.parse(
             ["--pid=42", "--threshold-ms", "150", "--proc", "--", "--not-an-option"], flags: ["--proc"],

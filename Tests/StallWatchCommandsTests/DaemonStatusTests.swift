@@ -1,11 +1,12 @@
 // The daemon's STATUS= line: stalls counted per loop thread, so several loops of one process stall at once.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchCommands
 
-@Suite struct DaemonStatusTests {
+@Suite(.offPool) struct DaemonStatusTests {
     /// A report of a stall of loop thread `tid` of process `pid`.
     static func report(pid: Int32, tid: Int32, id: String) -> StallReport {
         let start = Date(timeIntervalSince1970: 1_790_000_000)

@@ -122,7 +122,7 @@ struct HungAwaitDemoRun: Sendable {
     }
 }
 
-@Suite(.serialized) struct HungAwaitDemoTests {
+@Suite(.serialized, .offPool) struct HungAwaitDemoTests {
     /// A short run for the default suite: a 2 s threshold, the fourth task resumed after 3.5 s, 200 cycling tasks.
     @Test(.timeLimit(.minutes(3)))
     func theDemosThreeStuckTasksAreReportedAndNothingElse() async throws {
@@ -133,7 +133,7 @@ struct HungAwaitDemoRun: Sendable {
 /// This module's stress tests: each runs alone, after the suite (`STALLWATCH_STRESS=1 swift test --filter
 /// '\.StressTests/'`, as `scripts/test.sh` does).
 @Suite(
-    .serialized,
+    .serialized, .offPool,
     .enabled(
         if: StallWatchEnvironmentVariable.stress.value == "1",
         "runs alone: STALLWATCH_STRESS=1 swift test --filter '\\.StressTests/'"))

@@ -7,7 +7,7 @@ import Testing
 @testable import StallWatchCommands
 @testable import StallWatchInspector
 
-@Suite struct HungAwaitReportViewTests {
+@Suite(.offPool) struct HungAwaitReportViewTests {
     static let path = ReportFixtures.directory.appendingPathComponent("diagnosed/hung-await.json").path
 
     @Test func showPrintsTheTaskItsWaitTheChainAndTheAsyncBacktrace() throws {

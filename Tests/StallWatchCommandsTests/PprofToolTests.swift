@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct PprofToolTests {
+@Suite(.offPool) struct PprofToolTests {
     static var goAvailable: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/go") }
 
     @Test(.timeLimit(.minutes(2)))

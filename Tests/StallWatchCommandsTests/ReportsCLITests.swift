@@ -7,7 +7,7 @@ import Testing
 @testable import StallWatchCommands
 @testable import StallWatchInspector
 
-@Suite struct ReportsCLITests {
+@Suite(.offPool) struct ReportsCLITests {
     let reports = ReportFixtures.reportsDirectory.path
 
     /// Compares with Fixtures/golden/<name>, with the fixtures' directory written as `<fixtures>`.
@@ -145,7 +145,7 @@ import Testing
     }
 }
 
-@Suite struct ReportsListAndSummaryTests {
+@Suite(.offPool) struct ReportsListAndSummaryTests {
     let reports = ReportFixtures.reportsDirectory.path
 
     @Test(arguments: StallGroup.Key.allCases)

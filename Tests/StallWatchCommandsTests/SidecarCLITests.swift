@@ -4,7 +4,7 @@ import StallWatch
 import StallWatchTestSupport
 import Testing
 
-@Suite(.serialized) struct SidecarCLITests {
+@Suite(.offPool, .serialized) struct SidecarCLITests {
     static let stallwatch = SidecarFixtures.executable("stallwatch")
 
     @Test(.timeLimit(.minutes(3)))

@@ -12,7 +12,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct TasksCommandTests {
+@Suite(.offPool) struct TasksCommandTests {
     struct Listing: Decodable {
         struct Task: Decodable {
             var id: UInt64

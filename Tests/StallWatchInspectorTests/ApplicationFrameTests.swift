@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchInspector
 
-@Suite struct ApplicationFrameTests {
+@Suite(.offPool) struct ApplicationFrameTests {
     /// A lock stall: libc's lock wait innermost, the application's caller next.
     static var lockStall: StallReport {
         var report = ReportFixtures.ongoingStall

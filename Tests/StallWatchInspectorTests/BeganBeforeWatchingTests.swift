@@ -7,7 +7,7 @@ import Testing
 @testable import StallWatchCommands
 @testable import StallWatchInspector
 
-@Suite struct BeganBeforeWatchingTests {
+@Suite(.offPool) struct BeganBeforeWatchingTests {
     /// The ended fixture, as a watcher started mid-incident writes it.
     static func report(beganBefore: Bool) -> StallReport {
         var report = ReportFixtures.endedStall

@@ -1,10 +1,11 @@
+import StallWatchTestSupport
 // Tests of CallTree: samples merged by function, callers first, counts and self counts, machinery trimmed.
 import Testing
 
 @testable import StallWatch
 @testable import StallWatchInspector
 
-@Suite struct CallTreeTests {
+@Suite(.offPool) struct CallTreeTests {
     static func frame(_ symbol: String?, offset: UInt64 = 0x10, line: Int? = nil) -> StackFrame {
         StackFrame(address: 0x100 + offset, image: "/bin/app", offset: offset, symbol: symbol, line: line)
     }

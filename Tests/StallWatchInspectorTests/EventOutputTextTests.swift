@@ -1,11 +1,12 @@
 // watch/run/daemon event lines on a terminal: a sentence with the report's path; JSON otherwise.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchCommands
 
-@Suite struct EventOutputTextTests {
+@Suite(.offPool) struct EventOutputTextTests {
     let ended: [String: JSONLinesEventWriter.Value] = [
         "event": .string("ended"), "id": .string("20261201T085722.142Z-26711-1"), "loop": .string("demo"),
         "pid": .int(26711), "durationMs": .double(752.94), "top": .string("static Stalls.sleepFor(milliseconds:)"),

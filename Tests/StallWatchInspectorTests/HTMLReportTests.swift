@@ -7,7 +7,7 @@ import Testing
 @testable import StallWatchCommands
 @testable import StallWatchInspector
 
-@Suite struct HTMLReportTests {
+@Suite(.offPool) struct HTMLReportTests {
     let reports = ReportFixtures.reportsDirectory.path
 
     func page(_ arguments: [String]) throws -> String {

@@ -60,7 +60,7 @@ struct SyntheticReportDirectory {
     func remove() { try? FileManager.default.removeItem(at: url) }
 }
 
-@Suite(.serialized) struct LargeDirectoryTests {
+@Suite(.offPool, .serialized) struct LargeDirectoryTests {
     @Test(.timeLimit(.minutes(3)))
     func listAndSummaryOfFiveThousandReportsFinishAndWarnOncePerDamagedFile() throws {
         let clock = ContinuousClock()

@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct OutputDestinationTests {
+@Suite(.offPool) struct OutputDestinationTests {
     let reports = ReportFixtures.reportsDirectory.path
 
     /// A FIFO stands for every non-regular destination (`/dev/null`, `/dev/stdout`, a pipe): renaming a temporary

@@ -11,7 +11,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct ProcessDumpViewTests {
+@Suite(.offPool) struct ProcessDumpViewTests {
     static let hostile = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{202E}x"
 
     static func dump(threadName: String = "lock-holder") -> ProcessDump {
@@ -50,7 +50,7 @@ import Testing
         let text = ProcessDumpView(format: ReportTextFormat(timeZone: TimeZone(identifier: "UTC")!)).lines(Self.dump())
             .joined(separator: "\n")
         #expect(text.contains("Process 4242 /usr/bin/service"))
-        #expect(text.contains("2 of 5 thread(s) shown (--all-threads shows every one)"))
+        #expect(text.contains("; 5 thread(s)"))
         #expect(
             text.contains(
                 "thread 4242 service (loop): S sleeping in futex (word 0x555500009000) [futex_wait_queue], paused 41.5 µs"
@@ -61,6 +61,34 @@ import Testing
         #expect(text.contains("holds a lock thread(s) 4242 service wait for"))
         #expect(text.contains("specialized static Stalls.sleepFor(ms:) + 12 (service) Sources/M/Stalls.swift:40"))
         #expect(!text.contains("function signature specialization"))
+    }
+
+    @Test func aDeadlockIsNamedFirstBlockedTimesAreShownAndIdleThreadsFoldedByTheirWait() {
+        var dump = Self.dump()
+        dump.deadlockThreadIds = [4242, 4243]
+        dump.threads[0].activity = .blocked
+        dump.threads[0].blockedForAtLeastMs = 12_400
+        for tid in Int32(4250)...4252 {
+            dump.threads.append(
+                .init(
+                    snapshot: .init(threadId: tid, name: "worker", state: "S", wchan: "ep_poll", syscall: "epoll_wait"),
+                    role: .other, stateDescription: "sleeping", activity: .idle, blockedForAtLeastMs: 800))
+        }
+        dump.threads.append(
+            .init(
+                snapshot: .init(threadId: 4260, name: "spin", state: "R"), role: .other, stateDescription: "running",
+                activity: .onCPU))
+        let view = ProcessDumpView(format: ReportTextFormat(timeZone: TimeZone(identifier: "UTC")!))
+        let text = view.lines(dump).joined(separator: "\n")
+        let deadlock =
+            "deadlock: each waits for a lock the next one holds: 4242 service → 4243 lock-holder → 4242 service"
+        #expect(text.contains(deadlock), "\(text)")
+        #expect(text.contains("thread 4242 service (loop): S sleeping, blocked ≥ 12.4 s in futex"), "\(text)")
+        #expect(text.contains("thread 4260 spin: R running, on CPU"), "\(text)")
+        #expect(text.contains("3 × epoll_wait [ep_poll], idle ≥ 800 ms: 4250 worker, 4251 worker, 4252 worker"))
+        #expect(!text.contains("thread 4250"), "folded")
+        let unfolded = ProcessDumpView(foldIdle: false).lines(dump).joined(separator: "\n")
+        #expect(unfolded.contains("thread 4250 worker: S sleeping, idle ≥ 800 ms in epoll_wait"), "\(unfolded)")
     }
 
     @Test func everyStringFromTheTargetIsEscaped() {

@@ -41,7 +41,7 @@ extension Thread {
 
 final class DataBox: @unchecked Sendable { var data = Data() }
 
-@Suite struct ProfileExportTests {
+@Suite(.offPool) struct ProfileExportTests {
     let reports = ReportFixtures.reportsDirectory.path
     let sampleCount = ReportFixtures.all.map(\.report.samples.count).reduce(0, +)
 

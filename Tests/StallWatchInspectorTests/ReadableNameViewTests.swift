@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchInspector
 
-@Suite struct ReadableNameViewTests {
+@Suite(.offPool) struct ReadableNameViewTests {
     static let full =
         "function signature specialization <Arg[1] = Dead> of static ChatDemo.SessionList.sortAndFilter(limit: Swift.Int) -> ()"
     static let short = "specialized static SessionList.sortAndFilter(limit:)"

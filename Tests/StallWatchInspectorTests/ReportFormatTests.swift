@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct ReportFormatTests {
+@Suite(.offPool) struct ReportFormatTests {
     static let updating = ReportFixtures.updating
 
     @Test(arguments: ReportFixtures.all.map(\.name))

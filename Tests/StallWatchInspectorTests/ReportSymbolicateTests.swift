@@ -12,7 +12,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct ReportSymbolicateTests {
+@Suite(.offPool) struct ReportSymbolicateTests {
     /// This test binary, its build-id and load base, and the offset of a C function in it with DWARF lines.
     struct Target {
         var path: String

@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchInspector
 
-@Suite struct ReportVersion2Tests {
+@Suite(.offPool) struct ReportVersion2Tests {
     static var fixtures: [(name: String, report: StallReport)] {
         ReportFixtures.all + ReportFixtures.diagnosed + ReportFixtures.concurrency
     }

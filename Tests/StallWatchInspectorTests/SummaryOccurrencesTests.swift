@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchInspector
 
-@Suite struct SummaryOccurrencesTests {
+@Suite(.offPool) struct SummaryOccurrencesTests {
     @Test func groupsCountOccurrencesAndAddUpTheirTime() {
         var folded = ReportFixtures.endedStall
         folded.occurrences = 50

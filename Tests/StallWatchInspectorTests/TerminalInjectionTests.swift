@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchInspector
 
-@Suite struct TerminalInjectionTests {
+@Suite(.offPool) struct TerminalInjectionTests {
     /// Window title, clear screen, a fake "cause lock" line, a one-byte CSI, a bidi override, BEL.
     static let hostile = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{1B}[H\ncause   lock\r\u{9B}31m\u{202E}desrever\u{7F}"
 

@@ -9,7 +9,7 @@ import Testing
 /// A function of this test binary for offline symbolication to find (through its C-callable thunk).
 func viewsAgreeMarker() { precondition(ProcessInfo.processInfo.processIdentifier > 0) }
 
-@Suite struct ViewsAgreeTests {
+@Suite(.offPool) struct ViewsAgreeTests {
     /// The ended fixture whose innermost frame is `viewsAgreeMarker`'s thunk in this binary, unsymbolicated,
     /// in the samples, the point stack and the call tree.
     static func unsymbolicated() throws -> StallReport {

@@ -1,13 +1,14 @@
 // Off-loop work with on-loop delivery: bursts of signals coalesce, results arrive on the loop, in order.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 
 @testable import StallWatch
 @testable import StallWatchRemedies
 
-@Suite struct BackgroundRecomputerTests {
+@Suite(.offPool) struct BackgroundRecomputerTests {
     @Test(.timeLimit(.minutes(3)))
     func aBurstOfSignalsBecomesFewComputationsAndTheLastResultCoversEveryChange() throws {
         let loop = try EventLoop(name: "recompute", mainQueue: .disabled)

@@ -8,7 +8,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchRemedies
 
-@Suite struct ChunkedExecutorTests {
+@Suite(.offPool) struct ChunkedExecutorTests {
     @Test func aJobIsCutIntoChunksByTheTimeBudgetAndOtherWorkRunsBetweenThem() {
         let scheduler = ManualScheduler()
         let executor = ChunkedExecutor(scheduler: scheduler, timeBudget: .milliseconds(5))

@@ -1,3 +1,4 @@
+import StallWatchTestSupport
 // The debouncer on a manual clock: last call wins, after a quiet period, with one timer per quiet period.
 import Synchronization
 import Testing
@@ -11,7 +12,7 @@ final class Log<T: Sendable>: Sendable {
     var values: [T] { items.withLock { $0 } }
 }
 
-@Suite struct DebouncerTests {
+@Suite(.offPool) struct DebouncerTests {
     @Test func onlyTheLastCallOfABurstRunsOnceTheCallsHaveBeenQuietForTheDelay() {
         let scheduler = ManualScheduler()
         let debouncer = Debouncer(scheduler: scheduler, delay: .milliseconds(100))

@@ -1,12 +1,13 @@
 // Idle execution: tasks wait for the loop to run out of work, and share each idle period within a budget.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 @testable import StallWatchRemedies
 
-@Suite struct IdleExecutorTests {
+@Suite(.offPool) struct IdleExecutorTests {
     @Test func idleTasksRunOnlyAfterTheTurnsOtherWork() {
         let scheduler = ManualScheduler()
         let idle = IdleExecutor(scheduler: scheduler, budgetPerIdle: .milliseconds(5))

@@ -6,7 +6,7 @@ import StallWatchTestSupport
 import Synchronization
 import Testing
 
-@Suite struct ThreadSafeArrayTests {
+@Suite(.offPool) struct ThreadSafeArrayTests {
     @Test func indexAccessOutOfRangeReturnsNilInsteadOfTrapping() {
         let array = ThreadSafeArray([10, 20, 30])
         #expect(array[safe: 1] == 20)

@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // The throttler on a manual clock: once per loop turn, or once per interval with the last request kept.
 import Testing
 
 @testable import StallWatchRemedies
 
-@Suite struct ThrottlerTests {
+@Suite(.offPool) struct ThrottlerTests {
     @Test func requestsInOneLoopTurnCoalesceIntoOneRunOfTheLatestAction() {
         let scheduler = ManualScheduler()
         let throttler = Throttler(scheduler: scheduler, rate: .oncePerLoopTurn)

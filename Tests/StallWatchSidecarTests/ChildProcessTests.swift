@@ -2,6 +2,7 @@
 import CStallWatchCore
 import CStallWatchFixtures
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatchSidecar
@@ -10,7 +11,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.serialized) struct ChildProcessTests {
+@Suite(.offPool, .serialized) struct ChildProcessTests {
     /// What the spawning thread saw: the child's pid and its own tid, then the child's status.
     final class Waiter: @unchecked Sendable {
         // @unchecked Sendable: every field is read and written under `lock`.

@@ -13,7 +13,7 @@ import Testing
 /// Watching that starts mid-incident: `Fixtures/corpus/stuck_service.c` gets stuck before the watcher starts, and
 /// idle services (C epoll, poll and condition-wait loops, a Python socketserver and queue worker, a Node HTTP
 /// server) are watched from their idle state into one late stall. Slow: about four seconds per case.
-@Suite(.serialized) struct CorpusArrivalTests {
+@Suite(.offPool, .serialized) struct CorpusArrivalTests {
     static let thresholdMs = 250
     /// The sidecar's default poll interval, a fifth of the threshold.
     static let intervalMs = thresholdMs / 5

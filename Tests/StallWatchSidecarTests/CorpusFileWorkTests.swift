@@ -10,7 +10,7 @@ import Testing
 /// and close (`Fixtures/corpus/asyncio_service.py`, mode `save-document`). Run ten times: each run must give
 /// exactly one report, whatever the disk and the load, judged on the service's own clock. Slow: each run takes
 /// three seconds or more.
-@Suite(.serialized) struct CorpusFileWorkTests {
+@Suite(.offPool, .serialized) struct CorpusFileWorkTests {
     /// The document's size. Copying 512 MiB into the page cache alone takes well over a threshold on any machine
     /// (memory copies run at a few GiB/s at most), so the work always lasts long enough to be judged.
     static let mebibytes = 512

@@ -11,7 +11,7 @@ import Testing
 /// Stalls of `Fixtures/corpus/cgo_service` (main.go and service.c), built by the test with the system's Go
 /// toolchain and C compiler, once with its symbol table and once stripped (`-ldflags=-s`). Slow: each case runs the
 /// service for about four seconds.
-@Suite(.serialized) struct CorpusGoTests {
+@Suite(.offPool, .serialized) struct CorpusGoTests {
     /// The build cache lives under the package's `.build` (warm after the first run; no HOME needed).
     static let cacheDirectory = SidecarFixtures.fixturesDirectory.deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".build/go-fixtures").path

@@ -10,7 +10,7 @@ import Testing
 
 /// Stalls of `Fixtures/corpus/epoll_server.c`, compiled by the test with the system C compiler and stripped.
 /// Slow: each case runs the service for about three seconds.
-@Suite(.serialized) struct CorpusNativeTests {
+@Suite(.offPool, .serialized) struct CorpusNativeTests {
     /// The stripped binary, built once per test process.
     static let binary: String? = {
         let out = SidecarFixtures.temporaryDirectory("epoll-server") + "/epoll_server"
@@ -110,7 +110,7 @@ import Testing
 
 /// A healthy busy loop on a CPU shared with CPU hogs: at plain 2× oversubscription (same nice level) it gets its
 /// share and is not blamed; niced to 19 below them it is starved, and said so. Slow: about five seconds each.
-@Suite(.serialized) struct CorpusStarvationTests {
+@Suite(.offPool, .serialized) struct CorpusStarvationTests {
     static func pinned(_ nice: String, _ mode: String, _ ms: String, ticks: String = "12") -> [String] {
         [
             "/usr/bin/nice", "-n", nice, "/usr/bin/taskset", "-c", "0", CorpusNativeTests.binary ?? "/nonexistent",

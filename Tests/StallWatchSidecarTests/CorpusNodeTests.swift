@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // The sidecar on Node.js (Debian's nodejs): libuv's epoll loop, V8's JIT code named from its perf map.
 import Testing
 
 /// Stalls of `Fixtures/corpus/node_service.js`, run with `--perf-basic-prof` so JIT frames have names.
 /// Slow: each case runs the service for about three seconds.
-@Suite(.serialized) struct CorpusNodeTests {
+@Suite(.offPool, .serialized) struct CorpusNodeTests {
     static func node(_ mode: String, _ ms: String = "1000") -> [String] {
         [
             "/usr/bin/node", "--perf-basic-prof", "--interpreted-frames-native-stack", "--logfile=/dev/null",

@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // The sidecar on Debian's CPython running an asyncio service it knows nothing about.
 import Testing
 
 /// Stalls of a CPython asyncio service (Debian's /usr/bin/python3), one per mode of
 /// `Fixtures/corpus/asyncio_service.py`. Slow: each case runs the service for about three seconds.
-@Suite(.serialized) struct CorpusPythonTests {
+@Suite(.offPool, .serialized) struct CorpusPythonTests {
     static func python(_ mode: String, _ seconds: String = "1.0") -> [String] {
         ["/usr/bin/python3", CorpusHarness.fixture("asyncio_service.py"), mode, seconds]
     }

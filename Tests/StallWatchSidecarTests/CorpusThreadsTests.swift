@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct CorpusThreadsTests {
+@Suite(.offPool) struct CorpusThreadsTests {
     @Test(.timeLimit(.minutes(3)))
     func eachLoopThreadMatchingTheGlobIsWatchedAndTheReportNamesTheStalledOne() throws {
         let directory = SidecarFixtures.temporaryDirectory("threads")

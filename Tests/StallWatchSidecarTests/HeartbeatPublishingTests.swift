@@ -7,7 +7,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchSidecar
 
-@Suite(.serialized) struct HeartbeatPublishingTests {
+@Suite(.offPool, .serialized) struct HeartbeatPublishingTests {
     /// A sticky, world-writable directory like `/dev/shm`.
     static func sharedDirectory(_ label: String) -> String {
         let directory = SidecarFixtures.temporaryDirectory(label)

@@ -7,7 +7,7 @@ import Testing
 
 @testable import StallWatchSidecar
 
-@Suite(.serialized) struct HeartbeatReaderTests {
+@Suite(.offPool, .serialized) struct HeartbeatReaderTests {
     /// A valid segment for this process, as bytes.
     static func validBytes(pid: Int32 = getpid()) -> [UInt8] {
         var header = sw_heartbeat()

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.serialized) struct JobControlTests {
+@Suite(.offPool, .serialized) struct JobControlTests {
     static let stallwatch = SidecarFixtures.executable("stallwatch")
 
     /// A child that counts the signals it gets (SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, and SIGTERM when

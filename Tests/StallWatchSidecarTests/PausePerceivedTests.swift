@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct PausePerceivedTests {
+@Suite(.offPool) struct PausePerceivedTests {
     /// `GAP start end` lines of the spinner's output.
     static func gaps(in output: String) -> [(start: UInt64, end: UInt64)] {
         output.split(separator: "\n").compactMap { line in

@@ -1,10 +1,11 @@
+import StallWatchTestSupport
 // What counts as progress of a thread seen from /proc: leaving a call, not counters moving inside one.
 import Testing
 
 @testable import StallWatch
 @testable import StallWatchSidecar
 
-@Suite struct ProcProgressRulesTests {
+@Suite(.offPool) struct ProcProgressRulesTests {
     static let fsync = ThreadWait(
         number: 74, arguments: [5, 0, 0, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f00)
     static let read = ThreadWait(
@@ -101,7 +102,7 @@ import Testing
 
 /// One piece of work on one file (a write into the page cache, its fsync, the close) is one stall, whatever /proc
 /// shows between its calls: the thread "running" in a write, or briefly in user space between the calls.
-@Suite struct FileWorkProgressTests {
+@Suite(.offPool) struct FileWorkProgressTests {
     static let mib: UInt64 = 1 << 20
     static let running = ThreadWait(number: nil)
 

@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.serialized) struct ProcessDumpTests {
+@Suite(.offPool, .serialized) struct ProcessDumpTests {
     static let stallwatch = SidecarFixtures.executable("stallwatch")
 
     /// `Fixtures/lock_owner.c` built with symbols, once per test process.
@@ -100,16 +100,19 @@ import Testing
         #expect(parsed.process.pid == pid)
         #expect(parsed.loopThreadIds == [pid])
         #expect(parsed.threadCount == 3)
-        #expect(parsed.threads.map(\.snapshot.threadId) == [pid, holder], "the main thread, then the lock's owner")
+        #expect(parsed.threads.count == 3, "every thread is listed")
+        #expect(
+            parsed.threads.prefix(2).map(\.snapshot.threadId) == [pid, holder],
+            "the stuck main thread, then the lock's owner")
         let main = try #require(parsed.threads.first)
         #expect(main.role == .loop)
         #expect(main.snapshot.syscall == "futex" && main.snapshot.waitAddress != nil)
         #expect(main.snapshot.waitingForThreadId == holder, "the owner is named")
         #expect(main.snapshot.frames.contains { $0.symbol == "wait_for_lock" }, "\(main.snapshot.frames)")
-        let owner = try #require(parsed.threads.last)
+        let owner = try #require(parsed.threads.dropFirst().first)
         #expect(owner.role == .lockOwner && owner.snapshot.name == "lock-holder")
         #expect(owner.snapshot.frames.contains { $0.symbol == "hold_lock_forever" }, "\(owner.snapshot.frames)")
-        #expect(parsed.threads.allSatisfy { ($0.pauseMicros ?? 0) > 0 })
+        #expect(parsed.threads.prefix(2).allSatisfy { ($0.pauseMicros ?? 0) > 0 })
         Self.expectUntouched(target)
 
         let all = try Spawned(Self.stallwatch, ["dump", "--pid", "\(pid)", "--all-threads", "--json"])
@@ -133,6 +136,44 @@ import Testing
             #expect(ours.map(\.address) == expected.map(\.address), "thread \(tid)\n\(euStack.stdout)")
             #expect(ours.map { $0.symbol ?? "" } == expected.map(\.symbol), "thread \(tid)")
         }
+    }
+
+    /// Arriving mid-incident at a service whose named loop is stuck on a lock another thread holds: the loop
+    /// named by `--threads` or `--tid` comes first, the holder is tagged, and each blocked thread says how long it
+    /// has not run — at least as long as the test has seen it blocked, at most as long as the process has lived.
+    @Test(.timeLimit(.minutes(3)))
+    func namedLoopsComeFirstWithTheirHolderTaggedAndHowLongEachHasBeenBlocked() throws {
+        let spawned = ContinuousClock.now
+        let (target, holder) = try Self.blockedTarget()
+        let pid = target.pid
+        let seenBlocked = ContinuousClock.now
+        // The scenario: the engineer arrives a while after the loop got stuck.
+        Thread.sleep(forTimeInterval: 1)
+        let asked = ContinuousClock.now
+        let byName = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--threads", "lock_own*", "--json"])
+        #expect(byName.wait() == 0, "dump: \(byName.stderr)")
+        let lived = ContinuousClock.now - spawned
+        try Self.expectValidDump(byName.stdout)
+        let dump = try ProcessDump.decode(Data(byName.stdout.utf8))
+        #expect(dump.loopThreadIds == [pid], "the glob names the main thread (comm lock_owner)")
+        #expect(dump.threads.prefix(2).map(\.snapshot.threadId) == [pid, holder])
+        #expect(dump.threads.first?.role == .loop && dump.threads.first?.activity == .blocked)
+        #expect(dump.threads.dropFirst().first?.role == .lockOwner)
+        let blocked = try #require(dump.threads.first?.blockedForAtLeastMs, "the loop's blocked time is shown")
+        let seenMs =
+            Double((asked - seenBlocked).components.seconds) * 1000
+            + Double((asked - seenBlocked).components.attoseconds) / 1e15
+        let livedMs = Double(lived.components.seconds) * 1000 + Double(lived.components.attoseconds) / 1e15
+        #expect(blocked >= seenMs && blocked <= livedMs, "blocked ≥ \(blocked) ms; seen \(seenMs), lived \(livedMs)")
+        Self.expectUntouched(target)
+
+        let byID = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--tid", "\(holder)", "--json"])
+        #expect(byID.wait() == 0, "dump: \(byID.stderr)")
+        let second = try ProcessDump.decode(Data(byID.stdout.utf8))
+        #expect(second.loopThreadIds == [holder])
+        #expect(second.threads.first?.snapshot.threadId == holder && second.threads.first?.role == .loop)
+        #expect(second.threads.dropFirst().first?.snapshot.threadId == pid, "then the stuck thread")
+        Self.expectUntouched(target)
     }
 
     /// `eu-stack -p` output: `TID n:` then `#i  0xADDR symbol` lines, by thread.

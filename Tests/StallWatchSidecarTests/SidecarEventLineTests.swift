@@ -1,9 +1,10 @@
 // The sidecar's own events go through the one event-line encoder, with the keys log shippers index.
 import StallWatch
 import StallWatchSidecar
+import StallWatchTestSupport
 import Testing
 
-@Suite struct SidecarEventLineTests {
+@Suite(.offPool) struct SidecarEventLineTests {
     func line(_ event: SidecarEvent) -> String? { event.lineFields.map(JSONLinesEventWriter.encode) }
 
     @Test func sidecarEventsAreFlatSortedLines() {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import StallWatchSidecar
 
-@Suite(.serialized) struct SidecarIntegrationTests {
+@Suite(.offPool, .serialized) struct SidecarIntegrationTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var kind: String
         var function: String
@@ -101,7 +101,8 @@ import Testing
         #expect(
             symbols.contains { $0.contains("Stalls.\(c.function)") }, "no frame names \(c.function): \(Set(symbols))")
         #expect(report.samples.allSatisfy { $0.thread != nil }, "each sample carries the target's /proc context")
-        #expect(report.cause?.kind == c.cause, "cause \(String(describing: report.cause))")
+        // A spin starved by other work on the machine is `starved`, with the run queue as evidence.
+        #expect(report.cause?.matches(c.cause) == true, "cause \(String(describing: report.cause))")
         #expect(
             badStates.withLock { $0 }.isEmpty, "target stopped or traced after a capture: \(badStates.withLock { $0 })")
     }

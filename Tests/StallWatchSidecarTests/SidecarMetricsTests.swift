@@ -4,7 +4,7 @@ import StallWatch
 import StallWatchTestSupport
 import Testing
 
-@Suite struct SidecarMetricsTests {
+@Suite(.offPool) struct SidecarMetricsTests {
     @Test(.timeLimit(.minutes(3)))
     func watchServesTheStallsItSawAsPrometheusText() throws {
         let directory = SidecarFixtures.temporaryDirectory("metrics")
@@ -12,8 +12,9 @@ import Testing
         let demo = try Spawned(
             SidecarFixtures.executable("stallwatch-demo"),
             [
-                // The demo exits --delay-ms after the stall, and the sidecar with it: long enough for the fetch below
-                // to start (a python3 start-up took over 0.9 s on a loaded 2-core machine).
+                // The demo exits --delay-ms after the stall, and the sidecar with it; the fetcher below is started
+                // before the stall ends (a python3 start-up took over 0.9 s on a loaded 2-core machine) and only
+                // asks once the stall has ended.
                 "stall", "--kind", "sleep", "--duration-ms", "600", "--threshold-ms", "150", "--delay-ms", "3000",
                 "--no-watchdog", "--no-heartbeat", "--report-dir", directory,
             ])
@@ -29,17 +30,20 @@ import Testing
             try JSONSerialization.jsonObject(with: Data(announcement.utf8)) as? [String: Any])
         let address = try #require(object["address"] as? String)
         #expect(address.hasPrefix("127.0.0.1:"))
-        #expect(sidecar.waitFor(#""event":"ended""#, timeout: .seconds(30)), "\(sidecar.stdout)\(sidecar.stderr)")
-
         let fetch = Process()
         fetch.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         fetch.arguments = [
             "python3", "-c",
-            "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://\(address)/metrics').read().decode())",
+            "import urllib.request,sys; sys.stdin.readline(); "
+                + "sys.stdout.write(urllib.request.urlopen('http://\(address)/metrics').read().decode())",
         ]
         let out = Pipe()
+        let go = Pipe()
         fetch.standardOutput = out
+        fetch.standardInput = go
         try fetch.run()
+        #expect(sidecar.waitFor(#""event":"ended""#, timeout: .seconds(30)), "\(sidecar.stdout)\(sidecar.stderr)")
+        go.fileHandleForWriting.write(Data("go\n".utf8))
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         fetch.waitUntilExit()
         #expect(fetch.terminationStatus == 0)

@@ -6,7 +6,7 @@ import Testing
 @testable import StallWatch
 @testable import StallWatchSidecar
 
-@Suite(.serialized) struct SidecarTargetDeathTests {
+@Suite(.offPool, .serialized) struct SidecarTargetDeathTests {
     @Test(.timeLimit(.minutes(3)))
     func aTargetKilledMidStallLeavesAReportWhoseFramesCarrySymbolsAndImages() throws {
         let directory = SidecarFixtures.temporaryDirectory("dies")

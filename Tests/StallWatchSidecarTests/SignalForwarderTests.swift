@@ -13,7 +13,7 @@ import Testing
 
 /// A witness of SIGUSR2 and SIGWINCH in this test process's group and cgroup; the "child" is this process itself,
 /// which shares both with the witness (as `run`'s child does).
-@Suite(.serialized) struct SignalForwarderTests {
+@Suite(.offPool, .serialized) struct SignalForwarderTests {
     /// A signal as `run` would receive it from this process with `kill`.
     static func fromUs(_ signal: Int32) -> SignalRelay.Delivery {
         SignalRelay.Delivery(signal: signal, code: 0, senderPID: getpid(), senderUID: getuid())

@@ -12,7 +12,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct TaskTableReaderTests {
+@Suite(.offPool) struct TaskTableReaderTests {
     static let capacity: UInt32 = 8
 
     /// A valid header for this process, `capacity` rows, `highWater` of them possibly in use.

@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct AdoptedLoopIntegrationTests {
+@Suite(.offPool, .serialized) struct AdoptedLoopIntegrationTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var loop: String
         var kind: String

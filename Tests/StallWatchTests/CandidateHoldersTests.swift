@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // Candidate holders of a lock that keeps no owner: named as candidates, ranked, never certain.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct CandidateHoldersTests {
+@Suite(.offPool) struct CandidateHoldersTests {
     static func thread(_ id: Int32, _ name: String, _ state: String, _ syscall: String?, wait: UInt64? = nil)
         -> StallReport.ThreadSnapshot
     {

@@ -12,7 +12,7 @@ import Testing
 #endif
 
 extension CaptureTests {
-    @Suite struct PtraceSamplerTests {
+    @Suite(.offPool) struct PtraceSamplerTests {
         /// Starts `/bin/sleep 30` and waits until it sits in its sleep syscall.
         private func sleepingChild() throws -> ChildProcess {
             let child = try ChildProcess("/bin/sleep", ["30"])

@@ -12,7 +12,7 @@ import Testing
 #endif
 
 extension CaptureTests {
-    @Suite struct SignalSamplerTests {
+    @Suite(.offPool) struct SignalSamplerTests {
         @Test func unwoundCallersMatchTheThreadsOwnBacktrace() throws {
             let sampler = try SignalSampler.shared()
             let target = SpinningChain(depth: 24)

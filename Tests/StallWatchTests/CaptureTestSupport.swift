@@ -11,7 +11,7 @@ import Testing
 
 /// The parent of every capture suite: serialized because the suites share one signal handler and compare
 /// timings, and bounded in time because a capture bug shows up as a hang.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct CaptureTests {}
+@Suite(.offPool, .serialized, .timeLimit(.minutes(2))) struct CaptureTests {}
 
 /// A pthread running a closure; `join()` waits for it.
 final class CaptureTestThread: @unchecked Sendable {

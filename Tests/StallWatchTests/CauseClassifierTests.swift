@@ -1,11 +1,12 @@
 // The cause classifier on hand-made evidence, and lock owners read from real glibc mutexes.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct CauseClassifierTests {
+@Suite(.offPool) struct CauseClassifierTests {
     typealias O = CauseClassifier.Observation
     let ms: UInt64 = 1_000_000
 
@@ -148,7 +149,7 @@ import Testing
     }
 }
 
-@Suite struct LockOwnerTests {
+@Suite(.offPool) struct LockOwnerTests {
     @Test(.timeLimit(.minutes(3)))
     func ownerOfAHeldGlibcMutexIsReadFromItsOwnerField() throws {
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)

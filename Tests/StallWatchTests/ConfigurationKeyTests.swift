@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct ConfigurationKeyTests {
+@Suite(.offPool) struct ConfigurationKeyTests {
     @Test func loopNameNamesOnlyLoopsWithoutANameOfTheirOwn() throws {
         var config = StallWatchConfiguration()
         config.loopName = "checkout"
@@ -72,7 +72,7 @@ import Testing
 }
 
 extension CaptureTests {
-    @Suite struct MaxStackBytesTests {
+    @Suite(.offPool) struct MaxStackBytesTests {
         @Test func theSignalHandlerCopiesAtMostMaxStackBytes() throws {
             let sampler = try SignalSampler.shared()
             let target = SpinningChain(depth: 300)

@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // Command-line overrides go through the configuration's own rules: one range per setting, one threshold rule.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct ConfigurationOverrideTests {
+@Suite(.offPool) struct ConfigurationOverrideTests {
     @Test func anOverrideIsCheckedByItsSettingsRangeAndNamesTheFlag() throws {
         var configuration = StallWatchConfiguration()
         try configuration.override("sampleIntervalMs", with: "20", flag: "--sample-interval-ms")

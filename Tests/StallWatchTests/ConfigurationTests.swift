@@ -1,10 +1,11 @@
 // Configuration: defaults match Config/, files and environment override them, bad values are named.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct ConfigurationTests {
+@Suite(.offPool) struct ConfigurationTests {
     static let configDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Config")

@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct DeduplicationIntegrityTests {
+@Suite(.offPool) struct DeduplicationIntegrityTests {
     static let second: UInt64 = 1_000_000_000
 
     @Test func aHangIsNeverFoldedNorAStallMoreThanTwiceAsLong() {

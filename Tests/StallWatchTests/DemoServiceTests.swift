@@ -104,7 +104,7 @@ struct LoadSummary {
     }
 }
 
-@Suite(.serialized) struct DemoServiceTests {
+@Suite(.offPool, .serialized) struct DemoServiceTests {
     static let thresholdMs = 250
     static let kinds: [(kind: String, function: String, cause: StallReport.Cause.Kind)] = [
         ("io", "writeJournalSynchronously", .io),

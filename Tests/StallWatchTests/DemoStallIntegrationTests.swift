@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct DemoStallIntegrationTests {
+@Suite(.offPool, .serialized) struct DemoStallIntegrationTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var kind: String
         /// The demo's function the samples must name.

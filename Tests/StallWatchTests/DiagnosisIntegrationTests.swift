@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct DiagnosisIntegrationTests {
+@Suite(.offPool, .serialized) struct DiagnosisIntegrationTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var kind: String
         var cause: StallReport.Cause.Kind
@@ -44,15 +44,8 @@ import Testing
         let report = try Self.runDemo(kind: c.kind, directory: directory)
         let cause = try #require(report.cause)
         // The demo's CPU stall spins until its time is up: on a machine that gave the loop less than a CPU's
-        // share, its own work stays under the threshold and the documented verdict is `starved`, with the run
-        // queue's figures as its evidence.
-        let starvedByTheMachine =
-            c.cause == .cpu && cause.kind == .starved
-            && cause.evidence.contains {
-                $0.contains("for a CPU (run queue)") && $0.contains("the machine held") == false
-            }
-            && cause.evidence.contains { $0.hasSuffix("the machine held the loop up") }
-        #expect(cause.kind == c.cause || starvedByTheMachine, "evidence: \(cause.evidence)")
+        // share, the documented verdict is `starved`, with the run queue's figures as its evidence.
+        #expect(cause.matches(c.cause), "evidence: \(cause.evidence)")
         #expect(!cause.evidence.isEmpty)
 
         // Every sample carries the loop thread's kernel-side state.

@@ -11,7 +11,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.serialized) struct EmbeddingLifecycleTests {
+@Suite(.offPool, .serialized) struct EmbeddingLifecycleTests {
     func configuration(_ directory: String, thresholdMs: Int = 100) -> StallWatchConfiguration {
         var config = StallWatchConfiguration()
         config.thresholdMs = thresholdMs

@@ -1,6 +1,7 @@
 // Runs real EventLoops on real threads and checks what observers, timers and sources see.
 import Dispatch
 import Foundation
+import StallWatchTestSupport
 import Synchronization
 import Testing
 
@@ -24,7 +25,7 @@ func startLoopThread(_ loop: EventLoop, name: String = "test-loop") -> Thread {
     return thread
 }
 
-@Suite struct EventLoopTests {
+@Suite(.offPool) struct EventLoopTests {
     /// Out of descriptors, creating a loop is an error naming the call and its errno, not a crash. In a process of
     /// its own (an exit test): the lowered descriptor limit would starve every other test of this process.
     @Test func aLoopCreatedWithNoDescriptorLeftThrowsNamingEventfd() async {

@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // The holder of a file lock, read from /proc/locks by the file's device and inode.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct FileLockHolderTests {
+@Suite(.offPool) struct FileLockHolderTests {
     /// Device 8:1 (st_dev 0x801), inode 131090: a waiter's line, the waiter's own lock on another file, the holder.
     static let locks = """
         1: FLOCK  ADVISORY  WRITE 4242 08:01:999 0 EOF

@@ -15,7 +15,7 @@ import Testing
     Thread.callStackReturnAddresses.map { UInt64($0.uintValue) }
 }
 
-@Suite(.serialized) struct FinalReportLinesTests {
+@Suite(.offPool, .serialized) struct FinalReportLinesTests {
     @Test func symbolicatorThatDoesNotWaitGivesNamesAndCountsLinesPendingUntilTheTablesAreLoaded() throws {
         let cache = SymbolCache()
         let stack = finalReportLinesTestsCaptureHere()

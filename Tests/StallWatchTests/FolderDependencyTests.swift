@@ -1,8 +1,9 @@
 // The rooms of the StallWatch library depend on each other one way only: the folder graph has no two-way tie.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
-@Suite struct FolderDependencyTests {
+@Suite(.offPool) struct FolderDependencyTests {
     /// `Sources/StallWatch`, found from this file's path.
     static let library = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Sources/StallWatch").standardizedFileURL

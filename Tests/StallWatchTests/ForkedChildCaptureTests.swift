@@ -10,7 +10,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct ForkedChildCaptureTests {
+@Suite(.offPool, .serialized) struct ForkedChildCaptureTests {
     /// Captures a parked thread of this process through the helper in bursts of `burst`, one per ``go()``.
     final class ParentCaptures: @unchecked Sendable {  // All lets; the counters are atomic or locked.
         static let burst = 20

@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // The idle-wait rules on /proc syscall lines: what a wait waits on, and which wait is the loop's own.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct IdleWaitLearnerTests {
+@Suite(.offPool) struct IdleWaitLearnerTests {
     /// A `/proc/<pid>/task/<tid>/syscall` line.
     static func line(_ number: Int, _ args: [UInt64], sp: UInt64, pc: UInt64) -> ThreadWait {
         let padded = args + Array(repeating: 0, count: 6 - args.count)

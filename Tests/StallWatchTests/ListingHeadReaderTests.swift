@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct ListingHeadReaderTests {
+@Suite(.offPool) struct ListingHeadReaderTests {
     /// A report with every member a listing reads, the optional ones set.
     static func fullReport() -> StallReport {
         var report = ReportSamples.report(id: "20261201T000000.000Z-7-1")

@@ -9,7 +9,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct LoopAdapterTests {
+@Suite(.offPool, .serialized) struct LoopAdapterTests {
     func configuration(_ directory: String, thresholdMs: Int) -> StallWatchConfiguration {
         var config = StallWatchConfiguration()
         config.thresholdMs = thresholdMs

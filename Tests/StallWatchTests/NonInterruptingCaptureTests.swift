@@ -9,7 +9,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct NonInterruptingCaptureTests {
+@Suite(.offPool, .serialized) struct NonInterruptingCaptureTests {
     /// One blocking call of the loop: what it does, and a name its stack must show.
     struct Wait: Sendable, CustomTestStringConvertible {
         var name: String

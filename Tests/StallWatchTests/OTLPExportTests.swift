@@ -11,7 +11,7 @@ import Testing
 
 /// Needs PyPI opentelemetry-proto (scripts/bootstrap.sh); each test returns early without it. Checked inside the
 /// tests: spawning a process while Swift Testing evaluates traits hangs the runner.
-@Suite(.serialized) struct OTLPExportTests {
+@Suite(.offPool, .serialized) struct OTLPExportTests {
     static func ended(_ id: String, cause: StallReport.Cause.Kind = .lock) -> StallEvent {
         var report = ReportSamples.report(id: id)
         report.cause = StallReport.Cause(kind: cause, evidence: ["futex wait"])

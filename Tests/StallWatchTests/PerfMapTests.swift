@@ -1,10 +1,11 @@
 // Names of JIT code from a runtime's perf map.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct PerfMapTests {
+@Suite(.offPool) struct PerfMapTests {
     @Test func anAddressInsideARegionGetsItsNameAndOffsetAndOthersNone() {
         let pid = Int32.max - 7  // no such process: only the file matters
         let path = "/tmp/perf-\(pid).map"

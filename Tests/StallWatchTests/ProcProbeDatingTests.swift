@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.serialized) struct ProcProbeDatingTests {
+@Suite(.offPool, .serialized) struct ProcProbeDatingTests {
     /// A thread of this process that idles in `poll` on a pipe and, for each byte, spins (1) or sleeps (2) for
     /// 400 ms, noting CLOCK_MONOTONIC as it starts; 0 ends it.
     final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is Locked.

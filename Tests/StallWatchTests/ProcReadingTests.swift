@@ -1,11 +1,12 @@
 // The OS layer's /proc parsers: each file format read in one place, checked on real and on hostile lines.
 import CStallWatchCore
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct ProcReadingTests {
+@Suite(.offPool) struct ProcReadingTests {
     @Test func statCountsFieldsFromTheLastParenthesisOfTheName() throws {
         let line = "4242 (evil) S (x) 1) R 17 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 987654 1000 200"
         let stat = try #require(ProcStat(parsing: line))

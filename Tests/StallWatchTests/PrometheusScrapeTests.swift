@@ -97,7 +97,7 @@ final class PrometheusServer {
     }
 }
 
-@Suite(.serialized) struct PrometheusScrapeTests {
+@Suite(.offPool, .serialized) struct PrometheusScrapeTests {
     @Test(.timeLimit(.minutes(2)))
     func theRealServerSeesEveryStallSeriesAtZeroBeforeTheFirstStallAndThenItsCount() throws {
         try #require(

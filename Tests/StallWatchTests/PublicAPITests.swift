@@ -1,13 +1,14 @@
 // The public API of each library target, read from the compiler's symbol graph, against the checked-in lists.
 import Foundation
 import StallWatch
+import StallWatchTestSupport
 import Testing
 
 /// A public declaration changes only on purpose: each library's public symbols (from `swift-symbolgraph-extract`
 /// over the modules this build made) must equal `Tests/PublicAPI/<Module>.txt`. One module at a time: the
 /// extractions share the build's Clang module cache and would only wait for each other. After a deliberate change,
 /// `scripts/update-public-api.sh` writes the lists again, and the diff shows the change for review.
-@Suite(.serialized) struct PublicAPITests {
+@Suite(.offPool, .serialized) struct PublicAPITests {
     static let libraries = [
         "StallWatch", "StallWatchSidecar", "StallWatchInspector", "StallWatchCommands", "StallWatchRemedies",
     ]

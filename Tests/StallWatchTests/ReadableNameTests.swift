@@ -1,5 +1,6 @@
 // Readable names: the Swift backtracer's short style beside the full demangled name, from a real symbolication.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -10,7 +11,7 @@ import Testing
     return Thread.callStackReturnAddresses.map { UInt64($0.uintValue) }
 }
 
-@Suite struct ReadableNameTests {
+@Suite(.offPool) struct ReadableNameTests {
     @Test func aSpecializedFunctionReadsAsTheBacktracerPrintsIt() {
         let mangled = "$s15stallwatch_demo6StallsO10stallOnCPU10durationMsySi_tFZTf4d_n"
         #expect(

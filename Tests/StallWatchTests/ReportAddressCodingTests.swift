@@ -1,10 +1,11 @@
 // Addresses are integers in the report model and `0x…` strings in its JSON, in both directions.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct ReportAddressCodingTests {
+@Suite(.offPool) struct ReportAddressCodingTests {
     @Test func hexAddressesRoundTrip() {
         #expect(UInt64(hexAddress: UInt64(0x7f00_dead_beef).hexAddress) == 0x7f00_dead_beef)
         #expect(UInt64(hexAddress: "zz") == nil)

@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct ReportDirectoryHygieneTests {
+@Suite(.offPool) struct ReportDirectoryHygieneTests {
     @Test func anExisting0755DirectoryIsTightenedTo0700OnTheFirstWrite() throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }

@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct ReportStoreTests {
+@Suite(.offPool) struct ReportStoreTests {
     @Test func listsOnlyGoodReportsWithOneWarningPerBadFile() throws {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }

@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct ReportWriterTests {
+@Suite(.offPool) struct ReportWriterTests {
     @Test func createsAPrivateDirectoryAndPrivateFiles() throws {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }

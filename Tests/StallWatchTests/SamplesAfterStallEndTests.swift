@@ -59,7 +59,7 @@ struct EndRecordingSource: ProgressSource {
     }
 }
 
-@Suite struct SamplesAfterStallEndTests {
+@Suite(.offPool) struct SamplesAfterStallEndTests {
     /// Follows one stall of `source` to its end and returns its final report.
     static func report(of source: EndRecordingSource, directory: String) throws -> StallReport {
         var configuration = StallWatchConfiguration()

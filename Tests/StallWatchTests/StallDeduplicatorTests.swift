@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // Dedup and backoff on a fake clock: folding repeats, the hourly cap, the annealing of sampling.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct StallDeduplicatorTests {
+@Suite(.offPool) struct StallDeduplicatorTests {
     let second: UInt64 = 1_000_000_000
 
     @Test func repeatsWithinTheWindowFoldIntoTheFirstReport() {

@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // Drives the pure StallDetector with a fake clock: no threads, no sleeps.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct StallDetectorTests {
+@Suite(.offPool) struct StallDetectorTests {
     let ms: UInt64 = 1_000_000
 
     func snapshot(_ sequence: UInt64, _ activity: LoopActivity, since start: UInt64) -> LoopSnapshot {

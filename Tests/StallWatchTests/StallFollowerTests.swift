@@ -56,7 +56,7 @@ final class EventNames: Sendable {
     var all: [String] { names.withLock { $0 } }
 }
 
-@Suite struct StallFollowerTests {
+@Suite(.offPool) struct StallFollowerTests {
     static func follower(_ script: [ScriptedSource.Step], directory: String, events: EventNames)
         -> StallFollower<ScriptedSource>
     {

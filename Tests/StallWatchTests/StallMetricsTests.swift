@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct StallMetricsTests {
+@Suite(.offPool) struct StallMetricsTests {
     static func report(
         id: String, loop: String = "main", durationMs: Double, severity: StallReport.Severity = .stall,
         status: StallReport.Status = .ended, cause: StallReport.Cause.Kind? = nil

@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct StallPublisherTests {
+@Suite(.offPool) struct StallPublisherTests {
     static let second: UInt64 = 1_000_000_000
 
     static func publisher(in directory: ScratchDirectory) -> StallPublisher {

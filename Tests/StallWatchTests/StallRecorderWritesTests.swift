@@ -7,7 +7,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct StallRecorderWritesTests {
+@Suite(.offPool) struct StallRecorderWritesTests {
     static func recorder(directory: String, events: EventNames) -> StallRecorder {
         var configuration = StallWatchConfiguration()
         configuration.reportDirectory = directory

@@ -1,5 +1,6 @@
 // Building reports from hand-made evidence: no threads, no signals, no /proc; a table stands in for symbols.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -26,7 +27,7 @@ final class TableResolver: FrameResolving {
     }
 }
 
-@Suite struct StallReportBuilderTests {
+@Suite(.offPool) struct StallReportBuilderTests {
     static let ms: UInt64 = 1_000_000
     /// The stall: the loop entered `afterWaiting` at 1 000 ms and the detector saw it at 1 260 ms.
     static let stall = StallDetector.Stall(
@@ -97,6 +98,20 @@ final class TableResolver: FrameResolving {
         #expect(report.images.map(\.path) == ["/usr/bin/service"])
         #expect(report.context != nil)
         #expect(report.occurrences == 1)
+    }
+
+    /// A later reading below the first (stat's clock ticks where schedstat could not be read, as while a thread
+    /// exits) is no time at all: the report stays valid instead of carrying a wrapped-around 2⁶⁴ ns.
+    @Test func aSampleWhoseCountersReadLowerThanTheFirstShowsNoTimeAndTheReportIsValid() throws {
+        var evidence = Self.onCPUEvidence()
+        evidence.firstProbe?.runQueueWaitNanos = 756 * Self.ms
+        evidence.samples[1].probe?.cpuNanos = 400 * Self.ms
+        let report = Self.builder().build(
+            evidence, status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+            symbols: TableResolver())
+        #expect(report.samples[1].thread?.cpuTimeMs == 0)
+        #expect(report.samples[1].thread?.runQueueWaitMs == 0)
+        try report.validate()
     }
 
     @Test func provisionalReportHasOnlyTheFirstSampleAndNoContext() {

@@ -1,10 +1,11 @@
 // The starved verdict: a loop held up by the machine, not by its own code; and CPU figures bounded.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct StarvationVerdictTests {
+@Suite(.offPool) struct StarvationVerdictTests {
     static func evidence(cpuMs: UInt64, runQueueMs: UInt64?, wallMs: UInt64 = 1000) -> CauseClassifier.Evidence {
         let running = CauseClassifier.Observation(state: "R", syscall: nil, wchan: nil, symbols: ["handleRequest"])
         var e = CauseClassifier.Evidence(

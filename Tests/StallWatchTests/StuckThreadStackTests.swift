@@ -63,7 +63,7 @@ struct StuckUntilSampled: ProgressSource {
     }
 }
 
-@Suite struct StuckThreadStackTests {
+@Suite(.offPool) struct StuckThreadStackTests {
     /// Follows one stall of a loop on a parked thread of this process whose first `blind` samples have no stack.
     static func report(blind: Int, samples: Int, directory: String) throws -> StallReport {
         let parked = DispatchSemaphore(value: 0)

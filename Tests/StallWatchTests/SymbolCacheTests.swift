@@ -69,7 +69,7 @@ final class RunningProgram {
     }
 }
 
-@Suite struct SymbolCacheTests {
+@Suite(.offPool) struct SymbolCacheTests {
     static let compilerPresent = FileManager.default.isExecutableFile(atPath: "/usr/bin/cc")
     static let compilerMissing: Comment = "/usr/bin/cc is missing (the Debian package gcc, scripts/bootstrap.sh)"
 

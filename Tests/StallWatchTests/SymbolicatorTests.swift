@@ -1,6 +1,7 @@
 import CStallWatchSymbols
 // Tests of the symbolication stage against this very process: libc, the test binary, unmapped memory.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -14,7 +15,7 @@ import Testing
     (Thread.callStackReturnAddresses.map { UInt64($0.uintValue) }, #line)
 }
 
-@Suite struct SymbolicatorTests {
+@Suite(.offPool) struct SymbolicatorTests {
     /// `getpid`'s address in libc, and libc's load base as libdwfl (its own /proc/PID/maps reader and the ELF
     /// program headers) sees it: the bias of an ELF whose first segment has vaddr 0 is its load base.
     private func libcGetpid() throws -> (address: UInt64, base: UInt64) {

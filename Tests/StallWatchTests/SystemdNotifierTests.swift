@@ -9,7 +9,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct SystemdNotifierTests {
+@Suite(.offPool, .serialized) struct SystemdNotifierTests {
     @Test func theWatchdogPeriodAppliesOnlyToTheProcessSystemdNamed() {
         #expect(SystemdNotifier.watchdogPeriod(environment: ["WATCHDOG_USEC": "3000000"], pid: 42) == .seconds(3))
         #expect(

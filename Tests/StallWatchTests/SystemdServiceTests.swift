@@ -49,7 +49,7 @@ final class NotifiedChild {
     }
 }
 
-@Suite(.serialized) struct SystemdServiceTests {
+@Suite(.offPool, .serialized) struct SystemdServiceTests {
     static func pings(_ messages: [DatagramListener.Message]) -> [UInt64] {
         messages.filter { $0.text == "WATCHDOG=1" }.map(\.receivedNanos)
     }

@@ -7,7 +7,7 @@ import Testing
 @testable import StallWatch
 
 extension StressTests {
-    @Suite(.serialized) struct ThousandThreadSnapshotTests {
+    @Suite(.offPool, .serialized) struct ThousandThreadSnapshotTests {
         /// `count` threads parked in a futex wait until `release` is signalled `count` times.
         static func parkThreads(_ count: Int, release: DispatchSemaphore) -> [Thread] {
             let started = DispatchSemaphore(value: 0)

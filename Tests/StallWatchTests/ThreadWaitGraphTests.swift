@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // Ordering a process's threads by relevance to a stall, from the wait-for edges of every thread.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct ThreadWaitGraphTests {
+@Suite(.offPool) struct ThreadWaitGraphTests {
     static func probe(_ tid: Int32) -> ThreadProbe {
         ThreadProbe(
             threadID: tid, name: "t\(tid)", state: "S", wchan: nil, syscall: nil, syscallArg0: nil, cpuNanos: 0,

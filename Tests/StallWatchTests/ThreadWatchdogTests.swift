@@ -8,7 +8,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct ThreadWatchdogTests {
+@Suite(.offPool, .serialized) struct ThreadWatchdogTests {
     /// An event loop StallWatch does not instrument: a thread named `name` waiting in an epoll of its own on an
     /// eventfd; each wake-up runs the next job; the thread exits after a job that returns false.
     final class EpollLoopThread: @unchecked Sendable {  // `jobs` is behind its Mutex; the rest are lets.

@@ -7,7 +7,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct TickedLoopTests {
+@Suite(.offPool, .serialized) struct TickedLoopTests {
     /// A hand-written loop on a thread of its own: it waits on a semaphore for jobs (or a timeout), ticking
     /// `willWait()` before the wait and `willRunWork()` after it, and ends after `finish`.
     final class JobLoop: @unchecked Sendable {  // `jobs` is behind its Mutex; the rest are lets.

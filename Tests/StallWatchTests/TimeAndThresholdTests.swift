@@ -1,9 +1,10 @@
+import StallWatchTestSupport
 // One time representation (nanoseconds), decoded once from the settings; one judge of the thresholds.
 import Testing
 
 @testable import StallWatch
 
-@Suite struct TimeAndThresholdTests {
+@Suite(.offPool) struct TimeAndThresholdTests {
     @Test func durationsBecomeNanosecondsClampedToTheUnsignedRange() {
         #expect(Duration.milliseconds(250).nanoseconds == 250_000_000)
         #expect(Duration.microseconds(1).nanoseconds == 1000)

@@ -1,5 +1,6 @@
 // The off-thread unwinder's reads of a stack copy: garbage registers end an unwind, they never crash the process.
 import CStallWatchCore
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -8,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct UnwinderBoundsTests {
+@Suite(.offPool) struct UnwinderBoundsTests {
     /// A capture whose frame pointer sits just below 2^64 (a thread caught in code that uses rbp for data, or a
     /// corrupt stack): the frame-chain reads at rbp and rbp + 8 must be refused, not wrapped into the copy.
     @Test(arguments: [UInt64.max - 7, UInt64.max - 15, UInt64.max - 3])

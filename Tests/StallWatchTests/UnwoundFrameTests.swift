@@ -1,3 +1,4 @@
+import StallWatchTestSupport
 // What each captured address is decides how it is looked up and what the report's frame says.
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite struct UnwoundFrameTests {
+@Suite(.offPool) struct UnwoundFrameTests {
     @Test func onlyReturnAddressesAreLookedUpInsideTheirCall() {
         #expect(UnwoundFrame.programCounter(0x1000).lookupAddress == 0x1000)
         #expect(UnwoundFrame.returnAddress(0x1000).lookupAddress == 0x0fff)

@@ -8,7 +8,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct WatchdogTests {
+@Suite(.offPool, .serialized) struct WatchdogTests {
     func configuration(directory: String, thresholdMs: Int = 250) -> StallWatchConfiguration {
         var config = StallWatchConfiguration()
         config.thresholdMs = thresholdMs

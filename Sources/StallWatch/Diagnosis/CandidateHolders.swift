@@ -16,7 +16,7 @@ extension CauseClassifier {
     }
 
     /// The candidate holders of the lock `waiter` waits for (at `waitAddress`), ranked as above.
-    static func candidateHolders(
+    package static func candidateHolders(
         _ threads: [StallReport.ThreadSnapshot], waiter: Int32, waitAddress: UInt64?, limit: Int = 3
     ) -> [StallReport.ThreadSnapshot] {
         func rank(_ t: StallReport.ThreadSnapshot) -> Int? {

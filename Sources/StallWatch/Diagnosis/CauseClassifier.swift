@@ -2,7 +2,7 @@
 
 /// Classifies a stall as cpu, lock, io, sleep, deadlock or unknown from the loop thread's samples, its CPU time
 /// and the other threads' waits.
-enum CauseClassifier {
+package enum CauseClassifier {
     /// One look at the loop thread during the stall.
     package struct Observation: Sendable, Equatable {
         var state: String

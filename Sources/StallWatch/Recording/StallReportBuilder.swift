@@ -272,8 +272,14 @@ struct StallReportBuilder {
     }
 
     private func threadState(_ probe: ThreadProbe, first: ThreadProbe?) -> StallReport.ThreadState {
-        let cpu = first.map { probe.cpuNanos &- $0.cpuNanos } ?? 0
-        let wait = first.map { probe.runQueueWaitNanos &- $0.runQueueWaitNanos } ?? 0
+        // Counters only grow, but a reading can come from a coarser source than the first one (stat's clock ticks
+        // when schedstat could not be read, as for a thread that is exiting): never less than nothing.
+        let cpu = first.map { probe.cpuNanos >= $0.cpuNanos ? probe.cpuNanos - $0.cpuNanos : 0 } ?? 0
+        let wait =
+            first.map {
+                probe.runQueueWaitNanos >= $0.runQueueWaitNanos ? probe.runQueueWaitNanos - $0.runQueueWaitNanos : 0
+            }
+            ?? 0
         return .init(
             state: probe.state, wchan: probe.wchan, syscall: probe.syscallName, syscallNumber: probe.syscall,
             cpuTimeMs: StallReport.milliseconds(cpu), voluntarySwitches: probe.voluntarySwitches,

@@ -11,12 +11,16 @@ package struct ProcessDump: Codable, Sendable, Equatable {
     package var kind = "stallwatch-dump"
     package var takenAt: Date
     package var process: StallReport.ProcessDescription
-    /// How many threads the process had; `threads` holds fewer without `--all-threads`.
+    /// How many threads the process had when its threads were listed.
     package var threadCount: Int
     /// The threads that look like the process's loop: those with a heartbeat segment, else the main thread.
     package var loopThreadIds: [Int32]
-    /// Innermost frames first; in order of relevance (the loop, the owner chain of what it waits for, …).
+    /// Every thread, in order of relevance: a deadlock's threads, the loops (stuck ones first), the owners and
+    /// candidate holders of what stuck threads wait for, other stuck threads, then the idle ones. Idle threads
+    /// carry no stack unless `--all-threads` asked for every stack.
     package var threads: [Thread]
+    /// The threads of a cycle of recorded lock owners (each waits for a lock the next one holds), when there is one.
+    package var deadlockThreadIds: [Int32]?
     /// The images the frames point into (path, build-id, load base), to symbolicate elsewhere.
     package var images: [ImageInfo]
     /// Threads that would not stop, stacks that would not unwind, symbols that could not be read.
@@ -24,8 +28,9 @@ package struct ProcessDump: Codable, Sendable, Equatable {
 
     package init(
         takenAt: Date, process: StallReport.ProcessDescription, threadCount: Int, loopThreadIds: [Int32],
-        threads: [Thread], images: [ImageInfo] = [], errors: [String] = []
+        threads: [Thread], deadlockThreadIds: [Int32]? = nil, images: [ImageInfo] = [], errors: [String] = []
     ) {
+        self.deadlockThreadIds = deadlockThreadIds
         self.takenAt = takenAt
         self.process = process
         self.threadCount = threadCount
@@ -41,10 +46,22 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         package enum Role: String, Codable, Sendable, CaseIterable {
             /// It looks like the process's loop (heartbeat segment, or the main thread).
             case loop
-            /// It owns a lock that a loop thread (or a thread in its owner chain) waits for.
+            /// It owns a lock that a stuck thread (or a thread in its owner chain) waits for.
             case lockOwner
-            /// Neither (listed with `--all-threads`).
+            /// It may hold a lock that records no owner, which a stuck thread waits for: a candidate, not certain.
+            case candidateHolder
+            /// None of these.
             case other
+        }
+
+        /// What the thread is doing, from /proc and, for a futex wait, from its stack.
+        package enum Activity: String, Codable, Sendable, CaseIterable {
+            /// Running or runnable (state R).
+            case onCPU
+            /// Blocked in work: a lock acquisition, I/O, a sleep, uninterruptible (disk) sleep.
+            case blocked
+            /// Waiting for events or for work: an event wait (epoll, poll, select …), a condition variable.
+            case idle
         }
 
         package var snapshot: StallReport.ThreadSnapshot
@@ -55,11 +72,23 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         package var waitTarget: String?
         /// How long this thread alone was stopped to copy its stack, microseconds.
         package var pauseMicros: Double?
+        /// For a stuck thread waiting on a lock that records no owner: the threads that may hold it, most likely
+        /// first (candidates, not certain).
+        package var candidateHolderIds: [Int32]?
+        /// What it is doing; nil in dumps of earlier versions.
+        package var activity: Activity?
+        /// A lower bound of how long it has not run (a blocked or idle thread), from its CPU's run-queue clock
+        /// (`se.exec_start`), milliseconds; nil when running or when the kernel does not expose it.
+        package var blockedForAtLeastMs: Double?
 
         package init(
             snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
-            pauseMicros: Double? = nil
+            pauseMicros: Double? = nil, activity: Activity? = nil, blockedForAtLeastMs: Double? = nil,
+            candidateHolderIds: [Int32]? = nil
         ) {
+            self.candidateHolderIds = candidateHolderIds
+            self.activity = activity
+            self.blockedForAtLeastMs = blockedForAtLeastMs
             self.snapshot = snapshot
             self.role = role
             self.stateDescription = stateDescription
@@ -68,7 +97,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         }
 
         private enum CodingKeys: String, CodingKey {
-            case role, stateDescription, waitTarget, pauseMicros
+            case role, stateDescription, waitTarget, pauseMicros, activity, blockedForAtLeastMs, candidateHolderIds
         }
 
         /// The snapshot's keys and the dump's side by side in one object.
@@ -79,6 +108,9 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             stateDescription = try container.decode(String.self, forKey: .stateDescription)
             waitTarget = try container.decodeIfPresent(String.self, forKey: .waitTarget)
             pauseMicros = try container.decodeIfPresent(Double.self, forKey: .pauseMicros)
+            activity = try container.decodeIfPresent(Activity.self, forKey: .activity)
+            blockedForAtLeastMs = try container.decodeIfPresent(Double.self, forKey: .blockedForAtLeastMs)
+            candidateHolderIds = try container.decodeIfPresent([Int32].self, forKey: .candidateHolderIds)
         }
 
         package func encode(to encoder: any Encoder) throws {
@@ -88,6 +120,9 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             try container.encode(stateDescription, forKey: .stateDescription)
             try container.encodeIfPresent(waitTarget, forKey: .waitTarget)
             try container.encodeIfPresent(pauseMicros, forKey: .pauseMicros)
+            try container.encodeIfPresent(activity, forKey: .activity)
+            try container.encodeIfPresent(blockedForAtLeastMs, forKey: .blockedForAtLeastMs)
+            try container.encodeIfPresent(candidateHolderIds, forKey: .candidateHolderIds)
         }
     }
 

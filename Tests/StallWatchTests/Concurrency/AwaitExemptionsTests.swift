@@ -4,7 +4,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct AwaitExemptionsTests {
+@Suite(.offPool) struct AwaitExemptionsTests {
     static func frame(_ symbol: String) -> StackFrame { StackFrame(address: 0x1000, symbol: symbol) }
 
     @Test func defaultStandsForSleepsStreamsAndNIOInboundStreams() {

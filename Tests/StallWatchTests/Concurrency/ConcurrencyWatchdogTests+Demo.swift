@@ -46,7 +46,9 @@ extension ConcurrencyWatchdogTests {
         #expect(report.status == .ended)
         #expect(report.task?.id != nil)
         #expect(report.task?.name == "demo-\(kind)")
-        #expect(report.cause.map { causes.contains($0.kind) } == true, "\(kind): \(String(describing: report.cause))")
+        #expect(
+            report.cause.map { cause in causes.contains { cause.matches($0) } } == true,
+            "\(kind): \(String(describing: report.cause))")
         // The job's own duration, against the stall as the demo timed it (the disk kind's last `fsync` may end
         // well after the 750 ms it writes for).
         let interval = Double(report.capture.sampleIntervalMs)

@@ -8,7 +8,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite(.serialized) struct LeadUpIntegrationTests {
+@Suite(.offPool, .serialized) struct LeadUpIntegrationTests {
     /// Runs on the CPU for `milliseconds` of the loop's own clock.
     static func spin(milliseconds: UInt64) {
         let end = sw_monotonic_ns() + milliseconds * 1_000_000

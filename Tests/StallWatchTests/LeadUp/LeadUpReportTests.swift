@@ -5,7 +5,7 @@ import Testing
 
 @testable import StallWatch
 
-@Suite struct LeadUpReportTests {
+@Suite(.offPool) struct LeadUpReportTests {
     static func decode(_ report: StallReport, version: Int) throws -> StallReport {
         let data = version == 1 ? try report.expandedJSON() : try report.encodedJSON()
         return try StallReport.makeDecoder().decode(StallReport.self, from: data)

@@ -1,10 +1,11 @@
 // The lead-up rings on their own: buckets add up, long items are listed, a wrapped ring says what it lost.
 import CStallWatchCore
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct LeadUpRingTests {
+@Suite(.offPool) struct LeadUpRingTests {
     static let ms: UInt64 = 1_000_000
     /// A bucket boundary far from zero, so "before the window" exists.
     static let base: UInt64 = 1_000_000 * 100 * ms
@@ -108,7 +109,7 @@ import Testing
     }
 }
 
-@Suite struct LeadUpLabelsTests {
+@Suite(.offPool) struct LeadUpLabelsTests {
     @Test func aLabelKeepsItsIdAndAnEmptyLabelIsZero() {
         let labels = LeadUpLabels()
         let id = labels.id(for: "route=/sessions")

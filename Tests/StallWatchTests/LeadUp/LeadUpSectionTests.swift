@@ -1,10 +1,11 @@
 // The `leadUp` section built from a window: times relative to detection, and what the window shows.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
 
-@Suite struct LeadUpSectionTests {
+@Suite(.offPool) struct LeadUpSectionTests {
     static let ms: UInt64 = 1_000_000
     static let width = 100 * ms
     /// The window's first bucket starts here; the window is 5 s of 100 ms buckets.

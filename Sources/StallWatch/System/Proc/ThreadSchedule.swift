@@ -42,7 +42,7 @@ extension ThreadSchedule {
     /// last ran on, whose clock set its `se.exec_start`. The calling thread moves there for one read of its own
     /// `sched` (its `se.exec_start` is then when it began running there, at or before now, so the difference
     /// errs low) and moves back. Nil when either is unreadable, the move fails, or the thread ran more recently.
-    static func notRunNanos(_ thread: ProcDirectory) -> UInt64? {
+    package static func notRunNanos(_ thread: ProcDirectory) -> UInt64? {
         guard let cpu = thread.stat()?.processor, cpu >= 0, cpu < 1024,
             let theirs = thread.text("sched").flatMap(lastStartedRunning(inSched:)),
             let ours = ownLastStartedRunning(onCPU: cpu), ours > theirs
