@@ -9,6 +9,15 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+// The runtime's debugging symbols (exported data, weak: a runtime without them leaves the reader off).
+extern const void *const _swift_concurrency_debug_asyncTaskMetadata __attribute__((weak));
+extern const size_t _swift_concurrency_debug_asyncTaskSize __attribute__((weak));
+extern const void *const _swift_concurrency_debug_future_adapter __attribute__((weak));
+extern const void *const _swift_concurrency_debug_non_future_adapter __attribute__((weak));
+extern const void *const _swift_concurrency_debug_task_future_wait_resume_adapter __attribute__((weak));
+extern const void *const _swift_concurrency_debug_task_wait_throwing_resume_adapter __attribute__((weak));
 
 sw_task_ring sw_tasks_rings[SW_POOL_MAX_SLOTS];
 _Atomic int sw_tasks_on;
@@ -108,7 +117,11 @@ static void apply(const sw_task_event *event, int32_t thread_id) {
     }
     int read = event->bits & SW_EVENT_STATUS_READ;
     if (read && (event->status & STATUS_COMPLETE)) {
-        if (found >= 0) sw_store_remove((uint32_t)found);
+        if (found >= 0) {
+            sw_store_remove((uint32_t)found);
+            sw_store.rows_private[found].completed_id = event->id;
+            sw_store.rows_private[found].completed_ns = event->start_ns;
+        }
         return;
     }
     int fresh = found < 0;
@@ -135,6 +148,10 @@ static void apply(const sw_task_event *event, int32_t thread_id) {
     r->runs++;
     r->thread_id = thread_id;
     r->priority = event->bits & 0xff;
+    // What a reader found of the previous suspension is stale now.
+    r->wait_kind = SW_WAIT_NONE;
+    r->wait_target_id = 0;
+    r->wait_address = 0;
     r->flags = (uint16_t)((event->bits & SW_EVENT_NAMED ? SW_TASK_NAMED : 0) |
                           (event->bits & SW_EVENT_CHILD ? SW_TASK_CHILD : 0) |
                           (event->bits & SW_EVENT_GROUP_CHILD ? SW_TASK_GROUP_CHILD : 0) |
@@ -144,6 +161,62 @@ static void apply(const sw_task_event *event, int32_t thread_id) {
                : event->status & STATUS_ENQUEUED ? SW_TASK_ENQUEUED
                                                  : SW_TASK_SUSPENDED;
     sw_store_end(row);
+}
+
+uint64_t sw_tasks_address(uint32_t row) {
+    if (!sw_store.header || row >= sw_store.capacity || row >= next_unused) return 0;
+    return sw_store.rows[row].state == SW_TASK_FREE ? 0 : sw_store.rows_private[row].address;
+}
+
+int64_t sw_tasks_find(uint64_t address, uint64_t task_id) {
+    if (!sw_store.header) return -1;
+    int64_t row = sw_store_lookup(address);
+    return row >= 0 && sw_store.rows[row].task_id == task_id ? row : -1;
+}
+
+uint64_t sw_tasks_completed_at(uint32_t row, uint64_t task_id) {
+    if (!sw_store.header || row >= next_unused) return 0;
+    return sw_store.rows_private[row].completed_id == task_id ? sw_store.rows_private[row].completed_ns : 0;
+}
+
+void sw_tasks_mark(uint32_t row, uint64_t task_id, uint64_t since_ns, const sw_task_state *state, uint16_t verdict) {
+    if (!sw_store.header || row >= next_unused) return;
+    sw_task_row *r = &sw_store.rows[row];
+    if (r->state == SW_TASK_FREE || r->task_id != task_id || r->since_ns != since_ns) return;
+    sw_store_begin(row);
+    r->wait_kind = state->wait_kind;
+    r->wait_target_id = (state->flags & SW_TASK_TARGET_VALIDATED) ? state->wait_task_id : 0;
+    r->wait_address = state->wait_address;
+    r->flags |= (uint16_t)(SW_TASK_VALIDATED | verdict |
+                           (state->flags & (SW_TASK_TARGET_VALIDATED | SW_TASK_STRUCTURED_WAIT)));
+    if (state->name_length > 0 && r->name[0] == 0) {
+        // Cut at a UTF-8 character boundary: never the middle of a character.
+        uint32_t length = state->name_length < SW_TASKS_NAME_BYTES - 1 ? state->name_length : SW_TASKS_NAME_BYTES - 1;
+        if (length < state->name_length) {
+            while (length > 0 && ((unsigned char)state->name[length] & 0xc0) == 0x80) length--;
+        }
+        memcpy(r->name, state->name, length);
+        r->name[length] = 0;
+    }
+    sw_store_end(row);
+}
+
+int sw_tasks_runtime(sw_task_runtime *out) {
+    memset(out, 0, sizeof *out);
+    if (sw_pool_runtime_layout_version() != 1 || !&_swift_concurrency_debug_asyncTaskMetadata ||
+        !&_swift_concurrency_debug_asyncTaskSize) {
+        return -1;
+    }
+    out->pid = (int32_t)getpid();
+    out->task_metadata = (uint64_t)(uintptr_t)_swift_concurrency_debug_asyncTaskMetadata;
+    out->task_size = (uint64_t)_swift_concurrency_debug_asyncTaskSize;
+    const void *const *adapters[4] = {
+        &_swift_concurrency_debug_future_adapter, &_swift_concurrency_debug_non_future_adapter,
+        &_swift_concurrency_debug_task_future_wait_resume_adapter,
+        &_swift_concurrency_debug_task_wait_throwing_resume_adapter,
+    };
+    for (int i = 0; i < 4; i++) out->adapters[i] = adapters[i] ? (uint64_t)(uintptr_t)*adapters[i] : 0;
+    return out->task_metadata && out->task_size ? 0 : -1;
 }
 
 void sw_tasks_drain(uint64_t now_ns) {

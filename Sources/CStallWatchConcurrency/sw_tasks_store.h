@@ -11,6 +11,8 @@ typedef struct {
     uint64_t address;        // the task's address: the index's key (never dereferenced)
     uint32_t next;           // the next free row + 1 (0: none)
     uint32_t reserved;
+    uint64_t completed_id;   // the last task of the row that completed, and the start of its last job
+    uint64_t completed_ns;
 } sw_row_private;
 
 typedef struct {

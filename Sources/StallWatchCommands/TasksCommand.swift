@@ -27,8 +27,12 @@ enum TasksCommand {
         var tasks = snapshot.tasks
         if let hungNanos {
             // Suspended for at least that long. A task whose state after its last job could not be read (an
-            // `async let` child) is not known to be suspended, and is left out.
-            tasks = tasks.filter { $0.state == .suspended && $0.age(at: now) >= hungNanos }
+            // `async let` child) is not known to be suspended, and is left out; so are the tasks the process's
+            // hung-await detector read and left alone: an exempt await site (a sleep, a stream's next element), or
+            // a wait on the task's own children (the child that does not finish is the one listed).
+            tasks = tasks.filter {
+                $0.state == .suspended && $0.age(at: now) >= hungNanos && !$0.isExempt && !$0.waitsOnChildren
+            }
         }
         tasks.sort { ($0.age(at: now), $1.id) > ($1.age(at: now), $0.id) }
         let console = invocation.console
@@ -80,6 +84,12 @@ enum TasksCommand {
                 notes.append("child")
             }
             if let name = task.name { notes.append("name \(name)") }
+            if task.isHung { notes.append("hung await") }
+            if task.isExempt { notes.append("exempt") }
+            if task.waitsOnChildren { notes.append("waits on its children") }
+            if let kind = task.waitKind {
+                notes.append("waits on \(kind.rawValue)" + (task.awaitedTaskID.map { " \($0)" } ?? ""))
+            }
             let age = (task.ageIsUpperBound ? "≤" : "") + seconds(task.age(at: now))
             result.append(
                 pad("\(task.id)", 12) + pad(task.state.rawValue, 11) + pad(age, 10)
@@ -114,6 +124,12 @@ enum TasksCommand {
             var groupChild: Bool
             var asyncLet: Bool
             var name: String?
+            /// What the hung-await detector found it waits on, once it read the task (absent before).
+            var waitKind: String?
+            var awaitedTaskID: UInt64?
+            var hungAwait: Bool
+            var exempt: Bool
+            var waitsOnChildren: Bool
         }
         var pid: Int32
         var capacity: Int
@@ -141,7 +157,9 @@ enum TasksCommand {
                     ageIsUpperBound: task.ageIsUpperBound, firstSeenAgoMs: ms(now &- min(now, task.firstSeenNanos)),
                     runs: task.runs, threadID: task.threadID, priority: task.priority,
                     running: snapshot.running.contains(task.id), child: task.isChild, groupChild: task.isGroupChild,
-                    asyncLet: task.isAsyncLet, name: task.name)
+                    asyncLet: task.isAsyncLet, name: task.name, waitKind: task.waitKind?.rawValue,
+                    awaitedTaskID: task.awaitedTaskID, hungAwait: task.isHung, exempt: task.isExempt,
+                    waitsOnChildren: task.waitsOnChildren)
             })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

@@ -105,6 +105,12 @@ public struct HTMLReport {
         for (heading, items) in sections where !items.isEmpty {
             html += "<h3>\(heading)</h3>\n<ul>\n" + items.map { "<li>\(escape($0))</li>\n" }.joined() + "</ul>\n"
         }
+        let hungAwait = HungAwaitView(format: format).rows(report)
+        if !hungAwait.isEmpty {
+            html += "<h3>Hung await</h3>\n<table class=\"header\">\n"
+            for (name, value) in hungAwait { html += "<tr><th>\(escape(name))</th><td>\(escape(value))</td></tr>\n" }
+            html += "</table>\n"
+        }
         return html
     }
 

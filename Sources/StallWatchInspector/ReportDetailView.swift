@@ -88,6 +88,11 @@ public struct ReportDetailView: Sendable {
         if let cause = report.cause, !cause.evidence.isEmpty {
             out += ["", heading("Evidence")] + cause.evidence.map { "  - \($0)" }
         }
+        let hungAwait = HungAwaitView(format: format).rows(report)
+        if !hungAwait.isEmpty {
+            out +=
+                ["", heading("Hung await")] + ReportTextFormat.table(hungAwait.map { [$0.0, $0.1] }).map { "  " + $0 }
+        }
         if let context = report.context { out += ["", heading("Context"), "  " + Self.describe(context)] }
         if !report.notes.isEmpty {
             out += ["", heading("Notes")] + report.notes.map { "  - \($0)" }
@@ -207,7 +212,12 @@ public struct ReportDetailView: Sendable {
     private func pointStackLines(_ report: StallReport, heading: (String) -> String) -> [String] {
         guard let point = report.pointStack ?? StallSignature.dominantStack(of: report.samples) else { return [] }
         let stack = point.frames
-        var out = ["", heading("Point stack (\(point.count) of \(report.samples.count) samples)")]
+        // A hung await has no samples (no thread is stuck): its point stack is the task's async backtrace.
+        let title =
+            report.samples.isEmpty
+            ? "Point stack (async backtrace of the last suspension, innermost first)"
+            : "Point stack (\(point.count) of \(report.samples.count) samples)"
+        var out = ["", heading(title)]
         let width = String(max(stack.count - 1, 0)).count
         for (number, frame) in stack.enumerated() {
             let label = "#" + String(number).padding(toLength: width, withPad: " ", startingAt: 0)

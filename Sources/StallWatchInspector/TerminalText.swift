@@ -57,6 +57,9 @@ enum TerminalText {
         r.annotations = Dictionary(
             r.annotations.map { (escape($0.key), escape($0.value)) }, uniquingKeysWith: { first, _ in first })
         if let evidence = r.cause?.evidence { r.cause?.evidence = evidence.map(escape) }
+        r.hungAwait = r.hungAwait.map(escaped)
+        let taskName = r.task?.name
+        r.task?.name = taskName.map(escape)
         r.callTree = r.callTree?.map(escaped)
         if let frames = r.pointStack?.frames { r.pointStack?.frames = frames.map(escaped) }
         r.threads = r.threads?.map { thread in
@@ -71,6 +74,30 @@ enum TerminalText {
         }
         r.leadUp = r.leadUp.map(escaped)
         return r
+    }
+
+    private static func escaped(_ hung: StallReport.HungAwaitDescription) -> StallReport.HungAwaitDescription {
+        var h = hung
+        h.waitKind = escape(h.waitKind)
+        h.chainEnd = h.chainEnd.map(escape)
+        h.awaitSite = h.awaitSite.map(escape)
+        h.awaitingFunction = h.awaitingFunction.map(escape)
+        h.chain = h.chain.map { link in
+            var l = link
+            l.name = l.name.map(escape)
+            l.state = escape(l.state)
+            l.waitKind = l.waitKind.map(escape)
+            l.awaitSite = l.awaitSite.map(escape)
+            l.awaitingFunction = l.awaitingFunction.map(escape)
+            return l
+        }
+        h.awaitedBy = h.awaitedBy?.map { waiter in
+            var w = waiter
+            w.name = w.name.map(escape)
+            w.via = w.via.map(escape)
+            return w
+        }
+        return h
     }
 
     private static func escaped(_ leadUp: StallReport.LeadUp) -> StallReport.LeadUp {

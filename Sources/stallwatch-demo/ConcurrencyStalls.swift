@@ -64,7 +64,9 @@ extension StallCommand {
     /// its final report is out.
     func runOnConcurrencyPool() -> Never {
         if kind == .hungAwait {
-            HungAwaits.run(configuration: configuration, durationMs: durationMs, cycling: cyclingTasks)
+            HungAwaits.run(
+                configuration: configuration, durationMs: durationMs, cycling: cyclingTasks,
+                resumeAfterMs: resumeAfterMs)
         }
         let done = DispatchSemaphore(value: 0)
         let kind = kind

@@ -9,7 +9,7 @@ let usage = """
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
                                  [--loop stallwatch|foundation|dispatch-main|concurrency|threads]
-                                 [--threads N] [--probe-interval-ms N] [--cycling-tasks N]
+                                 [--threads N] [--probe-interval-ms N] [--cycling-tasks N] [--resume-after-ms N]
                                  [--sampling-signal default|ignore|handler] [--block-signals]
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
@@ -24,9 +24,11 @@ let usage = """
     --sampling-signal: once the watchdog runs, set StallWatch's sampling signal to SIG_DFL, SIG_IGN or a handler
     of the demo's own. --block-signals: the loop thread blocks every signal before its first stall.
     --loop concurrency --kind hung-await: no thread stalls; among --cycling-tasks (default 1,000) tasks cycling
-    through Task.sleep(10 ms), three
-    tasks wait (awaitReplyThatNeverComes, awaitFirstTask, groupChildWaits) until the demo exits after --duration-ms;
-    one JSON line per stuck task once it is suspended, with its task id, for `stallwatch tasks -p PID`.
+    through Task.sleep(10 ms), an AsyncStream consumer and a Task.sleep(30 s), three tasks wait forever
+    (awaitReplyThatNeverComes, awaitFirstTask on the first, groupChildWaits); --resume-after-ms N adds a fourth
+    (awaitReplyThatComesLate) resumed after N ms. One JSON line per waiting task once it is suspended, with its
+    task id (for `stallwatch tasks -p PID`), and one per hung-await report event (hungAwaitThresholdMs, 10 s by
+    default); exits 0 once the three are reported (and the fourth's report ended) and --duration-ms has passed.
     """
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
@@ -44,6 +46,7 @@ struct StallCommand {
     var probeIntervalMs = 100
     var threadCount = 4
     var cyclingTasks = 1000
+    var resumeAfterMs: Int?
     var signalChange: SamplingSignalChange?
     var blockSignals = false
     var configuration: StallWatchConfiguration
@@ -61,6 +64,7 @@ struct StallCommand {
             case "--probe-interval-ms": probeIntervalMs = args.number(arg, 1...60_000)
             case "--threads": threadCount = args.number(arg, 1...64)
             case "--cycling-tasks": cyclingTasks = args.number(arg, 0...100_000)
+            case "--resume-after-ms": resumeAfterMs = args.number(arg, 1...3_600_000)
             case "--threshold-ms": args.override(&configuration, "thresholdMs", flag: arg)
             case "--report-dir": args.override(&configuration, "reportDirectory", flag: arg)
             case "--strategy": args.override(&configuration, "strategy", flag: arg)

@@ -36,7 +36,8 @@ import Testing
         var taskID: UInt64
     }
 
-    /// The demo's stuck tasks (three waits and the group's parent) among 50 cycling through `Task.sleep(10 ms)`:
+    /// The demo's waiting tasks (three hung waits, the group's parent, an `AsyncStream` consumer and a 30 s
+    /// `Task.sleep`) among 50 cycling through `Task.sleep(10 ms)`, before its hung-await detector looked at them:
     /// `--hung` lists exactly those, read from the file the demo publishes, each with its age by the demo's
     /// announcement (printed just before it suspended), and no cycling task.
     /// Alone it takes 2 s; beside the suites that block the pool's and dispatch's threads for seconds, the demo's
@@ -58,18 +59,21 @@ import Testing
             kill(demo.pid, SIGKILL)
             demo.wait(timeout: .seconds(10))
         }
-        let functions = ["awaitReplyThatNeverComes", "awaitFirstTask", "groupChildWaits", "groupParent"]
+        let functions = [
+            "awaitReplyThatNeverComes", "awaitFirstTask", "groupChildWaits", "groupParent", "streamConsumer",
+            "longSleeper",
+        ]
         func announcements() -> [StuckTask] {
             demo.stdout.split(separator: "\n").compactMap {
                 try? JSONDecoder().decode(StuckTask.self, from: Data($0.utf8))
             }
         }
-        #expect(pollUntil(timeout: .seconds(20)) { announcements().count >= 4 }, "\(demo.stderr)")
+        #expect(pollUntil(timeout: .seconds(20)) { announcements().count >= functions.count }, "\(demo.stderr)")
         let announced = ContinuousClock.now
         let stuck = announcements()
         #expect(Set(stuck.map(\.function)) == Set(functions))
         let ids = Set(stuck.map(\.taskID))
-        #expect(ids.count == 4 && !ids.contains(0))
+        #expect(ids.count == functions.count && !ids.contains(0))
         let base = ["-p", "\(demo.pid)", "--heartbeat-dir", directory, "--json"]
         // The cycling tasks are never suspended 1.5 s; the stuck ones are, 1.5 s after their announcement.
         #expect(pollUntil(timeout: .seconds(2)) { ContinuousClock.now - announced >= .milliseconds(1500) })

@@ -28,7 +28,7 @@ import Testing
         #expect(try StallReport.makeDecoder().decode(StallReport.self, from: fixture) == report)
     }
 
-    @Test(arguments: ReportFixtures.diagnosed)
+    @Test(arguments: ReportFixtures.diagnosed + ReportFixtures.concurrency)
     func diagnosedFixturesRoundTripBothWays(name: String, report: StallReport) throws {
         let url = ReportFixtures.directory.appendingPathComponent("diagnosed/\(name).json")
         if Self.updating {

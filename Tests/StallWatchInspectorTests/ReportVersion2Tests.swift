@@ -7,14 +7,16 @@ import Testing
 @testable import StallWatchInspector
 
 @Suite(.offPool) struct ReportVersion2Tests {
-    static var fixtures: [(name: String, report: StallReport)] { ReportFixtures.all + ReportFixtures.diagnosed }
+    static var fixtures: [(name: String, report: StallReport)] {
+        ReportFixtures.all + ReportFixtures.diagnosed + ReportFixtures.concurrency
+    }
 
     static func version2File(_ name: String) -> URL {
         ReportFixtures.directory.appendingPathComponent("reports-v2/\(name).json")
     }
 
     static func version1File(_ name: String) -> URL {
-        let diagnosed = ReportFixtures.diagnosed.contains { $0.name == name }
+        let diagnosed = (ReportFixtures.diagnosed + ReportFixtures.concurrency).contains { $0.name == name }
         return ReportFixtures.directory.appendingPathComponent("\(diagnosed ? "diagnosed" : "reports")/\(name).json")
     }
 

@@ -2,6 +2,7 @@
 #ifndef SW_TASKS_H
 #define SW_TASKS_H
 
+#include "sw_task_read.h"
 #include "sw_task_table.h"
 #include <stdint.h>
 
@@ -20,8 +21,8 @@ extern "C" {
 // and trusted only with the task's id: an address whose task completed may hold another task (or anything) later,
 // and the address is never dereferenced after the job's reference is dropped.
 //
-// Not kept yet (the layout has room for them, readers accept them): what a suspended task waits for, its async
-// backtrace and its name; rows leave those fields zero.
+// A suspended task's wait and name are published only once the hung-await detector read them (sw_tasks_mark,
+// when its suspension reached the threshold); its async backtrace is not kept in the rows yet (chains stay empty).
 
 /// Job ends one worker can hold before the watchdog drains them (more are counted as dropped).
 #define SW_TASKS_RING_EVENTS 2048
@@ -48,6 +49,21 @@ void sw_tasks_drain(uint64_t now_ns);
 int sw_tasks_copy_row(uint32_t row, sw_task_row *out);
 /// Copies chain `index` (1-based, as rows name it) coherently: 1, or 0.
 int sw_tasks_copy_chain(uint32_t index, sw_task_chain *out);
+
+/// The address of row `row`'s task (0: a free row), for a read of the task (sw_task_read), which checks the id.
+/// Watchdog thread.
+uint64_t sw_tasks_address(uint32_t row);
+/// The row of the task at `address` whose id is `task_id` (-1: none). Watchdog thread.
+int64_t sw_tasks_find(uint64_t address, uint64_t task_id);
+/// The start of the last job of `task_id` if it completed in row `row` (its row then freed), else 0. Watchdog thread.
+uint64_t sw_tasks_completed_at(uint32_t row, uint64_t task_id);
+/// Publishes what a read of the task of row `row` found (its wait, its name) and the detector's `verdict`
+/// (SW_TASK_EXEMPT, SW_TASK_HUNG, or 0), if the row still holds that task in the suspension that began at
+/// `since_ns`. The row's job end clears it. Watchdog thread.
+void sw_tasks_mark(uint32_t row, uint64_t task_id, uint64_t since_ns, const sw_task_state *state, uint16_t verdict);
+/// Fills `out` with this process's runtime facts for sw_task_read (its task metadata, task size, resume adapters):
+/// 0, or -1 when the runtime does not export them or its layout is not version 1.
+int sw_tasks_runtime(sw_task_runtime *out);
 
 /// For tests and benchmarks: the bytes the watchdog's private index and bookkeeping take for `capacity` rows.
 uint64_t sw_tasks_private_bytes(uint32_t capacity);

@@ -27,6 +27,8 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
     private var tasks: [(sequence: UInt64, task: StallReport.TaskDescription)?] = []
     /// The task table this thread keeps, when there is one.
     private let table: TaskTable?
+    /// The hung-await detector over the table, when there is a table and `hungAwaitThresholdMs` is above 0.
+    private let hungAwaits: HungAwaitWatcher?
 
     init(
         configuration: StallWatchConfiguration, table: TaskTable?, emit: @escaping @Sendable (StallEvent) -> Void,
@@ -37,6 +39,9 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         self.emit = emit
         self.isStopping = isStopping
         saturation = PoolSaturationWatcher(configuration: configuration, emit: emit)
+        hungAwaits =
+            table == nil
+            ? nil : HungAwaitWatcher(configuration: configuration, symbolicator: Self.quickSymbolicator, emit: emit)
     }
 
     /// Follows the workers until stopped; `ready` is called once the recorders are set up, before the first look.
@@ -48,6 +53,7 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         PoolLateJobs.discardLeftovers()
         let late = PoolLateJobs(configuration: configuration)
         ready()
+        var jobsSeen: UInt64 = 0
         while true {
             // The wake generation is read before the stop flag: a stop after this check then ends the sleep or
             // park below at once (read inside them, such a stop was lost, and disable() joined forever).
@@ -77,8 +83,10 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             // The task table, after the workers: a job that ended before their look has its end in a ring by now
             // (a worker wakes this thread when its ring is half full, so a busy pool is drained in time too).
             if table != nil { sw_tasks_drain(sw_monotonic_ns()) }
+            let hungDeadline = hungAwaits?.look(now: sw_monotonic_ns(), jobsRan: totals.jobs_started != jobsSeen)
+            jobsSeen = totals.jobs_started
             if looks.lookAgain { continue }
-            if let deadline = looks.deadline {
+            if let deadline = [looks.deadline, hungDeadline].compactMap({ $0 }).min() {
                 _ = sw_pool_sleep_until(deadline, seen)
                 continue
             }
@@ -87,7 +95,12 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             // the last jobs' ends (a task's final suspension) must not wait in a ring for the next job.
             if sw_pool_sleep_until(sw_monotonic_ns() + threshold, seen) == 1, !isStopping() {
                 if table != nil { sw_tasks_drain(sw_monotonic_ns()) }
-                _ = sw_pool_park(totals.jobs_started, seen)
+                // A suspended task's threshold is a deadline too: sleep until it rather than park for good.
+                if let due = hungAwaits?.look(now: sw_monotonic_ns(), jobsRan: true) {
+                    _ = sw_pool_sleep_until(due, seen)
+                } else {
+                    _ = sw_pool_park(totals.jobs_started, seen)
+                }
             }
         }
         for index in followers.indices {
@@ -96,6 +109,7 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             followers[index].recorder.waitForLineFills()
         }
         saturation.stop()
+        hungAwaits?.stop(now: sw_monotonic_ns())
     }
 
     private func addFollowers(atLeast minimum: Int = 0) {

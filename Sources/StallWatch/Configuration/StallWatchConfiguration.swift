@@ -68,8 +68,23 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0 (the default
     /// until its cost is measured against the pool benchmark's bar): no task table.
     public var maxTasks = 0
+    /// A Swift task suspended longer than this, and not exempt, is a hung await: ``ConcurrencyWatchdog`` writes a
+    /// report with cause `hungAwait` (it needs the task table: `maxTasks` above 0). 0: off.
+    public var hungAwaitThresholdMs = 10_000
+    /// Await sites that are never hung awaits, comma-separated: a pattern (`*` matches any text) matches a frame of
+    /// the task's async backtrace by name; `default` stands for ``defaultHungAwaitExemptions``.
+    public var hungAwaitExemptions = "default"
 
     public init() {}
+
+    /// What `default` stands for in ``hungAwaitExemptions``: `Task.sleep` (and clocks' `sleep`), a consumer of an
+    /// `AsyncStream` or `AsyncThrowingStream` waiting for its next element, and the inbound stream of a SwiftNIO
+    /// async channel (an accept loop, a connection waiting for its next request).
+    public static let defaultHungAwaitExemptions = [
+        "Task.sleep", "Task._sleep", "Clock.sleep", "AsyncStream.Iterator.next", "AsyncStream._Storage.next",
+        "AsyncThrowingStream.Iterator.next", "AsyncThrowingStream._Storage.next",
+        "NIOAsyncSequenceProducer.AsyncIterator.next", "NIOThrowingAsyncSequenceProducer.AsyncIterator.next",
+    ]
 
     /// The most `maxStackBytes` may be: the size of the in-process capture slot, preallocated per request when
     /// the signal handler is installed (`SW_CAPTURE_DEFAULT_STACK_BYTES`).
@@ -165,5 +180,7 @@ extension StallWatchConfiguration {
         Key(name: "leadUpBucketMs", kind: .integer(10...60_000, \.leadUpBucketMs)),
         Key(name: "leadUpItemMs", kind: .integer(1...60_000, \.leadUpItemMs)),
         Key(name: "maxTasks", kind: .integer(0...4_000_000, \.maxTasks)),
+        Key(name: "hungAwaitThresholdMs", kind: .integer(0...86_400_000, \.hungAwaitThresholdMs)),
+        Key(name: "hungAwaitExemptions", kind: .text(\.hungAwaitExemptions)),
     ]
 }

@@ -41,6 +41,7 @@ enum ReportDocumentV2 {
         var totalDurationMs: Double?
         var task: StallReport.TaskDescription?
         var pool: StallReport.PoolDescription?
+        var hungAwait: StallReport.HungAwaitDescription?
         var symbolication: StallReport.SymbolicationState?
         /// Every sample's `offsetMs`, in order (so listings keep the sample count and times).
         var sampleOffsetsMs: [Double]
@@ -170,7 +171,8 @@ extension ReportDocumentV2 {
             occurrences: report.occurrences, firstSeen: report.firstSeen, lastSeen: report.lastSeen,
             maxDurationMs: report.maxDurationMs, startedBeforeAttach: report.startedBeforeAttach,
             totalDurationMs: report.totalDurationMs, task: report.task,
-            pool: report.pool, symbolication: report.symbolication, sampleOffsetsMs: report.samples.map(\.offsetMs),
+            pool: report.pool, hungAwait: report.hungAwait, symbolication: report.symbolication,
+            sampleOffsetsMs: report.samples.map(\.offsetMs),
             topFrame: topFrame(of: report))
     }
 

@@ -4,13 +4,13 @@ extension StallReport {
     /// The Swift task whose job ran past the threshold without suspending (the `task` section).
     package struct TaskDescription: Codable, Sendable, Equatable {
         /// The runtime's task id (`swift_task_getJobTaskId`); 0 for a job that is not a task.
-        var id: UInt64
+        package var id: UInt64
         /// The name given with `Task(name:)`; absent when the runtime does not expose it for another thread's task.
-        var name: String?
+        package var name: String?
         /// Swift's `TaskPriority` raw value (`userInitiated` 25, `medium` 21, `utility` 17, `background` 9).
-        var priority: Int
+        package var priority: Int
         /// What the priority is called (`high`, `medium`, `low`, `background`, `userInteractive`, `unspecified`).
-        var priorityName: String
+        package var priorityName: String
         /// How long the job waited between enqueue and start, ms.
         var queuedMs: Double?
 

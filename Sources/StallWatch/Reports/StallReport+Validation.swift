@@ -90,6 +90,8 @@ struct ReportValidator {
         if let lastSeen = report.lastSeen { try date("lastSeen", lastSeen) }
         if let longest = report.maxDurationMs { try milliseconds("maxDurationMs", longest, signed: false) }
         if let leadUp = report.leadUp { try self.leadUp(leadUp) }
+        if let hung = report.hungAwait { try hungAwait(hung) }
+        if let task = report.task, let name = task.name { try string("task.name", name) }
         if let total = report.totalDurationMs {
             // A sum of up to `maximumCount` durations: bounded, and still far from overflowing anything.
             guard total.isFinite, total >= 0, total <= Limits.maximumMilliseconds * Double(Limits.maximumCount) else {

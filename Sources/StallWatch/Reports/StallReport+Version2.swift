@@ -69,15 +69,19 @@ extension StallReport {
         totalDurationMs = head.totalDurationMs
         symbolication = head.symbolication
         if let top = head.topFrame {
-            if samples.isEmpty { samples.append(Sample(offsetMs: 0, frames: [])) }
-            samples[0].frames = [top]
+            if samples.isEmpty {
+                // No thread was sampled (a hung await): the stall is named after its point stack.
+                pointStack = PointStack(frames: [top], count: 1)
+            } else {
+                samples[0].frames = [top]
+            }
         }
     }
 
     /// Decodes a version 2 document from `decoder`'s top level. With `listing`, only the head's members that
     /// lists read (a file's first bytes may end after the head): the model then has one sample per offset, the
-    /// top frame as the frames of the first sample, no images, threads, call tree or point stack, and neutral
-    /// detection and capture values.
+    /// top frame as the frames of the first sample (as the point stack when there are none), no images, threads,
+    /// call tree or other point stack, and neutral detection and capture values.
     init(version2From decoder: any Decoder, listing: Bool) throws {
         let c = try decoder.container(keyedBy: ReportDocumentV2.Keys.self)
         if listing {
@@ -100,6 +104,7 @@ extension StallReport {
         totalDurationMs = head.totalDurationMs
         task = head.task
         pool = head.pool
+        hungAwait = head.hungAwait
         symbolication = head.symbolication
         let body = try ReportDocumentV2.Body(from: decoder)
         func frames(_ indices: [Int], at path: String) throws -> [StackFrame] {

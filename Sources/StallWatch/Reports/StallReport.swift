@@ -79,6 +79,8 @@ public struct StallReport: Codable, Sendable, Equatable {
     package var task: TaskDescription?
     /// The pool's workers, for a stall whose cause is `saturated`.
     package var pool: PoolDescription?
+    /// What a suspended task waits for, for a report whose cause is `hungAwait`.
+    package var hungAwait: HungAwaitDescription?
     /// Whether every frame's file:line has been looked up (`lines` `pending` until a final report's rewrite
     /// fills them in); nil when the report does not look up lines (symbolication `fast` or `off`).
     package var symbolication: SymbolicationState?
@@ -121,6 +123,7 @@ extension StallReport {
         case schemaVersion, id, status, severity, startedAt, endedAt, durationMs, detection, process, loop, samples
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
         case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool, symbolication, leadUp
+        case hungAwait
         case startedBeforeAttach
     }
 
@@ -157,6 +160,7 @@ extension StallReport {
         totalDurationMs = try c.decodeIfPresent(Double.self, forKey: .totalDurationMs)
         task = try c.decodeIfPresent(TaskDescription.self, forKey: .task)
         pool = try c.decodeIfPresent(PoolDescription.self, forKey: .pool)
+        hungAwait = try c.decodeIfPresent(HungAwaitDescription.self, forKey: .hungAwait)
         symbolication = try c.decodeIfPresent(SymbolicationState.self, forKey: .symbolication)
         if listing {
             var list = try c.nestedUnkeyedContainer(forKey: .samples)
@@ -344,8 +348,9 @@ extension StallReport {
     public struct Cause: Codable, Sendable, Equatable {
         public enum Kind: String, Codable, Sendable, CaseIterable {
             /// `starved`: the loop thread was runnable but not given a CPU (run-queue wait, cgroup throttling, a
-            /// late watchdog): the machine, not the loop's code, held it up.
-            case cpu, lock, io, sleep, deadlock, starved, unknown, saturated
+            /// late watchdog): the machine, not the loop's code, held it up. `hungAwait`: a Swift task suspended
+            /// past `hungAwaitThresholdMs` with no thread stuck at all (the `hungAwait` section says on what).
+            case cpu, lock, io, sleep, deadlock, starved, unknown, saturated, hungAwait
         }
 
         public var kind: Kind
