@@ -42,11 +42,14 @@ enum CommandHelp {
     static let commandOptions: [String: [String: (value: String?, text: String)]] = [
         "dump": [
             "--pid": ("PID", "the process to dump"),
-            "--all-threads": (
-                nil, "every thread, not only the loop thread(s) and the owners of the locks they wait for"
-            ),
+            "--all-threads": (nil, "list each idle thread with its stack instead of folding them by their wait"),
             "--json": (nil, "print JSON instead of text (also when standard output is not a terminal)"),
             "--heartbeat-dir": ("DIR", "where heartbeat segments name the loop threads (default /dev/shm)"),
+            "--tid": ("TID", "a loop thread, listed first (repeatable)"),
+            "--threads": (
+                "[PROGRAM=]GLOB",
+                "the threads whose name matches GLOB are loop threads, listed first (repeatable; PROGRAM limits the rule to executables of that name)"
+            ),
         ],
         "tasks": [
             "--pid": ("PID", "the process whose task table to print"),
