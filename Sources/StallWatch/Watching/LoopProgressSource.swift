@@ -51,6 +51,10 @@ struct LoopProgressSource: ProgressSource {
         let entered = state.snapshot().sequence
         while true {
             let snapshot = state.snapshot()
+            // A park is asked for when the detector last saw the loop idle. If the loop is busy now it moved since
+            // (perhaps before `entered` was read, so the sequence shows no move): the detector must look again,
+            // or a stall that began in that window would go unseen until it ended.
+            if deadline == nil && snapshot.isBusy { return false }
             let tick = leadUp.tick(
                 now: sw_monotonic_ns(), threadID: sampledThread?.threadID, sequence: snapshot.sequence,
                 isBusy: snapshot.isBusy)

@@ -1,0 +1,38 @@
+// The in-process loop's progress source: a park asked for on a stale idle view returns while the loop is busy.
+import Dispatch
+import Foundation
+import StallWatchTestSupport
+import Testing
+
+@testable import StallWatch
+
+@Suite(.offPool) struct LoopProgressSourceTests {
+    /// The detector asks for a park when it last saw the loop idle; if the loop turned busy before the wait read its
+    /// sequence, no later move shows it. With the lead-up's ticks between looks the wait kept ticking for as long
+    /// as the loop stayed busy — a stall unseen until it ended. The wait returns instead, so the detector looks
+    /// again.
+    @Test(.timeLimit(.minutes(2)))
+    func aParkAskedForWhileTheLoopIsAlreadyBusyReturnsToTheDetector() throws {
+        let loop = try EventLoop(name: "stale-idle", mainQueue: .disabled)
+        let ring = try #require(loop.state.startLeadUp(StallWatchConfiguration().leadUpSettings))
+        let release = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        _ = startLoopThread(loop)
+        loop.perform {
+            busy.signal()
+            release.wait()
+        }
+        busy.wait()
+        #expect(loop.state.snapshot().isBusy)
+        let source = LoopProgressSource(loop: loop, leadUp: LeadUpRecorder(ring: ring)) { false }
+        // Without the rule the wait would last as long as the loop stays busy: 10 s here.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 10) { release.signal() }
+        let clock = ContinuousClock()
+        let started = clock.now
+        let timedOut = source.wait(for: .park, nextSampleAt: nil)
+        let waited = clock.now - started
+        loop.stop()
+        #expect(waited < .seconds(5), "the wait kept ticking while the loop was busy: \(waited)")
+        #expect(!timedOut, "a return to look again, not a timeout")
+    }
+}
