@@ -104,6 +104,11 @@ final class HungAwaitReporter {
         open[signature] = nil
         recent = recent.filter { now &- $0.value.endedNanos <= configuration.intervals.dedupWindow }
         recent[signature] = (report, now)
+        writeFinal(final)
+    }
+
+    /// Writes a final report off the watchdog thread and announces its end (or the failure to write it).
+    private func writeFinal(_ final: StallReport) {
         let writer = writer, emit = emit
         writes.async {
             do throws(StallWatchError) {
@@ -120,15 +125,7 @@ final class HungAwaitReporter {
         for (signature, report) in open {
             var built = build(report, status: .unrecovered, now: now)
             built.notes.append("the watchdog stopped while the task was still suspended")
-            let final = built, writer = writer, emit = emit
-            writes.async {
-                do throws(StallWatchError) {
-                    try writer.write(final)
-                } catch {
-                    emit(.reportFailed(error))
-                }
-                emit(.ended(final))
-            }
+            writeFinal(built)
             open[signature] = nil
         }
         signatureOfTask.removeAll()
