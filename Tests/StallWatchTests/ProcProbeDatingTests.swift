@@ -2,6 +2,7 @@
 import CStallWatchCore
 import Foundation
 import StallWatchTestSupport
+import Synchronization
 import Testing
 
 @testable import StallWatch
@@ -12,10 +13,12 @@ import Testing
 
 @Suite(.offPool, .serialized) struct ProcProbeDatingTests {
     /// A thread of this process that idles in `poll` on a pipe and, for each byte, spins (1) or sleeps (2) for
-    /// 400 ms, noting CLOCK_MONOTONIC as it starts; 0 ends it.
-    final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is Locked.
-        let threadID = Locked<Int32>(0)
-        let started = Locked<UInt64>(0)
+    /// 400 ms, noting CLOCK_MONOTONIC as it starts; 0 ends it. It shares its figures through atomics, never a
+    /// lock: waiting for a lock the test holds would be a voluntary switch of its own between its wake-up and its
+    /// work, which the dating rule rightly declines to date through.
+    final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
+        let threadID = Atomic<Int32>(0)
+        let started = Atomic<UInt64>(0)
         let done = DispatchSemaphore(value: 0)
         var fds: [Int32] = [0, 0]
 
@@ -23,14 +26,14 @@ import Testing
             try #require(pipe(&fds) == 0)
             let readEnd = fds[0]
             Thread { [self] in
-                threadID.withLock { $0 = sw_gettid() }
+                threadID.store(sw_gettid(), ordering: .releasing)
                 var byte: UInt8 = 0
                 while true {
                     var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
                     guard poll(&ready, 1, 5000) > 0 else { continue }
                     guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
                     let now = sw_monotonic_ns()
-                    started.withLock { $0 = now }
+                    started.store(now, ordering: .releasing)
                     if byte == 1 {
                         while sw_monotonic_ns() < now + 400_000_000 {}
                     } else {
@@ -64,10 +67,10 @@ import Testing
         let pid = getpid()
         #expect(
             pollUntil {
-                let tid = loop.threadID.withLock { $0 }
+                let tid = loop.threadID.load(ordering: .acquiring)
                 return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
             })
-        let tid = loop.threadID.withLock { $0 }
+        let tid = loop.threadID.load(ordering: .acquiring)
         var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
         for _ in 0..<3 {
             let idle = probe.observe(now: sw_monotonic_ns())
@@ -76,8 +79,8 @@ import Testing
         }
         let sentAt = sw_monotonic_ns()
         loop.send(work)
-        #expect(pollUntil { loop.started.withLock { $0 } != 0 })
-        let startedAt = loop.started.withLock { $0 }
+        #expect(pollUntil { loop.started.load(ordering: .acquiring) != 0 })
+        let startedAt = loop.started.load(ordering: .acquiring)
         usleep(150_000)
         let seen = probe.observe(now: sw_monotonic_ns())
         let busy = try #require(seen)
