@@ -109,7 +109,10 @@ package final class ImageSymbols: Sendable {
             let full = Demangler.demangle(mangled)
             symbol = Symbol(name: full, shortName: StackFrame.shortSymbol(raw: mangled, full: full), offset: within)
         }
-        table.loaded = true
+        if !table.loaded {
+            table.loaded = true
+            counters.tablesLoaded.add(1, ordering: .releasing)
+        }
         if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
         table.entries[offset] = symbol
         return symbol
@@ -148,7 +151,10 @@ package final class ImageSymbols: Sendable {
         if let session = table.session, let file = sw_symbols_source(session, table.origin &+ offset, &line) {
             location = SourceLine(file: String(cString: file), line: line > 0 ? Int(line) : nil)
         }
-        table.loaded = true
+        if !table.loaded {
+            table.loaded = true
+            counters.tablesLoaded.add(1, ordering: .releasing)
+        }
         if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
         table.entries[offset] = location
         return location

@@ -42,6 +42,8 @@ package final class SymbolCache: Sendable {
         let hits = Atomic<Int>(0)
         let misses = Atomic<Int>(0)
         let evictions = Atomic<Int>(0)
+        /// Tables (names or lines) whose first lookup has run: what a lookup that must not wait can newly answer.
+        let tablesLoaded = Atomic<Int>(0)
     }
 
     private struct Entry {
@@ -83,12 +85,15 @@ package final class SymbolCache: Sendable {
 
     /// The entry for `identity` if one was opened already, without opening the file: `.some(nil)` for a file
     /// libdwfl could not read, nil when there is no entry yet.
-    func existingSymbols(for identity: ImageIdentity) -> ImageSymbols?? {
+    func existingSymbols(for identity: ImageIdentity) -> ImageSymbols?? { existingSymbols(forKey: identity.key) }
+
+    /// ``existingSymbols(for:)`` by the key of an identity checked before.
+    func existingSymbols(forKey key: Key) -> ImageSymbols?? {
         state.withLock { state -> ImageSymbols?? in
-            guard var entry = state.entries[identity.key] else { return nil }
+            guard var entry = state.entries[key] else { return nil }
             state.uses += 1
             entry.lastUse = state.uses
-            state.entries[identity.key] = entry
+            state.entries[key] = entry
             return .some(entry.symbols)
         }
     }
@@ -116,6 +121,7 @@ package final class SymbolCache: Sendable {
                 return raced.symbols
             }
             state.entries[key] = Entry(symbols: opened, lastUse: state.uses)
+            counters.tablesLoaded.add(1, ordering: .releasing)
             while state.entries.count > capacity {
                 guard let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })?.key else { break }
                 state.entries[oldest] = nil
@@ -124,6 +130,10 @@ package final class SymbolCache: Sendable {
             return opened
         }
     }
+
+    /// Changes whenever an entry is opened or one of its tables loads: a frame a lookup that must not wait left
+    /// without a name or a line may have one once it changed.
+    var generation: Int { counters.tablesLoaded.load(ordering: .acquiring) }
 
     /// Drops every entry (symbolicators holding one keep it until they let go).
     package func removeAll() {

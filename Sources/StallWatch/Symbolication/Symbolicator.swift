@@ -30,7 +30,9 @@ package final class Symbolicator: @unchecked Sendable {
     /// lookup in an image loads its DWARF: tens of ms for a Swift module, ~150 ms for libc's separate debug
     /// file). When false, frames of images whose tables are not loaded yet get no file:line and count in
     /// ``pendingLineLookups``: what a final report does to be on disk at once, the lines following in a rewrite.
-    var waitsForLines = true
+    var waitsForLines = true {
+        didSet { pendingFrames.removeAll(keepingCapacity: true) }
+    }
     /// Frames given without file:line because their image's line tables were not loaded (``waitsForLines``
     /// false), counted since this symbolicator was made. Such frames are not cached: a later call looks again.
     private(set) var pendingLineLookups = 0
@@ -39,7 +41,19 @@ package final class Symbolicator: @unchecked Sendable {
     /// of an image whose table is not loaded yet — or is being loaded by another thread — gets image and offset but
     /// no name, and counts in ``pendingNameLookups``: what a watching thread does, which must go on sampling while
     /// a report queue loads the tables and writes the names.
-    var waitsForNames = true
+    var waitsForNames = true {
+        didSet { pendingFrames.removeAll(keepingCapacity: true) }
+    }
+    /// Frames given without a name or a line because their tables were not loaded (or were busy), kept while
+    /// nothing could change that answer: until a table loads anywhere (``SymbolCache/generation``), this
+    /// symbolicator opens its process session, ``waitsForNames`` or ``waitsForLines`` changes, and for at most
+    /// ``pendingFramesNanos`` (a table busy with another thread's lookup). The stacks of a thousand threads parked
+    /// in one place then cost one lookup, not a thousand, each reading the image's build ID: a watching thread
+    /// building a provisional report stopped sampling for 350 ms.
+    private var pendingFrames: [FrameKey: (frame: StackFrame, namesPending: Bool)] = [:]
+    private var pendingFramesSince: UInt64 = 0
+    private var pendingFramesGeneration = 0
+    private static let pendingFramesNanos: UInt64 = 100_000_000
     /// Frames given without a name because their image's symbol table was not loaded (``waitsForNames`` false),
     /// counted since this symbolicator was made. Such frames are not cached: a later call looks again.
     private(set) var pendingNameLookups = 0
@@ -71,6 +85,9 @@ package final class Symbolicator: @unchecked Sendable {
     private var buildIDs: [String: String?] = [:]
     /// Where the shared cache keeps each image's tables; nil for images looked up in the process session.
     private var sharedImages: [ImageMap.Image: ImageSymbols?] = [:]
+    /// The shared cache's key of each image checked while its tables were not loaded (nil: not a file it keeps),
+    /// so that a stack of many frames in one image reads its file's build ID once, not once per frame.
+    private var checkedKeys: [ImageMap.Image: SymbolCache.Key?] = [:]
     private let symbolCache: SymbolCache
     /// JIT code's names, when the runtime writes a perf map.
     private lazy var perfMap = PerfMap(processID: processID)
@@ -104,6 +121,14 @@ package final class Symbolicator: @unchecked Sendable {
     /// - Parameter unwound: innermost first.
     /// - Returns: one frame per captured frame; a frame in no image has only its address.
     package func symbolicate(_ unwound: [UnwoundFrame]) -> [StackFrame] {
+        // Read before any lookup: a table that loads during this call makes the next call look again.
+        let generation = symbolCache.generation
+        if !pendingFrames.isEmpty,
+            generation != pendingFramesGeneration
+                || Self.coarseNanos() &- pendingFramesSince > Self.pendingFramesNanos
+        {
+            pendingFrames.removeAll(keepingCapacity: true)
+        }
         var refreshed = false
         var frames: [StackFrame] = []
         frames.reserveCapacity(unwound.count)
@@ -112,6 +137,13 @@ package final class Symbolicator: @unchecked Sendable {
             let lookup = captured.lookupAddress
             let key = FrameKey(address: address, exact: lookup == address)
             if var frame = frameCache[key] {
+                frame.kind = captured.reportKind
+                frames.append(frame)
+                continue
+            }
+            if let pending = pendingFrames[key] {
+                if pending.namesPending { pendingNameLookups += 1 } else { pendingLineLookups += 1 }
+                var frame = pending.frame
                 frame.kind = captured.reportKind
                 frames.append(frame)
                 continue
@@ -134,10 +166,13 @@ package final class Symbolicator: @unchecked Sendable {
                     Int(truncatingIfNeeded: resolved.symbolOffset &+ (address &- lookup))
                 },
                 file: resolved.file, line: resolved.line, shortSymbol: resolved.shortSymbol)
-            if resolved.namesPending {
-                pendingNameLookups += 1
-            } else if resolved.linesPending {
-                pendingLineLookups += 1
+            if resolved.namesPending || resolved.linesPending {
+                if resolved.namesPending { pendingNameLookups += 1 } else { pendingLineLookups += 1 }
+                if pendingFrames.count >= Self.cacheLimit { pendingFrames.removeAll(keepingCapacity: true) }
+                if pendingFrames.isEmpty {
+                    (pendingFramesSince, pendingFramesGeneration) = (Self.coarseNanos(), generation)
+                }
+                pendingFrames[key] = (frame, resolved.namesPending)
             } else {
                 if frameCache.count >= Self.cacheLimit { frameCache.removeAll(keepingCapacity: true) }
                 frameCache[key] = frame
@@ -302,8 +337,15 @@ package final class Symbolicator: @unchecked Sendable {
     private func namesLoaded(for image: ImageMap.Image) -> Bool {
         let sessionReady = session != nil || sessionUnavailable
         if let known = sharedImages[image] { return known?.namesLoaded ?? sessionReady }
-        guard let identity = ImageIdentity(image: image, processID: processID) else { return sessionReady }
-        guard let existing = symbolCache.existingSymbols(for: identity) else { return false }
+        let key: SymbolCache.Key?
+        if let checked = checkedKeys[image] {
+            key = checked
+        } else {
+            key = ImageIdentity(image: image, processID: processID)?.key
+            checkedKeys[image] = key
+        }
+        guard let key else { return sessionReady }
+        guard let existing = symbolCache.existingSymbols(forKey: key) else { return false }
         sharedImages[image] = existing
         return existing?.namesLoaded ?? sessionReady
     }
@@ -332,6 +374,7 @@ package final class Symbolicator: @unchecked Sendable {
         if sessionUnavailable { return nil }
         var code: Int32 = 0
         session = sw_symbols_create(processID, &code)
+        pendingFrames.removeAll(keepingCapacity: true)
         if session == nil {
             sessionUnavailable = true
             let reason = code > 0 ? String(cString: strerror(code)) : String(cString: sw_symbols_last_error())
