@@ -205,6 +205,12 @@ public struct ReportDetailView: Sendable {
         }
         if let t = c.cgroupThrottledMs, t > 0 { parts.append("cgroup throttled \(ReportTextFormat.number(t)) ms") }
         if let s = c.stealPercent, s > 0 { parts.append("steal \(ReportTextFormat.number(s))%") }
+        if let busy = c.diskBusyPercent, busy > 0 {
+            var disk = "disk busy \(ReportTextFormat.number(busy))%"
+            if let moved = c.diskMiB { disk += ", \(ReportTextFormat.number(moved)) MiB" }
+            if let own = c.processDiskMiB { disk += " (the process's own \(ReportTextFormat.number(own)) MiB)" }
+            parts.append(disk)
+        }
         return parts.joined(separator: "; ")
     }
 

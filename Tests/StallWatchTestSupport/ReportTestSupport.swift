@@ -54,9 +54,13 @@ extension StallReport.Cause {
     /// have stayed under the threshold. A spin that must last a fixed time gets this verdict when other work holds
     /// the cores (a loaded CI machine), and only then.
     package var isStarvedByTheMachine: Bool {
-        kind == .starved
-            && evidence.contains { $0.contains("for a CPU (run queue)") && !$0.contains("the machine held") }
-            && evidence.contains { $0.hasSuffix("the machine held the loop up") }
+        guard kind == .starved, evidence.contains(where: { $0.hasSuffix("the machine held the loop up") }) else {
+            return false
+        }
+        // The run queue's figures, or page faults that waited behind other processes' disk I/O.
+        return evidence.contains { $0.contains("for a CPU (run queue)") && !$0.contains("the machine held") }
+            || (evidence.contains { $0.contains("in a page fault, not a system call") }
+                && evidence.contains { $0.contains("of it other processes' I/O") })
     }
 
     /// Whether this cause is `expected`, or — for an expected `cpu` — the run-queue `starved` verdict above.

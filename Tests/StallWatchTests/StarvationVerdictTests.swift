@@ -1,9 +1,14 @@
 // The starved verdict: a loop held up by the machine, not by its own code; and CPU figures bounded.
+import CStallWatchCore
 import Foundation
 import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite(.offPool) struct StarvationVerdictTests {
     static func evidence(cpuMs: UInt64, runQueueMs: UInt64?, wallMs: UInt64 = 1000) -> CauseClassifier.Evidence {
@@ -103,5 +108,84 @@ import Testing
         let bound = Double((context.cpuCount ?? 1) * 100)
         #expect((context.processCpuPercent ?? 0) <= bound)
         #expect((context.loopCpuPercent ?? 0) <= 100)
+    }
+
+    /// Ten samples in uninterruptible sleep outside any system call (page faults), over a 1 s stall with 5 ms of CPU
+    /// and no run-queue wait; the disk busy `busyShare` of it, moving `diskMiB`, `processMiB` of them the process's.
+    static func pageFaults(busyShare: Double, diskMiB: UInt64, processMiB: UInt64?) -> CauseClassifier.Evidence {
+        var e = evidence(cpuMs: 5, runQueueMs: 0)
+        var fault = CauseClassifier.Observation(state: "D", syscall: nil, wchan: "folio_wait_bit_common")
+        fault.inPageFault = true
+        e.observations = Array(repeating: fault, count: 10)
+        e.disk = (busyShare, diskMiB << 20, processMiB.map { $0 << 20 })
+        return e
+    }
+
+    @Test func aLoopFaultingInPagesWhileOtherProcessesKeptTheDiskBusyIsStarved() {
+        let cause = CauseClassifier.classify(Self.pageFaults(busyShare: 0.97, diskMiB: 300, processMiB: 1))
+        #expect(cause.kind == .starved)
+        #expect(cause.evidence.contains { $0.hasPrefix("10 of 10 samples: in a page fault, not a system call") })
+        #expect(
+            cause.evidence.contains {
+                $0 == "the disk was busy 97% of the stall moving 300 MiB, 299 MiB of it other processes' I/O (the "
+                    + "process's own: 1 MiB): the machine held the loop up"
+            })
+    }
+
+    /// A page fault on an idle disk, one whose bytes were mostly the process's own, or with no reading of the
+    /// process's own I/O: the loop's own I/O, with the fault said.
+    @Test func aPageFaultIsTheLoopsOwnIOWhenTheDiskWasIdleOrBusyWithTheProcesssOwnWrites() {
+        for e in [
+            Self.pageFaults(busyShare: 0.3, diskMiB: 300, processMiB: 1),
+            Self.pageFaults(busyShare: 0.97, diskMiB: 300, processMiB: 200),
+            Self.pageFaults(busyShare: 0.97, diskMiB: 10, processMiB: 0),
+            Self.pageFaults(busyShare: 0.97, diskMiB: 300, processMiB: nil),
+        ] {
+            let cause = CauseClassifier.classify(e)
+            #expect(cause.kind == .io)
+            #expect(cause.evidence.contains { $0.hasPrefix("10 of 10 samples: in a page fault") })
+        }
+    }
+
+    /// An fsync the loop asked for waits on the same busy disk, but it is the loop's own I/O.
+    @Test func aSystemCallOnABusyDiskIsTheLoopsOwnIO() {
+        var e = Self.pageFaults(busyShare: 0.97, diskMiB: 300, processMiB: 1)
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "D", syscall: 74, wchan: "folio_wait_bit_common"), count: 10)
+        let cause = CauseClassifier.classify(e)
+        #expect(cause.kind == .io)
+        #expect(!cause.evidence.contains { $0.contains("page fault") })
+    }
+
+    /// 32 MiB written and synced by this process between the two readings: the process's own storage I/O counts
+    /// them, and the busiest disk moved at least that much. Written in the build directory, which is on the disk
+    /// the package is checked out on (a temporary directory may be in memory).
+    @Test func theContextCountsTheProcesssOwnDiskIOAndTheBusiestDisks() throws {
+        let path = FileManager.default.currentDirectoryPath + "/.build/stallwatch-disk-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let probe = SystemContextProbe(pid: getpid(), loopThreadID: sw_gettid(), monotonicNanos: sw_monotonic_ns())
+        let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
+        try #require(fd >= 0)
+        let chunk = [UInt8](repeating: 0x5a, count: 1 << 20)
+        for _ in 0..<32 { #expect(write(fd, chunk, chunk.count) == chunk.count) }
+        #expect(fsync(fd) == 0)
+        close(fd)
+        let context = probe.finish(monotonicNanos: sw_monotonic_ns())
+        let own = try #require(context.processDiskMiB)
+        #expect(own >= 32)
+        #expect(try #require(context.diskMiB) >= own * 0.9, "\(context)")
+        #expect((0...100).contains(try #require(context.diskBusyPercent)))
+    }
+
+    @Test func wholeDisksAreReadFromDiskstatsWithoutPartitionsOrVirtualDevices() {
+        let text = """
+               7       0 loop0 10 0 80 0 0 0 0 0 0 5 0 0 0 0 0 0 0
+             254       0 vda 2602129 95958 67348474 55197269 2526734 754909 4821593872 132675371 0 8396512 1963 0 0
+             254       1 vda1 2601000 95000 67340000 55190000 2526000 754000 4821590000 132670000 0 8396000 1963 0 0
+             253       0 zram0 4 0 32 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+               8       0 sdb 1 2
+            """
+        let disks = ProcSystem.parseDiskCounters(text) { !$0.hasSuffix("1") }
+        #expect(disks == ["vda": .init(busyMillis: 8_396_512, bytes: (67_348_474 + 4_821_593_872) * 512)])
     }
 }

@@ -24,6 +24,9 @@ package enum CauseClassifier {
         var ownWakeupSleep: String?
         /// The lock waited on is process-shared: the processes that may hold it.
         var sharedLock: SharedLock.Finding?
+        /// In uninterruptible sleep outside any system call (its `syscall` file read so): a page fault waiting for
+        /// the disk.
+        var inPageFault = false
 
         init(
             state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
@@ -62,6 +65,9 @@ package enum CauseClassifier {
         var lateWakeupNanos: UInt64 = 0
         /// The stall threshold: a loop that used a small part of it in CPU had little work of its own.
         var thresholdNanos: UInt64?
+        /// The busiest disk over the stall: the share of the time it was doing I/O (0…1), the bytes it moved, and
+        /// the bytes of storage I/O the process itself caused.
+        var disk: (busyShare: Double, bytes: UInt64, processBytes: UInt64?)?
         /// The whole stall so far (from its start), when `wallNanos` (the span the CPU and run-queue figures cover)
         /// is only its later part: the loop's own work over the whole stall is estimated from that span's shares.
         var stallNanos: UInt64?
@@ -179,6 +185,13 @@ package enum CauseClassifier {
                         + "kernel, not in user space")
             }
             if dState > 0 { evidence.append("\(share(dState)): in uninterruptible disk sleep (state D)") }
+            let faults = e.observations.filter(\.inPageFault).count
+            if faults > 0 {
+                evidence.append(
+                    "\(share(faults)): in a page fault, not a system call: waiting for the disk to read in code or "
+                        + "data the thread touched")
+            }
+            if faults == topCount, let starved = diskStarvation(e, evidence: evidence) { return starved }
             return peerCause(e, evidence: evidence)
         case .lock:
             return lockCause(e, lockSamples: topCount, total: total, evidence: evidence)
@@ -233,6 +246,26 @@ package enum CauseClassifier {
                 + (e.thresholdNanos.map { ", under the \($0 / 1_000_000) ms threshold" } ?? "")
                 + ": the machine held the loop up")
         return .init(kind: .starved, evidence: evidence + facts)
+    }
+
+    /// `starved` when every I/O sample caught the loop in a page fault (not a read or write it asked for) while the
+    /// disk was busy for most of the stall with other processes' I/O: a page that takes a millisecond to read on
+    /// an idle disk waited behind the machine's other work. Not when the process itself moved a good part of the
+    /// disk's bytes (its own writes fill the queue its faults wait in).
+    static func diskStarvation(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
+        guard let disk = e.disk, let own = disk.processBytes, disk.busyShare >= 0.8, disk.bytes > own else {
+            return nil
+        }
+        let others = disk.bytes - own
+        guard others >= 16 << 20, others >= 4 * own else { return nil }
+        func mebibytes(_ bytes: UInt64) -> String { "\(Int((Double(bytes) / 1_048_576).rounded())) MiB" }
+        return .init(
+            kind: .starved,
+            evidence: evidence + [
+                "the disk was busy \(Int((disk.busyShare * 100).rounded()))% of the stall moving \(mebibytes(disk.bytes)), "
+                    + "\(mebibytes(others)) of it other processes' I/O (the process's own: \(mebibytes(own))): the "
+                    + "machine held the loop up"
+            ])
     }
 
     /// `starved` when the loop thread, wanting a CPU and using under a quarter of the threshold in CPU, had its

@@ -12,12 +12,16 @@ struct SystemContextProbe: Sendable {
         var throttledPeriods: UInt64?
         var throttledMicros: UInt64?
         var steal: (steal: UInt64, total: UInt64)?
+        var disks: [String: ProcSystem.DiskCounters]?
+        var processIOBytes: UInt64?
     }
 
     let pid: Int32
     let loopThreadID: Int32
     private let start: Snapshot
     private let cpuStatPath: String?
+    /// The process's storage I/O at its latest reading: a process that exits mid-stall keeps its figure.
+    private var lastProcessIOBytes: UInt64?
 
     /// Snapshots now (at detection).
     init(pid: Int32, loopThreadID: Int32, monotonicNanos: UInt64) {
@@ -25,6 +29,12 @@ struct SystemContextProbe: Sendable {
         self.loopThreadID = loopThreadID
         cpuStatPath = Self.cgroupCPUStatPath(pid: pid)
         start = Self.snapshot(pid: pid, tid: loopThreadID, cpuStatPath: cpuStatPath, now: monotonicNanos)
+        lastProcessIOBytes = start.processIOBytes
+    }
+
+    /// Reads the process's storage I/O again (at each sample), so the figure survives the process's exit.
+    mutating func noteProcessIO() {
+        if let bytes = Self.processIOBytes(pid: pid) { lastProcessIOBytes = bytes }
     }
 
     /// The context from the snapshot to now.
@@ -55,7 +65,39 @@ struct SystemContextProbe: Sendable {
         if let a = start.steal, let b = end.steal, b.total > a.total {
             context.stealPercent = (Double(b.steal &- a.steal) / Double(b.total - a.total) * 1000).rounded() / 10
         }
+        // The busiest whole disk over the interval, and what the process itself moved meanwhile.
+        if let before = start.disks, let after = end.disks {
+            let busiest = after.compactMap { name, b -> (busy: UInt64, bytes: UInt64)? in
+                guard let a = before[name], b.busyMillis >= a.busyMillis, b.bytes >= a.bytes else { return nil }
+                return (b.busyMillis - a.busyMillis, b.bytes - a.bytes)
+            }.max { ($0.busy, $0.bytes) < ($1.busy, $1.bytes) }
+            if let busiest {
+                context.diskBusyPercent = min(100, (Double(busiest.busy) * 1_000_000 / wall * 1000).rounded() / 10)
+                context.diskMiB = Self.mebibytes(busiest.bytes)
+            }
+        }
+        if let a = start.processIOBytes, let b = end.processIOBytes ?? lastProcessIOBytes, b >= a {
+            context.processDiskMiB = Self.mebibytes(b - a)
+        }
         return context
+    }
+
+    private static func mebibytes(_ bytes: UInt64) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
+
+    /// `read_bytes` + `write_bytes` of `/proc/PID/io`: the storage I/O the process caused.
+    static func processIOBytes(pid: Int32) -> UInt64? {
+        guard let text = ProcDirectory(processID: pid).text("io") else { return nil }
+        var total: UInt64 = 0
+        var found = 0
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, parts[0] == "read_bytes:" || parts[0] == "write_bytes:",
+                let value = UInt64(parts[1])
+            else { continue }
+            total &+= value
+            found += 1
+        }
+        return found == 2 ? total : nil
     }
 
     static func snapshot(pid: Int32, tid: Int32, cpuStatPath: String?, now: UInt64) -> Snapshot {
@@ -72,6 +114,8 @@ struct SystemContextProbe: Sendable {
             }
         }
         s.steal = ProcSystem.cpuSteal()
+        s.disks = ProcSystem.diskCounters()
+        s.processIOBytes = processIOBytes(pid: pid)
         return s
     }
 

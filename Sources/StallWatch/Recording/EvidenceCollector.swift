@@ -163,6 +163,7 @@ struct EvidenceCollector {
         defer { self.evidence = evidence }
         nextSampleAt = evidence.samples.count + 1 < configuration.maxSamples ? now &+ evidence.intervalNanos : nil
         var sample = StallEvidence.Sample(offsetNanos: now &- evidence.stall.startNanos, frames: [])
+        contextProbe?.noteProcessIO()
         guard let thread else {
             sample.error = "the loop thread is unknown"
             evidence.samples.append(sample)

@@ -216,11 +216,15 @@ struct StallReportBuilder {
         }
         let observations = zip(samples, reportSamples).compactMap { raw, sample -> CauseClassifier.Observation? in
             guard let probe = raw.probe else { return nil }
-            return .init(
+            var observation = CauseClassifier.Observation(
                 state: probe.state, syscall: probe.syscall, wchan: probe.wchan,
                 symbols: sample.frames.compactMap(\.symbol), lockOwner: raw.lockOwner, waitKind: probe.wait?.kind,
                 captureTimedOut: raw.captureTimedOut, fileLockHolder: raw.fileLockHolder,
                 otherProcess: raw.otherProcess, ownWakeupSleep: raw.ownWakeupSleep, sharedLock: raw.sharedLock)
+            // `-1 sp pc` in its `syscall` file: blocked in user space, not in a call ("running" has no sp).
+            observation.inPageFault =
+                probe.state == "D" && probe.wait.map { !$0.inSyscall && $0.stackPointer != 0 } == true
+            return observation
         }
         var loopCPU: UInt64?
         var runQueueWait: UInt64?
@@ -267,6 +271,9 @@ struct StallReportBuilder {
             evidence.lastProbe.map { $0.monoNanos &- evidence.stall.startNanos } ?? samples.last?.offsetNanos ?? 0
         input.stallNanos = max(measuredEnd, span)
         input.throttledNanos = evidence.context?.cgroupThrottledMs.map { UInt64($0 * 1_000_000) }
+        if let context = evidence.context, let busy = context.diskBusyPercent, let moved = context.diskMiB {
+            input.disk = (busy / 100, UInt64(moved * 1_048_576), context.processDiskMiB.map { UInt64($0 * 1_048_576) })
+        }
         input.lateWakeupNanos = evidence.lateWakeupNanos
         input.thresholdNanos = detector.thresholdNanos
         return CauseClassifier.classify(input)

@@ -160,6 +160,8 @@ struct ReportValidator {
         let values = [
             ("processCpuPercent", context.processCpuPercent), ("loopCpuPercent", context.loopCpuPercent),
             ("cgroupThrottledMs", context.cgroupThrottledMs), ("stealPercent", context.stealPercent),
+            ("diskBusyPercent", context.diskBusyPercent), ("diskMiB", context.diskMiB),
+            ("processDiskMiB", context.processDiskMiB),
         ]
         for case (let name, let value?) in values {
             try milliseconds("context." + name, value, signed: false)

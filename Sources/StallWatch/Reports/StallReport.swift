@@ -503,12 +503,23 @@ extension StallReport {
         package var cgroupThrottledMs: Double?
         /// Steal time during the stall, percent of all CPU time (a starved virtual machine).
         package var stealPercent: Double?
+        /// The busiest disk during the stall: the share of the time it was doing I/O, percent.
+        package var diskBusyPercent: Double?
+        /// MiB that disk read and wrote during the stall, every process's.
+        package var diskMiB: Double?
+        /// MiB of storage I/O the process itself caused during the stall (`/proc/PID/io`; up to its last reading
+        /// when it exited meanwhile).
+        package var processDiskMiB: Double?
 
         package init(
             processCpuPercent: Double? = nil, loopCpuPercent: Double? = nil, loadAverage: [Double]? = nil,
             cpuCount: Int? = nil, cgroupThrottledPeriods: UInt64? = nil, cgroupThrottledMs: Double? = nil,
-            stealPercent: Double? = nil
+            stealPercent: Double? = nil, diskBusyPercent: Double? = nil, diskMiB: Double? = nil,
+            processDiskMiB: Double? = nil
         ) {
+            self.diskBusyPercent = diskBusyPercent
+            self.diskMiB = diskMiB
+            self.processDiskMiB = processDiskMiB
             self.processCpuPercent = processCpuPercent
             self.loopCpuPercent = loopCpuPercent
             self.loadAverage = loadAverage

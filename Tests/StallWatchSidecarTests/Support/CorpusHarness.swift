@@ -14,7 +14,7 @@ import Testing
 struct CorpusCase: Sendable, CustomTestStringConvertible {
     /// What a right report says.
     enum Expectation: Sendable {
-        /// An idle or healthy loop: no report at all.
+        /// An idle or healthy loop: no report but the machine's own (``StallReport/Cause/isStarvedByTheMachine``).
         case noReport
         /// One report with this cause, one of `frames` among the point stack's top frames (symbol substrings;
         /// empty: not checked), and the blocking thread by name when there is one.
@@ -127,7 +127,10 @@ enum CorpusHarness {
         let reports = seen.reports
         switch c.expect {
         case .noReport:
-            #expect(reports.isEmpty, "an idle or healthy loop was blamed: \(reports.map(describe))")
+            // A loaded machine may hold even an idle loop up (off the CPU, or faulting in a page behind other
+            // processes' disk I/O): `starved` with that evidence blames nothing in the program. Any other report does.
+            let blamed = reports.filter { $0.cause?.isStarvedByTheMachine != true }
+            #expect(blamed.isEmpty, "an idle or healthy loop was blamed: \(blamed.map(describe))")
         case .noBlame:
             #expect(reports.allSatisfy { $0.cause?.kind == .starved }, "the loop was blamed: \(reports.map(describe))")
         case .every(let cause):
