@@ -3,7 +3,9 @@
  *
  * usage: stuck_service MODE [MS]
  *   Stuck modes (MODE mutex, deadlock, pipe, sleep, spin): the epoll loop turns for a while (20 ms ticks), then
- *   gets stuck for good and prints "STUCK <CLOCK_REALTIME ns>" just before; it stays stuck until killed.
+ *   gets stuck for good and prints "STUCK <CLOCK_REALTIME ns> <CPU ns> <run-queue ns>" just before (the last
+ *   two: the thread's own schedstat, so a reader can tell how long it still ran or waited for a CPU after the
+ *   stamp); it stays stuck until killed.
  *     mutex     a glibc mutex another thread holds forever
  *     deadlock  two glibc mutexes taken in opposite orders by the loop and a worker
  *     pipe      a blocking read of a pipe nobody writes
@@ -38,7 +40,13 @@ static unsigned long long now_ns(clockid_t clock) {
 }
 
 static void stuck(void) {
-    printf("STUCK %llu\n", now_ns(CLOCK_REALTIME));
+    unsigned long long cpu = 0, queued_ns = 0;
+    FILE *schedstat = fopen("/proc/thread-self/schedstat", "r");
+    if (schedstat) {
+        if (fscanf(schedstat, "%llu %llu", &cpu, &queued_ns) != 2) cpu = queued_ns = 0;
+        fclose(schedstat);
+    }
+    printf("STUCK %llu %llu %llu\n", now_ns(CLOCK_REALTIME), cpu, queued_ns);
     fflush(stdout);
 }
 
