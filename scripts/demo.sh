@@ -38,6 +38,34 @@ pids+=($!)
 wait "${pids[-1]}"
 
 echo
+echo "== hung awaits: Swift tasks that wait forever while every thread is idle (threshold 1 s). Among 1,000 tasks"
+echo "   cycling through Task.sleep, one awaits a continuation nobody resumes, one awaits the first task's value,"
+echo "   a task-group child awaits another such continuation; a stream consumer and a 30 s sleep are not hung"
+hung_reports=$(mktemp -d "${TMPDIR:-/tmp}/stallwatch-hung-await-reports.XXXXXX")
+STALLWATCH_HUNG_AWAIT_THRESHOLD_MS=1000 STALLWATCH_REPORT_DIRECTORY="$hung_reports" \
+    "$bin/stallwatch-demo" stall --loop concurrency --kind hung-await --duration-ms 1500 &
+pids+=($!)
+wait "${pids[-1]}"
+"$bin/stallwatch" reports list "$hung_reports"
+chained=$(grep -l 'awaitFirstTask' "$hung_reports"/stall-*.json | head -n 1 || true)
+if [ -n "$chained" ]; then
+    echo
+    echo "== stallwatch reports show (the task that awaits the first: the chain down to the continuation)"
+    "$bin/stallwatch" reports show "$chained"
+fi
+for function in awaitReplyThatNeverComes awaitFirstTask groupChildWaits; do
+    if ! grep -q "$function" "$hung_reports"/stall-*.json; then
+        echo "demo: no hung-await report names $function" >&2
+        exit 1
+    fi
+done
+hung_count=$(ls "$hung_reports"/stall-*.json | wc -l)
+if [ "$hung_count" -ne 3 ]; then
+    echo "demo: expected 3 hung-await reports, found $hung_count" >&2
+    exit 1
+fi
+
+echo
 echo "== stallwatch reports list $reports"
 "$bin/stallwatch" reports list "$reports"
 
