@@ -89,7 +89,7 @@ let package = Package(
             name: "stallwatch-bench",
             dependencies: [
                 "StallWatch", "StallWatchInspector", "StallWatchCommands", "StallWatchSidecar", "CStallWatchCore",
-                "CStallWatchFixtures", "CStallWatchPtrace",
+                "CStallWatchConcurrency", "CStallWatchFixtures", "CStallWatchPtrace",
             ]),
         // What the test targets share: fixtures and golden reports, spawning programs and waiting for them, running
         // the command line in-process, reading reports, scratch directories. Depended on by test targets only; in

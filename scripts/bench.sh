@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures what each StallWatch stage costs (DESIGN §11) and prints the tables side by side.
-# Usage: scripts/bench.sh [all|loop|named|symbols|capture|sidecar|pause|inspect|pool]   (release build; figures drift ±40% run to run on a shared VM)
+# Usage: scripts/bench.sh [all|loop|named|symbols|capture|sidecar|pause|inspect|pool|tasks]   (release build; figures drift ±40% run to run on a shared VM)
 # Ratios are against anchors measured in the same run: eu-stack and gdb for the pause the target sees, cat for
 # inspection (reading the same bytes).
 set -euo pipefail

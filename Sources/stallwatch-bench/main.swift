@@ -3,7 +3,11 @@ import Foundation
 
 let which = CommandLine.arguments.dropFirst().first ?? "all"
 if which == "clock-spinner" { ClockSpinner.run() }  // the target of the pause benchmark
-let known = ["all", "loop", "named", "symbols", "capture", "sidecar", "pause", "inspect", "pool"]
+if which == "task-memory-probe" {  // a process of suspended tasks for the task table's memory benchmark
+    let numbers = CommandLine.arguments.dropFirst(2).compactMap { Int($0) }
+    TaskTableMemoryBenchmarks.probe(maxTasks: numbers.first ?? 0, tasks: numbers.dropFirst().first ?? 100_000)
+}
+let known = ["all", "loop", "named", "symbols", "capture", "sidecar", "pause", "inspect", "pool", "tasks"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -37,6 +41,11 @@ if which == "all" || which == "sidecar" || which == "pause" {
 if which == "all" || which == "pool" {
     Table.header("Concurrency pool")
     ConcurrencyBenchmarks.jobTimingCost()
+}
+if which == "all" || which == "tasks" {
+    Table.header("Task table")
+    ServerWorkloadBenchmarks.tableCost()
+    if CommandLine.arguments.dropFirst(2).first != "--cost-only" { TaskTableMemoryBenchmarks.memory() }
 }
 if which == "all" || which == "inspect" {
     runInspectorBenchmarks()
