@@ -65,8 +65,8 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var leadUpBucketMs = 100
     /// Items of loop work at least this long are kept one by one (with their label and queue delay).
     public var leadUpItemMs = 1
-    /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0 (the default
-    /// until its cost is measured against the pool benchmark's bar): no task table.
+    /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0 (the default:
+    /// the table costs more than its 2 % bar on a Concurrency-heavy workload, `scripts/bench.sh tasks`): no table.
     public var maxTasks = 0
     /// A Swift task suspended longer than this, and not exempt, is a hung await: ``ConcurrencyWatchdog`` writes a
     /// report with cause `hungAwait` (it needs the task table: `maxTasks` above 0). 0: off.
