@@ -222,9 +222,12 @@ package struct ProcProgressProbe: Sendable {
         switch (switches - idleLook.voluntarySwitches, blocked) {
         case (0, false):
             // Runnable since it woke: its figures stop at its last switch or tick, and the time since — waiting
-            // for a CPU now (a loaded machine: tens of ms), or running — is the time since it last ran. Read on its
-            // CPU, which a real-time thread would not give up to the reader: not for those.
-            if directory.stat()?.isRealTime == false, let notRun = ThreadSchedule.notRun(directory) {
+            // for a CPU now (a loaded machine: tens of ms), or running — is the time since it last ran. Only once
+            // it has run since the idle look (woken and not yet run, it last ran before it slept); read on its CPU,
+            // which a real-time thread would not give up to the reader: not for those.
+            if schedule.cpuNanos > idleLook.schedule.cpuNanos, directory.stat()?.isRealTime == false,
+                let notRun = ThreadSchedule.notRun(directory)
+            {
                 busy += notRun.nanos
                 readAt = notRun.at
             }
