@@ -57,7 +57,10 @@ import Testing
         // non-interrupting capture samples it all the same.
         #expect(
             symbols.contains { $0.contains("Stalls.\(c.function)") },
-            "no frame names \(c.function): \(Set(symbols)) \(report.capture.errors)")
+            """
+            no frame names \(c.function): \(Set(symbols)) \(report.capture.errors); \(report.samples.count) samples \
+            at \(report.samples.map(\.offsetMs)) of \(report.durationMs) ms; notes \(report.notes)
+            """)
         let lines = result.stdout.split(separator: "\n")
         #expect(lines.filter { $0.contains(#""event":"began""#) }.count == 1)
         #expect(lines.filter { $0.contains(#""event":"ended""#) && $0.contains(#""status":"ended""#) }.count == 1)
