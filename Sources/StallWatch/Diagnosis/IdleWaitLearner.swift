@@ -25,6 +25,10 @@
 /// holds, so a watch that starts while the loop waits for one (held forever, or a deadlock) judges it busy at
 /// once, with no history.
 ///
+/// A wait the thread was found blocked in at the first look and judged busy (a blocking read, a sleep) is learned
+/// when the thread comes straight back to it after work (``learnIdle(_:)``, decided by ``ProcProgressProbe``): a
+/// loop whose event source is a pipe it reads, or that sleeps between polls, idles there.
+///
 /// A wait that matches a learned one is idle; every other wait is busy, with the cause its call implies. Blind
 /// spot: a thread that idles on a futex hides a lock wait at the very same place and operation. The
 /// rules are the same for every program: nothing here knows a runtime. Shared by the sidecar's /proc probe and
@@ -117,6 +121,13 @@ struct IdleWaitLearner: Sendable {
             return "\(name)(\(target)) at pc 0x\(String(wait.programCounter, radix: 16)) "
                 + "sp 0x\(String(wait.stackPointer, radix: 16))"
         }.joined(separator: "; ")
+    }
+
+    /// Learns `wait` as an idle wait, proven so by the loop coming back to it after work (a wait a watch that
+    /// started during it judged busy from what it is).
+    mutating func learnIdle(_ wait: ThreadWait) {
+        guard !learned.contains(where: { Self.matches(wait, learned: $0) }) else { return }
+        learn(wait)
     }
 
     private mutating func learn(_ wait: ThreadWait) {
