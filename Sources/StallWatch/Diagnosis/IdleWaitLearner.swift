@@ -23,7 +23,9 @@
 /// A lock wait whose lock records its owner (``LockOwner``: a glibc mutex's `__owner`, a priority-inheritance
 /// futex word) is never an idle wait, whenever it is seen: no loop idles by queueing for a lock another thread
 /// holds, so a watch that starts while the loop waits for one (held forever, or a deadlock) judges it busy at
-/// once, with no history.
+/// once, with no history. So is a wait, seen at the first look, for a lock that records no owner while the one
+/// other thread in such a wait waits for another (two `threading.Lock`s taken in opposite orders): a likely
+/// deadlock — and if the loop then comes straight back to that wait after work, the probe learns it after all.
 ///
 /// A wait the thread was found blocked in at the first look and judged busy (a blocking read, a sleep) is learned
 /// when the thread comes straight back to it after work (``learnIdle(_:)``, decided by ``ProcProgressProbe``): a
@@ -56,7 +58,8 @@ struct IdleWaitLearner: Sendable {
     /// - Parameters:
     ///   - cameBack: The thread is known to have left the previous look's wait and come back to it (it slept
     ///     again in a wait only another thread ends).
-    ///   - lockOwned: The wait is for a lock that records its owner, another live thread (``LockOwner``).
+    ///   - lockOwned: The wait is for a lock that records its owner, another live thread (``LockOwner``), or
+    ///     half of a likely deadlock over locks that record none (``LockOwner/likelyCyclePartner(pid:threadID:wait:threads:)``).
     mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false, lockOwned: Bool = false) -> Bool {
         looks += 1
         let waitedBefore = sawWait

@@ -114,10 +114,14 @@ package struct ProcProgressProbe: Sendable {
         let wait = directory.syscall()
         withdrawal = nil
         let lockOwned = waitsForOwnedLock(wait, directory)
+        // Found in a wait for a lock that records no owner, opposite the one other thread in such a wait: half of a
+        // likely deadlock, never an idle wait (a watch may start mid-incident; only the first look can see it so).
+        let inLockCycle = firstLook && !lockOwned && waitsInLikelyLockCycle(wait)
         let inIdleWait =
             wait == nil
             ? inIdleWaitByWchan(directory)
-            : idleWaits.isIdle(wait, cameBack: cameBack(to: wait, status: status), lockOwned: lockOwned)
+            : idleWaits.isIdle(
+                wait, cameBack: cameBack(to: wait, status: status), lockOwned: lockOwned || inLockCycle)
         if inIdleWait {
             provisional = nil
             return idleLook(wait, now: now, directory, status)
@@ -268,6 +272,14 @@ package struct ProcProgressProbe: Sendable {
         let threads = Set(ProcDirectory(processID: processID).threadIDs())
         guard let found = LockOwner.owner(pid: processID, wait: wait, threads: threads) else { return false }
         return found.threadID != threadID
+    }
+
+    /// Whether `wait` is for a lock that records no owner while the one other thread in such a wait waits for
+    /// another (``LockOwner/likelyCyclePartner(pid:threadID:wait:threads:)``): half of a likely deadlock.
+    private func waitsInLikelyLockCycle(_ wait: ThreadWait?) -> Bool {
+        guard let wait, wait.inSyscall, wait.number == 202 else { return false }
+        let threads = Set(ProcDirectory(processID: processID).threadIDs())
+        return LockOwner.likelyCyclePartner(pid: processID, threadID: threadID, wait: wait, threads: threads) != nil
     }
 
     /// When a thread seen in its idle wait at the last idle look, busy now, left that wait, from the kernel's
