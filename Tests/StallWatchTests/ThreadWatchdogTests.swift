@@ -154,8 +154,16 @@ import Testing
         #expect(eventually { !watchdog.watchedThreads.contains { $0.name == "test-elt-0" } })
 
         for _ in 0..<20 { second.submit { true } }  // short events keep the loop idle between them
+        // The loop thread's own CPU time and run-queue wait while idle, and as its handler starts: what it spent
+        // between its wake-up and the handler (mostly waiting for a CPU on a loaded machine), which the stall counts.
+        let thirdTID = third.threadID.load(ordering: .acquiring)
+        let idleSchedule = try #require(ProcDirectory(processID: getpid(), threadID: thirdTID).schedstat(now: 0))
+        let handlerSchedule = Recorder<ThreadSchedule>()
         third.submit {
             handlerSpan.append(Date())
+            if let now = ProcDirectory(processID: getpid(), threadID: sw_gettid()).schedstat(now: 0) {
+                handlerSchedule.append(now)
+            }
             Self.spinInEventHandler(milliseconds: 400)
             handlerSpan.append(Date())
             return true
@@ -168,14 +176,23 @@ import Testing
         #expect(report.loop.threadId == third.threadID.load(ordering: .acquiring))
         #expect(report.detection.source == "proc")
         #expect(report.status == .ended)
-        // From /proc the stall begins at the first look that sees the thread busy and ends at the first that sees
-        // progress: each end lies between the handler's own moment and the event that announced it to us, however
-        // long the watching thread went unscheduled. (A millisecond for the report's date precision.)
+        // From /proc the stall begins when the thread left its idle wait (dated from its CPU time and run-queue wait
+        // since) and ends at the first look that sees progress: each end lies between the handler's own moment and
+        // the event that announced it to us, however long the watching thread went unscheduled — the start earlier
+        // by at most what the thread spent between its wake-up and the handler, by its own figures. (A millisecond
+        // for the report's date precision.)
         let span = handlerSpan.values
         let endedAt = try #require(report.endedAt)
         try #require(span.count == 2 && beganSeen.values.count == 1 && endedSeen.values.count == 1)
+        let atHandler = try #require(handlerSchedule.values.first)
+        let wokenBeforeHandler =
+            Double(
+                (atHandler.cpuNanos - min(atHandler.cpuNanos, idleSchedule.cpuNanos))
+                    + (atHandler.runQueueWaitNanos - min(atHandler.runQueueWaitNanos, idleSchedule.runQueueWaitNanos)))
+            / 1e9
         #expect(
-            report.startedAt.timeIntervalSince(span[0]) >= -0.001, "started \(report.startedAt), handler \(span[0])")
+            report.startedAt.timeIntervalSince(span[0]) >= -0.001 - wokenBeforeHandler,
+            "started \(report.startedAt), handler \(span[0]), woken \(wokenBeforeHandler) s before it")
         #expect(
             report.startedAt.timeIntervalSince(beganSeen.values[0]) <= 0.001,
             "started \(report.startedAt), event \(beganSeen.values[0])")

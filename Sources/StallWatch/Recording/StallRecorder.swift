@@ -117,6 +117,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         // Another process may exit mid-stall, or before the report queue (behind a report's fsyncs on a busy disk)
         // gets to this stall: its images are read right after the first sample, while it surely runs, and go to
         // the report's symbolicator, so the final report keeps its symbols and images.
+        // The lead-up as of detection, copied before the evidence is gathered: the all-thread snapshot can take
+        // seconds on a loaded machine, by which time the stuck item may have ended and no longer be in flight.
+        let leadUpAtDetection = leadUp?.capture(endingAt: now)
         var images: Symbolicator.ImageSnapshot?
         collector.begin(
             stall, thread: thread, annotations: annotations, schedule: schedule, reportID: reportID, now: now,
@@ -127,7 +130,7 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
         }
         if let images { reports.adoptImages(images) }
         collector.attach(task: nextTask, pool: nextPool)
-        if let leadUp { collector.attach(leadUp: leadUp.capture(endingAt: now)) }
+        if let leadUpAtDetection { collector.attach(leadUp: leadUpAtDetection) }
         guard let evidence = collector.evidence else { return }
         // Annealing: a stall that looks like one reported recently is sampled less often. (A signature seen
         // recently has its tables loaded: the report of that stall loaded them.)

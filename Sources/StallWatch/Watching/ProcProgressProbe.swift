@@ -41,7 +41,8 @@ import Dispatch
 /// toward silence. A thread found blocked in a busy wait at the very first look (a watch started mid-incident)
 /// has its phase start at the last time it ran (`se.exec_start` in `sched`, against the reader's own), a lower
 /// bound of the stall that the detector marks as begun before watching. A thread seen leaving its idle wait is
-/// dated from its CPU time and run-queue wait since the last idle look (``busySinceIdleLook``), so a long poll
+/// dated from its CPU time and run-queue wait since the last idle look, and the time since it last ran
+/// (``busySinceIdleLook``), so a long poll
 /// interval while the loop idles does not delay detection. The wait found at the first look stays provisional
 /// (``provenIdle(_:progress:now:)``): a loop that comes straight back to it after work proves it its idle wait,
 /// which is then learned, and the stall being followed is withdrawn (``withdrawal``). A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
@@ -304,7 +305,17 @@ package struct ProcProgressProbe: Sendable {
         // late by no more than that read.
         var readAt = scheduleReadAt
         switch (switches - idleLook.voluntarySwitches, blocked) {
-        case (0, false): break
+        case (0, false):
+            // Runnable since it woke: its figures stop at its last switch or tick, and the time since — waiting
+            // for a CPU now (a loaded machine: tens of ms), or running — is the time since it last ran. Only once
+            // it has run since the idle look (woken and not yet run, it last ran before it slept); read on its CPU,
+            // which a real-time thread would not give up to the reader: not for those.
+            if schedule.cpuNanos > idleLook.schedule.cpuNanos, directory.stat()?.isRealTime == false,
+                let notRun = ThreadSchedule.notRun(directory)
+            {
+                busy += notRun.nanos
+                readAt = notRun.at
+            }
         case (1, true):
             // Blocked since it last ran: its CPU time and run-queue wait no longer change.
             guard let notRun = ThreadSchedule.notRun(directory) else { return nil }

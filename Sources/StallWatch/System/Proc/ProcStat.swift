@@ -22,6 +22,11 @@ package struct ProcStat: Sendable, Equatable {
     var startTimeTicks: UInt64
     /// Field 39: the CPU the thread last ran on (nil when the line is too short to say).
     var processor: Int32?
+    /// Field 41: its scheduling policy (`SCHED_FIFO` 1 and `SCHED_RR` 2 are real-time; nil when not said).
+    var policy: Int32?
+
+    /// A real-time policy: the thread keeps its CPU from every normal thread while it runs.
+    var isRealTime: Bool { policy == 1 || policy == 2 }
 
     /// Parses the file's one line; nil when it is not a `stat` line.
     init?(parsing text: String) {
@@ -40,6 +45,7 @@ package struct ProcStat: Sendable, Equatable {
         systemTicks = system
         startTimeTicks = start
         processor = fields.count > 36 ? Int32(fields[36]) : nil
+        policy = fields.count > 38 ? Int32(fields[38]) : nil
     }
 
     /// The thread is exiting (`PF_EXITING`): its code has ended, and the kernel is tearing it down (for a process,

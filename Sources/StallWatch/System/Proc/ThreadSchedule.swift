@@ -47,10 +47,15 @@ extension ThreadSchedule {
     /// ``notRunNanos(_:)`` and the CLOCK_MONOTONIC time it is measured up to: read on the thread's CPU right
     /// after the reading itself, before the move back — which on a busy machine can wait long for a CPU, and
     /// would make a start dated from a later clock read err late by that wait.
+    ///
+    /// For a runnable thread this is the time since its CPU time and run-queue wait were last brought up to date
+    /// (at its last switch or tick): waiting for a CPU now, or running. A thread that ran or moved to another CPU
+    /// while this was read gives nil (its reading would be against another CPU's clock).
     package static func notRun(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
         guard let cpu = thread.stat()?.processor, cpu >= 0, cpu < 1024,
             let theirs = thread.text("sched").flatMap(lastStartedRunning(inSched:)),
-            let (ours, at) = ownLastStartedRunning(onCPU: cpu), ours > theirs
+            let (ours, at) = ownLastStartedRunning(onCPU: cpu), ours > theirs,
+            thread.text("sched").flatMap(lastStartedRunning(inSched:)) == theirs, thread.stat()?.processor == cpu
         else { return nil }
         return (UInt64((ours - theirs) * 1_000_000), at)
     }
