@@ -32,7 +32,7 @@ struct DaemonStatus: Sendable, Equatable {
             stalled.insert(StalledLoop(processID: pid, threadID: report.loop.threadId))
         case .ended(let report):
             stalled.remove(StalledLoop(processID: pid, threadID: report.loop.threadId))
-            stalls += 1
+            if report.status != .withdrawn { stalls += 1 }
         default: break
         }
     }

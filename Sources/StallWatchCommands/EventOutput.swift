@@ -60,6 +60,13 @@ struct EventOutput {
                     ?? "\(value("thresholdMs") ?? "?") ms")
         case "escalated":
             return "stall escalated: \(loop) is now a \(value("severity") ?? "hang")"
+        case "ended" where value("withdrawn") != nil:
+            var text =
+                "stall withdrawn: \(loop)\(pid) was in its idle wait, not stuck: it came back to that wait after work"
+            if let id = value("id") {
+                text += "; report \(ReportWriter.path(ofReportID: id, in: reportDirectory))"
+            }
+            return text
         case "ended":
             let atLeast = value("startedBeforeAttach") == nil ? "" : "at least "
             var text = "stall ended: \(loop)\(pid) \(atLeast)\(value("durationMs") ?? "?") ms in \(value("top") ?? "?")"

@@ -31,6 +31,7 @@ public struct ReportDetailView: Sendable {
         ])
         if let note = ReportTextFormat.beganBeforeNote(report) { header.append(["start", note]) }
         header.append(["severity", "\(severity), \(report.status.rawValue)"])
+        if let note = ReportTextFormat.withdrawnNote(report) { header.append(["withdrawn", note]) }
         if let cause = report.cause {
             var text = cause.kind.rawValue + (cause.deadlockCertainty.map { ", \($0.rawValue)" } ?? "")
             if let cycle = cause.deadlockedThreadIds, cycle.count > 1 {

@@ -31,6 +31,9 @@ package struct StallGroup: Codable, Sendable, Equatable {
     package var unrecovered: Int
     /// How many reports began before watching started: their durations are lower bounds.
     var beganBeforeWatching: Int?
+    /// How many reports were withdrawn (``StallReport/Status/withdrawn``): not stalls, so not in the count, the
+    /// total or the percentiles.
+    var withdrawn: Int?
     /// The most recent report: `reports show` it to see one instance.
     var latestId: String
     var latestPath: String
@@ -52,6 +55,7 @@ package struct StallGrouper: Sendable {
         var hangs = 0
         var unrecovered = 0
         var beganBeforeWatching = 0
+        var withdrawn = 0
     }
 
     package init(by key: StallGroup.Key) {
@@ -74,6 +78,11 @@ package struct StallGrouper: Sendable {
             ?? Partial(
                 firstSeen: report.startedAt, lastSeen: report.startedAt,
                 latest: (report.id, path, report.applicationFrame?.description))
+        guard report.status != .withdrawn else {
+            group.withdrawn += 1
+            partial[name] = group
+            return
+        }
         group.durations.append(report.durationMs)
         let occurrences = max(1, report.occurrences ?? 1)
         group.stalls += occurrences
@@ -102,6 +111,7 @@ package struct StallGrouper: Sendable {
                 hangs: group.hangs, unrecovered: group.unrecovered, latestId: group.latest.id,
                 latestPath: group.latest.path)
             if group.beganBeforeWatching > 0 { stallGroup.beganBeforeWatching = group.beganBeforeWatching }
+            if group.withdrawn > 0 { stallGroup.withdrawn = group.withdrawn }
             return stallGroup
         }.sorted { ($0.totalMs, $0.count, $1.key) > ($1.totalMs, $1.count, $0.key) }
     }
@@ -130,7 +140,9 @@ package struct StallGroupView: Sendable {
         ]
         let rows = groups.map { group in
             [
-                group.key, String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : ""),
+                group.key,
+                String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : "")
+                    + ((group.withdrawn ?? 0) > 0 ? " (+\(group.withdrawn ?? 0) withdrawn)" : ""),
                 ReportTextFormat.duration(group.totalMs, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
                 ReportTextFormat.duration(group.p50Ms, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
                 ReportTextFormat.duration(group.p95Ms, beganBefore: (group.beganBeforeWatching ?? 0) > 0),

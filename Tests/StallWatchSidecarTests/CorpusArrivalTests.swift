@@ -10,7 +10,8 @@ import Testing
     import Glibc
 #endif
 
-/// Watching that starts mid-incident: `Fixtures/corpus/stuck_service.c` gets stuck before the watcher starts, and
+/// Watching that starts mid-incident: `Fixtures/corpus/stuck_service.c` and `lock_deadlock.py` (two
+/// `threading.Lock`s) get stuck before the watcher starts, and
 /// idle services (C epoll, poll and condition-wait loops, a Python socketserver and queue worker, a Node HTTP
 /// server) are watched from their idle state into one late stall. Slow: about four seconds per case.
 @Suite(.offPool, .serialized) struct CorpusArrivalTests {
@@ -39,6 +40,10 @@ import Testing
         var deadlock = false
         /// The kernel tells how long the thread has not run (it is blocked, not on a CPU).
         var blockedInKernel = true
+        /// How certain a deadlock is, when its locks record no owner.
+        var certainty: StallReport.Cause.Certainty? = nil
+        /// The program, when it is not `stuck_service MODE`.
+        var command: [String]? = nil
         var testDescription: String { mode }
     }
 
@@ -48,6 +53,10 @@ import Testing
         Stuck(mode: "pipe", cause: .io),
         Stuck(mode: "sleep", cause: .sleep),
         Stuck(mode: "spin", cause: .cpu, blockedInKernel: false),
+        // A loop thread and a worker deadlocked on two `threading.Lock`s: POSIX semaphores, which record no owner.
+        Stuck(
+            mode: "python threading.Lock deadlock", cause: .deadlock, deadlock: true, certainty: .likely,
+            command: ["/usr/bin/env", "python3", CorpusHarness.fixture("lock_deadlock.py")]),
     ]
 
     /// The loop has been stuck 1.5 s when the watcher starts: one report with the right cause, detected within
@@ -59,7 +68,8 @@ import Testing
         let binary = try #require(Self.binary, "cc could not build the fixture")
         let directory = SidecarFixtures.temporaryDirectory("arrival-\(c.mode)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let target = try Spawned(binary, [c.mode])
+        let command = c.command ?? [binary, c.mode]
+        let target = try Spawned(command[0], Array(command.dropFirst()))
         defer { kill(target.pid, SIGKILL) }
         try #require(target.waitFor("STUCK"), "\(c.mode) did not get stuck: \(target.stderr)")
         let stuckAt = try #require(Self.stamp(target.stdout), "no time in \(target.stdout)")
@@ -112,6 +122,9 @@ import Testing
         if c.blocked { #expect(report.cause?.blockingThreadId != nil, "\(CorpusHarness.describe(report))") }
         if c.deadlock {
             #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(CorpusHarness.describe(report))")
+        }
+        if let certainty = c.certainty {
+            #expect(report.cause?.deadlockCertainty == certainty, "\(CorpusHarness.describe(report))")
         }
     }
 

@@ -13,7 +13,7 @@ package enum ReportFixtures {
     /// apart so the list and summary goldens above stay small.
     package static let diagnosed: [(name: String, report: StallReport)] = [
         ("lock-diagnosed", diagnosedLock), ("deadlock-likely", likelyDeadlock),
-        ("lock-other-process", semaphoreHeldByProcess),
+        ("lock-other-process", semaphoreHeldByProcess), ("stall-withdrawn", withdrawnStall),
     ]
 
     /// Tests/StallWatchInspectorTests/Fixtures in the source tree: the golden reports, views and help texts the
@@ -328,6 +328,28 @@ extension ReportFixtures {
                     + "(semctl GETPID): likely its holder",
                 threadId: 5150, state: "sleeping, in clock_nanosleep"))
         report.leadUp = nil
+        return report
+    }()
+}
+
+extension ReportFixtures {
+    /// A watch started while the loop slept: judged busy, reported as begun before watching, then withdrawn when
+    /// the loop came back to that same sleep after work (a loop that polls between sleeps idles there).
+    package static let withdrawnStall: StallReport = {
+        var report = diagnosedLock
+        report.id = "20261201T100000.000Z-4242-12"
+        report.status = .withdrawn
+        report.startedBeforeAttach = true
+        report.cause = .init(kind: .sleep, evidence: ["2 of 2 samples: sleeping in clock_nanosleep"])
+        report.notes.append(
+            "withdrawn: watching started while the loop was in clock_nanosleep, judged busy from what the wait is; the loop then "
+                + "came back to that same wait after doing work, so it is the loop's idle wait, not a stall")
+        report.leadUp = nil
+        report.occurrences = nil
+        report.firstSeen = nil
+        report.lastSeen = nil
+        report.maxDurationMs = nil
+        report.totalDurationMs = nil
         return report
     }()
 }

@@ -33,6 +33,9 @@ package protocol ProgressSource {
     /// The thread's schedule when its current phase began (the last progress seen), when the source reads it: a
     /// stall then has CPU and run-queue figures from its very start, not only from its first sample.
     var phaseStartSchedule: ThreadSchedule? { get }
+    /// Set when the stall being followed proved not to be one (its wait is the loop's idle wait): why, for the
+    /// note of its report, which is then finished as `withdrawn`. Read when the stall ends.
+    var withdrawal: String? { get }
 
     /// The progress evidence now (`now` on CLOCK_MONOTONIC).
     mutating func read(now: UInt64) -> ProgressReading
@@ -64,6 +67,7 @@ extension ProgressSource {
     package var annotations: [String: String] { [:] }
     package var looksAgainAtOnce: Bool { false }
     package var phaseStartSchedule: ThreadSchedule? { nil }
+    package var withdrawal: String? { nil }
     package mutating func claimStall(_ stall: StallDetector.Stall) -> Bool { true }
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}

@@ -23,7 +23,13 @@
 /// A lock wait whose lock records its owner (``LockOwner``: a glibc mutex's `__owner`, a priority-inheritance
 /// futex word) is never an idle wait, whenever it is seen: no loop idles by queueing for a lock another thread
 /// holds, so a watch that starts while the loop waits for one (held forever, or a deadlock) judges it busy at
-/// once, with no history.
+/// once, with no history. So is a wait, seen at the first look, for a lock that records no owner while the one
+/// other thread in such a wait waits for another (two `threading.Lock`s taken in opposite orders): a likely
+/// deadlock — and if the loop then comes straight back to that wait after work, the probe learns it after all.
+///
+/// A wait the thread was found blocked in at the first look and judged busy (a blocking read, a sleep) is learned
+/// when the thread comes straight back to it after work (``learnIdle(_:)``, decided by ``ProcProgressProbe``): a
+/// loop whose event source is a pipe it reads, or that sleeps between polls, idles there.
 ///
 /// A wait that matches a learned one is idle; every other wait is busy, with the cause its call implies. Blind
 /// spot: a thread that idles on a futex hides a lock wait at the very same place and operation. The
@@ -52,7 +58,8 @@ struct IdleWaitLearner: Sendable {
     /// - Parameters:
     ///   - cameBack: The thread is known to have left the previous look's wait and come back to it (it slept
     ///     again in a wait only another thread ends).
-    ///   - lockOwned: The wait is for a lock that records its owner, another live thread (``LockOwner``).
+    ///   - lockOwned: The wait is for a lock that records its owner, another live thread (``LockOwner``), or
+    ///     half of a likely deadlock over locks that record none (``LockOwner/likelyCyclePartner(pid:threadID:wait:threads:)``).
     mutating func isIdle(_ wait: ThreadWait?, cameBack: Bool = false, lockOwned: Bool = false) -> Bool {
         looks += 1
         let waitedBefore = sawWait
@@ -117,6 +124,13 @@ struct IdleWaitLearner: Sendable {
             return "\(name)(\(target)) at pc 0x\(String(wait.programCounter, radix: 16)) "
                 + "sp 0x\(String(wait.stackPointer, radix: 16))"
         }.joined(separator: "; ")
+    }
+
+    /// Learns `wait` as an idle wait, proven so by the loop coming back to it after work (a wait a watch that
+    /// started during it judged busy from what it is).
+    mutating func learnIdle(_ wait: ThreadWait) {
+        guard !learned.contains(where: { Self.matches(wait, learned: $0) }) else { return }
+        learn(wait)
     }
 
     private mutating func learn(_ wait: ThreadWait) {

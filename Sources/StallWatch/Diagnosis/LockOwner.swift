@@ -43,4 +43,29 @@ enum LockOwner {
         if isPI, found.source != .piFutexWord { return nil }
         return found
     }
+
+    /// The other half of a likely deadlock over locks that record no owner, seen from /proc alone: `wait`, of
+    /// thread `threadID`, is a futex wait with no timeout for a lock with no recorded owner (a semaphore such as
+    /// CPython's `threading.Lock`, a runtime's own lock), and exactly one other thread of the process is in such
+    /// a wait, on another word — the only thread that can hold what each waits for. The rule of
+    /// ``CauseClassifier/likelyCycle(_:loopWaitAddress:)`` for a watcher with no stacks: "likely", never proof. A
+    /// wait on a word that holds a live thread's id (`pthread_join`) is no lock wait. Nil when any of this fails.
+    static func likelyCyclePartner(pid: Int32, threadID: Int32, wait: ThreadWait, threads: Set<Int32>) -> Int32? {
+        func ownerlessLockWait(_ w: ThreadWait) -> Bool {
+            guard w.inSyscall, w.isWakeOnlyFutexWait else { return false }
+            if let expected = Int32(exactly: w.arguments[2]), threads.contains(expected) { return false }
+            return owner(pid: pid, wait: w, threads: threads) == nil
+        }
+        guard ownerlessLockWait(wait) else { return nil }
+        var others: [(threadID: Int32, word: UInt64)] = []
+        for other in threads where other != threadID {
+            guard let w = ProcDirectory(processID: pid, threadID: other).syscall(), ownerlessLockWait(w) else {
+                continue
+            }
+            others.append((other, w.arguments[0]))
+            if others.count > 1 { return nil }
+        }
+        guard let partner = others.first, partner.word != wait.arguments[0] else { return nil }
+        return partner.threadID
+    }
 }

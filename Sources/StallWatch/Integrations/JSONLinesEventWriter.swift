@@ -17,7 +17,8 @@ import Synchronization
 ///   was under way before watching started
 /// - `escalated`: `event`, `id`, `loop`, `severity`
 /// - `ended`: `event`, `id`, `pid`, `loop`, `phase`, `status`, `severity`, `durationMs`, `samples`, `top` (the function
-///   of ``StallReport/applicationFrame``, `"?"` without frames), `cause` (when classified)
+///   of ``StallReport/applicationFrame``, `"?"` without frames), `cause` (when classified); `status` `withdrawn`
+///   with `withdrawn` (1) when the stall proved to be the loop's idle wait (no stall: the `began` line is taken back)
 /// - `lateWakeup`: `event`, `delayMs`; `reportFailed`, `heartbeatFailed`: `event`, `error`
 ///
 /// Samples are not written (they would be one line per 50 ms during a stall).
@@ -86,6 +87,7 @@ public final class JSONLinesEventWriter: Sendable {
                 "samples": .int(r.samples.count), "top": .string(r.applicationFrame?.function ?? "?"),
             ]
             if let cause = r.cause?.kind.rawValue { fields["cause"] = .string(cause) }
+            if r.status == .withdrawn { fields["withdrawn"] = .int(1) }
             return fields.merging(beganBefore(r)) { $1 }
         case .sampled:
             return nil

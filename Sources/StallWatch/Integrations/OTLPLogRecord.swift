@@ -35,8 +35,10 @@ enum OTLPLogRecord {
         if let reportPath { attributes.append(attribute("stallwatch.report.path", string: reportPath)) }
         let serious = report.severity == .hang || report.status == .unrecovered
         let text =
-            "loop \(report.loop.name) stalled \(Int(report.durationMs)) ms in \(top) "
-            + "(\(report.cause?.kind.rawValue ?? "unknown"))"
+            report.status == .withdrawn
+            ? "loop \(report.loop.name) was not stalled: its wait proved to be its idle wait (report withdrawn)"
+            : "loop \(report.loop.name) stalled \(Int(report.durationMs)) ms in \(top) "
+                + "(\(report.cause?.kind.rawValue ?? "unknown"))"
         let time = nanos(report.startedAt)
         let observed = nanos(report.endedAt ?? Date())
         let record =

@@ -83,6 +83,10 @@ public struct StallEventLogger: Sendable {
             if let cause = r.cause?.kind.rawValue { metadata["cause"] = cause }
             if let top = r.applicationFrame?.function { metadata["top_frame"] = top }
             let duration = StallEventFields.number(r.durationMs)
+            if r.status == .withdrawn {
+                let text = "loop '\(r.loop.name)' was not stalled after all: it came back to its wait after work (idle)"
+                return (.notice, text, metadata)
+            }
             let message =
                 r.status == .unrecovered
                 ? "loop '\(r.loop.name)' was still stuck in \(r.loop.phase) after \(duration) ms when the watchdog stopped"

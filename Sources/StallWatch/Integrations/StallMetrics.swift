@@ -131,6 +131,8 @@ public final class StallMetrics: Sendable {
                 break
             case .ended(let report):
                 c.inProgress[report.loop.name]?.remove(report.id)
+                // Withdrawn: the loop was idle, not stalled.
+                guard report.status != .withdrawn else { break }
                 let key = stallKey(
                     loop: report.loop.name, executable: report.process.executable, pid: report.process.pid,
                     cause: report.cause?.kind.rawValue ?? "unknown", severity: report.severity.rawValue)

@@ -48,6 +48,11 @@ struct StallPublisher {
         var report = report
         writtenWithLinesPending = nil
         absorbFilledReports()
+        // Not a stall: its own file, never folded, and no stall of its signature for the deduplicator.
+        if report.status == .withdrawn {
+            persist(report, final: true)
+            return report
+        }
         let window = history.windowNanos
         recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
         switch history.decide(

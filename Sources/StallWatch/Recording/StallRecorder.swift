@@ -218,6 +218,13 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     /// The watching is stopping while the loop is still stuck (`reason` replaces the default note). Returns once
     /// every report of this recorder is written, this one included.
+    /// Finishes the stall being followed as `withdrawn` (``StallReport/Status/withdrawn``): the wait it was judged
+    /// stuck in proved to be the loop's idle wait; `reason` becomes a note of the report.
+    package func withdraw(endNanos: UInt64, reason: String) {
+        collector.addNote(reason)
+        finish(status: .withdrawn, endNanos: endNanos, now: endNanos, waiting: false)
+    }
+
     package func abandon(now: UInt64, reason: String? = nil) {
         guard collector.evidence != nil else { return flush() }
         collector.addNote(reason ?? "the watchdog stopped while the loop was still stuck")

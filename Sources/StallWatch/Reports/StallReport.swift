@@ -19,6 +19,10 @@ public struct StallReport: Codable, Sendable, Equatable {
         case ended
         /// The process ended (or the watcher stopped) while the loop was still stuck.
         case unrecovered
+        /// Not a stall after all: a watcher that started during the wait judged it busy from what it was, and the
+        /// loop then came back to that same wait after doing work — it is the loop's idle wait. The provisional
+        /// report is kept, marked so, with a note saying why; `endedAt` is when the loop left the wait.
+        case withdrawn
     }
 
     public enum Severity: String, Codable, Sendable, CaseIterable {

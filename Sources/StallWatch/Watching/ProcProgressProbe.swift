@@ -43,7 +43,9 @@ import Dispatch
 /// bound of the stall that the detector marks as begun before watching. A thread seen leaving its idle wait is
 /// dated from its CPU time and run-queue wait since the last idle look, and the time since it last ran
 /// (``busySinceIdleLook``), so a long poll
-/// interval while the loop idles does not delay detection. A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
+/// interval while the loop idles does not delay detection. The wait found at the first look stays provisional
+/// (``provenIdle(_:progress:now:)``): a loop that comes straight back to it after work proves it its idle wait,
+/// which is then learned, and the stall being followed is withdrawn (``withdrawal``). A stopped or traced thread (state T/t) is treated as not running: nothing to blame.
 ///
 /// Used by the sidecar for another process's threads and by ``ThreadWatchdog`` for threads of this process.
 ///
@@ -75,6 +77,12 @@ package struct ProcProgressProbe: Sendable {
     /// When a capture found the busy thread back in its idle wait (CLOCK_MONOTONIC), until a reading reports it
     /// as the stall's end.
     private var idleSeenAt: UInt64?
+    /// The wait the thread was found blocked in at the first look and judged busy from what it is alone, with
+    /// nothing learned yet; `leftAt`: the look that saw the thread leave it for user space. Until the thread is
+    /// seen in another wait, it may still prove this wait its idle one (``provenIdle(_:progress:now:)``).
+    private var provisional: (wait: ThreadWait, leftAt: UInt64?)?
+    /// Why the stall being followed is withdrawn, set by the look that proved its wait the loop's idle wait.
+    package private(set) var withdrawal: String?
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -105,22 +113,41 @@ package struct ProcProgressProbe: Sendable {
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
         }
         let wait = directory.syscall()
+        withdrawal = nil
+        let lockOwned = waitsForOwnedLock(wait, directory)
+        // Found in a wait for a lock that records no owner, opposite the one other thread in such a wait: half of a
+        // likely deadlock, never an idle wait (a watch may start mid-incident; only the first look can see it so).
+        let inLockCycle = firstLook && !lockOwned && waitsInLikelyLockCycle(wait)
         let inIdleWait =
             wait == nil
             ? inIdleWaitByWchan(directory)
             : idleWaits.isIdle(
-                wait, cameBack: cameBack(to: wait, status: status), lockOwned: waitsForOwnedLock(wait, directory))
+                wait, cameBack: cameBack(to: wait, status: status), lockOwned: lockOwned || inLockCycle)
         if inIdleWait {
-            enterIdleWait(wait)
-            if let schedule = directory.schedstat(now: now), let switches = status.voluntarySwitches {
-                idleLook = (now, schedule, switches)
-            }
-            return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
+            provisional = nil
+            return idleLook(wait, now: now, directory, status)
         }
         let current = ThreadCounters.read(directory, status: status, stat: stat)
         let allowance = captureAllowance
         captureAllowance = CaptureAllowance()
-        if idle || counters == nil || !continues(from: lastWait, to: wait, counters: counters!, current, allowance) {
+        var progress =
+            idle || counters == nil || !continues(from: lastWait, to: wait, counters: counters!, current, allowance)
+        if !firstLook, provisional != nil {
+            switch provenIdle(wait, progress: progress, now: now) {
+            case .idle:
+                return idleLook(wait, now: now, directory, status)
+            case .held:
+                counters = current
+                lastWait = wait
+                return LoopSnapshot(sequence: sequence, activity: .afterWaiting, phaseStartNanos: phaseStart)
+            case .busy(let leftAt):
+                if let leftAt {
+                    progress = true
+                    idleSeenAt = leftAt
+                }
+            }
+        }
+        if progress {
             // Left the idle wait, first look, left a system call, or made system calls: progress.
             sequence += 1
             phaseStart = now
@@ -131,6 +158,7 @@ package struct ProcProgressProbe: Sendable {
             // The figures are the kernel's at their reads, after `now`: dated from the time of each read (taken right
             // after it), so the start errs late by no more than the read itself, never early.
             let scheduleReadAt = sw_monotonic_ns()
+            if firstLook, blocked, let wait, !lockOwned { provisional = (wait, nil) }
             if firstLook, blocked, let notRun = ThreadSchedule.notRun(directory) {
                 if notRun.nanos < notRun.at { phaseStart = min(now, notRun.at - notRun.nanos) }
             } else if idle,
@@ -157,6 +185,55 @@ package struct ProcProgressProbe: Sendable {
             allowance.switches > 0 && !(wait?.inSyscall ?? false) && (lastWait?.inSyscall ?? false)
         if !capturedOutOfCall { lastWait = wait }
         return LoopSnapshot(sequence: sequence, activity: .afterWaiting, phaseStartNanos: phaseStart)
+    }
+
+    /// A look that found the thread in its idle wait: a turn of the loop, dated for ``busySinceIdleLook``.
+    private mutating func idleLook(
+        _ wait: ThreadWait?, now: UInt64, _ directory: ProcDirectory, _ status: ProcFields
+    ) -> LoopSnapshot {
+        enterIdleWait(wait)
+        if let schedule = directory.schedstat(now: now), let switches = status.voluntarySwitches {
+            idleLook = (now, schedule, switches)
+        }
+        return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
+    }
+
+    /// What became of the ``provisional`` wait at this look.
+    private enum Provisional {
+        /// The thread came back to it after work: it is the loop's idle wait, now learned, and a stall being
+        /// followed is withdrawn.
+        case idle
+        /// The thread left it for user space at this look: one more look tells whether it comes back.
+        case held
+        /// Still in it, or gone on to other work: the judgement stands. `leftAt`: when a held look saw it leave.
+        case busy(leftAt: UInt64?)
+    }
+
+    /// Whether the loop proved its ``provisional`` wait to be its idle wait: back in that same wait (same place,
+    /// same call on the same thing) after work — the counters moved in between, or the look before saw it leave
+    /// for user space. A loop stuck in a busy wait goes on, once the wait ends, to other work and to its own idle
+    /// wait elsewhere; a loop whose idle wait this is comes straight back to it. The first other wait seen
+    /// settles it as busy; an unended wait stays provisional.
+    private mutating func provenIdle(_ wait: ThreadWait?, progress: Bool, now: UInt64) -> Provisional {
+        guard let held = provisional?.wait, let entry = provisional else { return .busy(leftAt: nil) }
+        let leftAt = entry.leftAt
+        let same = wait.map { $0.inSyscall && IdleWaitLearner.matches($0, learned: held) } ?? false
+        if same, progress || leftAt != nil {
+            provisional = nil
+            idleWaits.learnIdle(held)
+            let name = held.number.map(SyscallTable.name) ?? "?"
+            withdrawal =
+                "withdrawn: watching started while the loop was in \(name), judged busy from what the wait is; the "
+                + "loop then came back to that same wait after doing work, so it is the loop's idle wait, not a stall"
+            if let leftAt { idleSeenAt = leftAt }
+            return .idle
+        }
+        if leftAt == nil, progress, !(wait?.inSyscall ?? false) {
+            provisional = (held, now)
+            return .held
+        }
+        if leftAt != nil || progress { provisional = nil }
+        return .busy(leftAt: leftAt)
     }
 
     /// Whether the thread made no progress from the last look to this one: the rules of ``isProgress(from:to:moves:afterCapture:work:)``,
@@ -196,6 +273,14 @@ package struct ProcProgressProbe: Sendable {
         let threads = Set(ProcDirectory(processID: processID).threadIDs())
         guard let found = LockOwner.owner(pid: processID, wait: wait, threads: threads) else { return false }
         return found.threadID != threadID
+    }
+
+    /// Whether `wait` is for a lock that records no owner while the one other thread in such a wait waits for
+    /// another (``LockOwner/likelyCyclePartner(pid:threadID:wait:threads:)``): half of a likely deadlock.
+    private func waitsInLikelyLockCycle(_ wait: ThreadWait?) -> Bool {
+        guard let wait, wait.inSyscall, wait.number == 202 else { return false }
+        let threads = Set(ProcDirectory(processID: processID).threadIDs())
+        return LockOwner.likelyCyclePartner(pid: processID, threadID: threadID, wait: wait, threads: threads) != nil
     }
 
     /// When a thread seen in its idle wait at the last idle look, busy now, left that wait, from the kernel's

@@ -157,8 +157,13 @@ package struct StallFollower<Source: ProgressSource> {
             case .escalated(let stall):
                 recorder.escalate(stall)
             case .ended(_, let endNanos, _):
+                let withdrawal = source.withdrawal
                 source.stallEnded()
-                recorder.end(endNanos: endNanos)
+                if let withdrawal {
+                    recorder.withdraw(endNanos: endNanos, reason: withdrawal)
+                } else {
+                    recorder.end(endNanos: endNanos)
+                }
                 following(false)
             case .lateWakeup(let delay):
                 recorder.addNote("the \(watcher.rawValue) woke \(delay / 1_000_000) ms late during the stall")

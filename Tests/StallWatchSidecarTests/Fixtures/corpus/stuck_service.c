@@ -14,10 +14,14 @@
  *   Idle modes (MODE epoll-idle, poll-idle, cond-idle): prints READY, idles for MS ms (its own clock) in an epoll
  *   wait, a poll, or a condition wait fed by a producer thread, then one piece of work sleeps 800 ms (printing
  *   "STUCK <ns>" as it starts and "DONE" after), the loop idles 300 ms more and the program exits 0.
+ *   Pipe loop (MODE pipe-loop): the loop's event source is a pipe it reads with a blocking read (a self-pipe its
+ *   SIGUSR1 and SIGTERM handlers write to). Prints READY; for each SIGUSR1 it works 20 ms on the CPU, prints
+ *   "WORKED", and reads again; on SIGTERM it exits 0.
  */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +173,39 @@ static int cond_idle(void) {
     return 0;
 }
 
+static int wake_pipe[2];
+
+static void on_signal(int sig) {
+    char c = sig == SIGTERM ? 'q' : 'w';
+    if (write(wake_pipe[1], &c, 1) < 0) _exit(2);
+}
+
+static int pipe_loop(void) {
+    if (pipe(wake_pipe) != 0) return 2;
+    struct sigaction action = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGUSR1, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+    /* Whoever started it may have blocked them (the mask is inherited): this loop runs on them. */
+    sigset_t wanted;
+    sigemptyset(&wanted);
+    sigaddset(&wanted, SIGUSR1);
+    sigaddset(&wanted, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &wanted, NULL);
+    printf("READY\n");
+    fflush(stdout);
+    for (;;) {
+        char c;
+        if (read(wake_pipe[0], &c, 1) != 1) return 2;
+        if (c == 'q') return 0;
+        volatile unsigned long x = 0;
+        unsigned long long until = now_ns(CLOCK_MONOTONIC) + 20000000ull;
+        while (now_ns(CLOCK_MONOTONIC) < until) x = x * 7 + 3;
+        printf("WORKED\n");
+        fflush(stdout);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *mode = argv[1];
@@ -176,6 +213,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "epoll-idle")) return epoll_idle(0);
     if (!strcmp(mode, "poll-idle")) return epoll_idle(1);
     if (!strcmp(mode, "cond-idle")) return cond_idle();
+    if (!strcmp(mode, "pipe-loop")) return pipe_loop();
     int ep = epoll_create1(0);
     struct epoll_event event;
     printf("READY\n");
