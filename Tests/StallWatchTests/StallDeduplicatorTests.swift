@@ -19,6 +19,17 @@ import Testing
         #expect(dedup.decide(signature: "aa", reportID: "r5", now: 1300 * second) == .writeNew)
     }
 
+    /// The same innermost frames (a lock wrapper) with another cause — a deadlock, then a plain lock wait — are
+    /// another stall: a report of its own, into which its own repeats then fold.
+    @Test func aStallOfTheSameSignatureButAnotherCauseGetsAReportOfItsOwn() {
+        var dedup = StallDeduplicator(windowNanos: 600 * second, maxPerHour: 60)
+        #expect(dedup.decide(signature: "aa", reportID: "r1", now: 0, cause: "deadlock") == .writeNew)
+        #expect(dedup.decide(signature: "aa", reportID: "r2", now: second, cause: "lock") == .writeNew)
+        #expect(
+            dedup.decide(signature: "aa", reportID: "r3", now: 2 * second, cause: "lock")
+                == .fold(reportID: "r2", occurrences: 2))
+    }
+
     @Test func stallsWithoutAStackAreNeverFolded() {
         var dedup = StallDeduplicator(windowNanos: 600 * second, maxPerHour: 60)
         #expect(dedup.decide(signature: "unknown", reportID: "r1", now: 0) == .writeNew)

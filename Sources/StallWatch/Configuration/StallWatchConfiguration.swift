@@ -41,7 +41,7 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     /// The name in reports, events and the heartbeat of a loop created without a name of its own (one still
     /// named ``defaultLoopName``); a loop given another name keeps it. See ``name(of:)``.
     public var loopName = StallWatchConfiguration.defaultLoopName
-    /// A stall with the same signature as one reported this recently is folded into that report.
+    /// A stall with the same signature and cause as one reported this recently is folded into that report.
     public var dedupWindowMs = 600_000
     /// New report files per rolling hour; later stalls are counted, not written.
     public var maxReportsPerHour = 60

@@ -3,8 +3,9 @@ import Synchronization
 
 /// Decides for each finished stall whether it gets a report file of its own.
 ///
-/// - A stall whose signature matches one reported within `window` is folded into that report: its
-///   `occurrences` goes up and `lastSeen` moves, and no new file appears. A hang is never folded, nor a stall
+/// - A stall whose signature and cause match one reported within `window` is folded into that report: its
+///   `occurrences` goes up and `lastSeen` moves, and no new file appears. The same innermost frames with another
+///   cause (a lock wrapper a deadlock and a plain lock wait both pass through) are another stall. A hang is never folded, nor a stall
 ///   more than ``longerFactor`` times as long as the report it would fold into: those get a file of their own
 ///   (with their samples), and later repeats fold into it.
 /// - At most `maxPerHour` new report files are written per rolling hour; stalls beyond the cap are counted and
@@ -18,6 +19,8 @@ struct StallDeduplicator {
         var lastSeenNanos: UInt64
         /// The duration of the report folded into.
         var durationMs: Double
+        /// Its cause's kind (nil: none).
+        var cause: String? = nil
     }
 
     /// A stall longer than this many times the report it matches is reported on its own.
@@ -44,10 +47,10 @@ struct StallDeduplicator {
     /// What to do with a finished stall of `signature` at `now`; records the outcome.
     mutating func decide(
         signature: String, reportID: String, now: UInt64, severity: StallReport.Severity = .stall,
-        durationMs: Double = 0
+        durationMs: Double = 0, cause: String? = nil
     ) -> Decision {
         if signature != "unknown", var entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos,
-            severity != .hang, durationMs <= entry.durationMs * Self.longerFactor
+            severity != .hang, durationMs <= entry.durationMs * Self.longerFactor, entry.cause == cause
         {
             entry.occurrences += 1
             entry.lastSeenNanos = now
@@ -63,7 +66,7 @@ struct StallDeduplicator {
         written.append(now)
         if signature != "unknown" {
             entries[signature] = Entry(
-                reportID: reportID, occurrences: 1, lastSeenNanos: now, durationMs: durationMs)
+                reportID: reportID, occurrences: 1, lastSeenNanos: now, durationMs: durationMs, cause: cause)
         }
         if entries.count > 4096 { entries = entries.filter { now &- $0.value.lastSeenNanos <= windowNanos } }
         return .writeNew
@@ -95,10 +98,13 @@ final class SharedDeduplicator: Sendable {
 
     /// What to do with a finished stall; see ``StallDeduplicator/decide(signature:reportID:now:severity:durationMs:)``.
     func decide(
-        signature: String, reportID: String, now: UInt64, severity: StallReport.Severity, durationMs: Double
+        signature: String, reportID: String, now: UInt64, severity: StallReport.Severity, durationMs: Double,
+        cause: String? = nil
     ) -> StallDeduplicator.Decision {
         state.withLock {
-            $0.decide(signature: signature, reportID: reportID, now: now, severity: severity, durationMs: durationMs)
+            $0.decide(
+                signature: signature, reportID: reportID, now: now, severity: severity, durationMs: durationMs,
+                cause: cause)
         }
     }
 

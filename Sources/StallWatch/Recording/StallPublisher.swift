@@ -57,7 +57,7 @@ struct StallPublisher {
         recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
         switch history.decide(
             signature: report.signature, reportID: report.id, now: now, severity: report.severity,
-            durationMs: report.durationMs)
+            durationMs: report.durationMs, cause: report.cause?.kind.rawValue)
         {
         case .writeNew:
             let suppressed = history.takeSuppressed()
