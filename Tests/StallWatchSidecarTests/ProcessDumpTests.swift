@@ -58,20 +58,6 @@ import Testing
     }
 
     /// The lock_owner fixture with its main thread already blocked in the mutex the holder keeps.
-    /// Each CPU's time in interrupts and stolen by the hypervisor so far, in ms (`/proc/stat`'s `irq`, `softirq`
-    /// and `steal`, in 10 ms ticks): what its task clock does not count.
-    static func taskClockLossMs() -> [Int: Double] {
-        let text = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""
-        var loss: [Int: Double] = [:]
-        for line in text.split(separator: "\n") where line.hasPrefix("cpu") && !line.hasPrefix("cpu ") {
-            let fields = line.split(separator: " ")
-            guard fields.count > 8, let cpu = Int(fields[0].dropFirst(3)) else { continue }
-            let ticks = [6, 7, 8].compactMap { Double(fields[$0]) }.reduce(0, +)
-            loss[cpu] = ticks * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
-        }
-        return loss
-    }
-
     static func blockedTarget() throws -> (target: Spawned, holder: Int32) {
         let binary = try #require(lockOwner, "cc could not build the fixture")
         let target = try Spawned(binary, [])
@@ -161,7 +147,7 @@ import Testing
         let (target, holder) = try Self.blockedTarget()
         let pid = target.pid
         let seenBlocked = ContinuousClock.now
-        let lossAtStart = Self.taskClockLossMs()
+        let lossAtStart = SidecarFixtures.taskClockLossMs()
         // The scenario: the engineer arrives a while after the loop got stuck.
         Thread.sleep(forTimeInterval: 1)
         let asked = ContinuousClock.now
@@ -183,7 +169,7 @@ import Testing
         // or was stolen by the hypervisor (a loaded VM: a tenth of a second in a second): at least the time seen
         // less that, on /proc/stat's count (10 ms ticks, one more for the rounding).
         let cpu = Int(ProcDirectory(processID: pid, threadID: pid).stat()?.processor ?? 0)
-        let lostMs = max(0, (Self.taskClockLossMs()[cpu] ?? 0) - (lossAtStart[cpu] ?? 0)) + 10
+        let lostMs = max(0, (SidecarFixtures.taskClockLossMs()[cpu] ?? 0) - (lossAtStart[cpu] ?? 0)) + 10
         #expect(
             blocked >= seenMs - lostMs && blocked <= livedMs,
             "blocked ≥ \(blocked) ms; seen \(seenMs), lived \(livedMs), CPU \(cpu) lost \(lostMs) ms")

@@ -20,6 +20,29 @@ package enum SidecarFixtures {
         Fixtures.temporaryDirectory("sidecar-" + label)
     }
 
+    /// The CPU thread `tid` of `pid` last ran on (`stat` field 39); nil when unreadable.
+    package static func processor(pid: Int32, tid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return fields.count > 36 ? Int(fields[36]) : nil
+    }
+
+    /// Each CPU's time in interrupts and stolen by the hypervisor so far, in ms (`/proc/stat`'s `irq`, `softirq`
+    /// and `steal`, in 10 ms ticks): what its task clock does not count.
+    package static func taskClockLossMs() -> [Int: Double] {
+        let text = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""
+        var loss: [Int: Double] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("cpu") && !line.hasPrefix("cpu ") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 8, let cpu = Int(fields[0].dropFirst(3)) else { continue }
+            let ticks = [6, 7, 8].compactMap { Double(fields[$0]) }.reduce(0, +)
+            loss[cpu] = ticks * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+        return loss
+    }
+
     /// Every report in `directory` that the reader accepts.
     package static func reports(in directory: String) -> [StallReport] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
