@@ -88,13 +88,14 @@ import Testing
     func anItemIsNamedByTheAnnotationsSetWhileItRanAndCarriesItsQueueDelay() throws {
         let report = try report { loop in
             loop.perform {
+                // Queued as the 30 ms item starts (not by the test's thread, which may get to it only later): its
+                // queue delay is at least that item's 30 ms.
+                loop.perform(label: "queued") { Self.spin(milliseconds: 3) }
+                loop.perform(label: "stuck") { Self.spin(milliseconds: 500) }
                 loop.annotate("route", "/sessions")
                 Self.spin(milliseconds: 30)
                 loop.clearAnnotations()
             }
-            // Queued behind the 30 ms item: its queue delay is at least that.
-            loop.perform(label: "queued") { Self.spin(milliseconds: 3) }
-            loop.perform(label: "stuck") { Self.spin(milliseconds: 500) }
         }
         let leadUp = try #require(report.leadUp)
         let annotated = try #require(leadUp.items.first { $0.label == "route=/sessions" })
