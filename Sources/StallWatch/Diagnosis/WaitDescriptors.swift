@@ -68,20 +68,23 @@ struct WaitDescriptors: Sendable, Hashable {
 
     /// A `struct timespec *` timeout: a null pointer is none.
     static func milliseconds(timespecAt address: UInt64, pid: Int32) -> Int64? {
-        guard address != 0, let bytes = memory(pid, address, 16) else { return nil }
-        let seconds = Int64(littleEndian: bytes, at: 0)
-        let nanos = Int64(littleEndian: bytes, at: 8)
-        guard seconds >= 0, seconds < 1 << 40, nanos >= 0, nanos < 1_000_000_000 else { return nil }
-        return seconds * 1000 + nanos / 1_000_000
+        milliseconds(secondsAndFractionAt: address, pid: pid, fractionsPerSecond: 1_000_000_000)
     }
 
     /// A `struct timeval *` timeout (select): a null pointer is none.
     static func milliseconds(timevalAt address: UInt64, pid: Int32) -> Int64? {
+        milliseconds(secondsAndFractionAt: address, pid: pid, fractionsPerSecond: 1_000_000)
+    }
+
+    /// Two 64-bit words, seconds then a fraction of a second in `fractionsPerSecond` units (timespec, timeval).
+    private static func milliseconds(secondsAndFractionAt address: UInt64, pid: Int32, fractionsPerSecond: Int64)
+        -> Int64?
+    {
         guard address != 0, let bytes = memory(pid, address, 16) else { return nil }
         let seconds = Int64(littleEndian: bytes, at: 0)
-        let micros = Int64(littleEndian: bytes, at: 8)
-        guard seconds >= 0, seconds < 1 << 40, micros >= 0, micros < 1_000_000 else { return nil }
-        return seconds * 1000 + micros / 1000
+        let fraction = Int64(littleEndian: bytes, at: 8)
+        guard seconds >= 0, seconds < 1 << 40, fraction >= 0, fraction < fractionsPerSecond else { return nil }
+        return seconds * 1000 + fraction / (fractionsPerSecond / 1000)
     }
 
     static func memory(_ pid: Int32, _ address: UInt64, _ count: Int) -> [UInt8]? {
