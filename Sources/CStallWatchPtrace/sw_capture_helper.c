@@ -27,17 +27,14 @@
 #include <unistd.h>
 
 #define DEFAULT_STACK_BYTES 65536u
-// Poll this often for the stop during the first SPIN_NS, then every POLL_SLEEP_NS: most stops arrive in 2-50 us.
-// The helper runs on the thread's CPU, so between polls it sleeps (with a timer slack of 1 ns) and lets the thread
-// run into its stop; on another CPU it spins for SPIN_OTHER_CPU_NS first.
+// The helper runs on another CPU than the thread's, when there is one, and spins there for the stop during the
+// first SPIN_NS (a thread running in user space stops on its own CPU within microseconds, and a spinning helper sees
+// it at once), then polls every POLL_SLEEP_NS. On the thread's own CPU (its only one) it sleeps SHORT_SLEEP_NS
+// between polls (timer slack 1 ns), so that the thread gets the CPU it needs to reach its stop. Measured from the
+// thread's side, a helper on the thread's CPU paused it about 4x longer: the thread waits for its wake-ups twice.
 #define SPIN_NS 300000ull
 #define SHORT_SLEEP_NS 3000L
 #define POLL_SLEEP_NS 20000L
-#define SPIN_OTHER_CPU_NS 50000ull
-// The requester spins this long for the answer before sleeping on the futex, keeping its own CPU busy so that the
-// thread, woken at the detach, goes back to its own CPU (where the helper is about to sleep) rather than to an
-// idle one, which would have to be woken first.
-#define ANSWER_SPIN_NS 300000ull
 // How often an idle helper checks that its parent still exists.
 #define PARENT_CHECK_NS 250000000L
 // Beyond its own stop timeout, how long the helper may take to answer before it is presumed stuck.
@@ -76,9 +73,9 @@ static size_t room;
 static _Atomic pid_t helper;
 static void *helper_stack;
 static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
-/// The CPUs the helper may run on (the cloning thread's), and the one it is pinned to now (-1: all of them).
+/// The CPUs the helper may run on (the cloning thread's), and the one it is kept off now (-1: none).
 static cpu_set_t helper_allowed;
-static int helper_pinned = -1;
+static int helper_avoids = -1;
 
 // System calls return -errno and never touch errno (sw_raw_syscall): the helper shares this address space and
 // the TLS of the thread that created it, so glibc's syscall() (which sets errno) would write into that
@@ -92,26 +89,12 @@ static void fail(sw_ptrace_record *r, sw_ptrace_step step, long result) {
     r->failed_errno = (int)-result;
 }
 
-// Moves the helper off the CPU it was pinned to (the thread's), onto the others it may use; the next request pins
-// it again.
-static void leave_threads_cpu(void) {
-    int pinned = helper_pinned;
-    if (pinned < 0) return;
-    cpu_set_t mask = helper_allowed;
-    CPU_CLR(pinned, &mask);
-    int others = 0;  // counted by hand: no libc call in the helper
-    for (size_t i = 0; i < sizeof mask.__bits / sizeof mask.__bits[0]; i++) others |= mask.__bits[i] != 0;
-    if (!others) return;
-    if (RAW(SYS_sched_setaffinity, 0, sizeof mask, &mask, 0, 0) == 0) helper_pinned = -2;  // no longer known
-}
-
 // Waits for the ptrace stop of thread `tid` of process `pid`. Returns 0 when stopped (and the signal a
 // signal-delivery-stop would deliver in *signal), -ETIMEDOUT at the deadline, -EAGAIN as soon as the thread
 // cannot stop soon (in state D, or running inside a system call: sw_ptrace_stop_hopeless; the reason goes to
 // *unstopped), -ESRCH if the thread is gone.
 static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns, char state_at_seize,
-                      uint64_t run_at_interrupt, int spin_first, int *signal, int *unstopped) {
-    int moved = 0;
+                      uint64_t run_at_interrupt, int spin, int *signal, int *unstopped) {
     for (int checked = 0;; checked = 1) {
         int status = 0;
         long got = RAW(SYS_wait4, tid, &status, __WALL | WNOHANG, 0, 0);
@@ -143,15 +126,8 @@ static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns,
             *unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
             return -ETIMEDOUT;
         }
-        // Not stopped by now: the thread waits for a CPU (or works in the kernel). Polling on its CPU would only take
-        // time from it and from whatever runs there: poll from another one.
-        if (now - start > SPIN_NS && !moved) {
-            moved = 1;
-            leave_threads_cpu();
-        }
-        // On another CPU than a running thread: it stops on its own CPU within microseconds; spin. Otherwise sleep
-        // briefly, so that a thread waiting for this CPU gets it and reaches its stop.
-        if (spin_first && now - start <= SPIN_OTHER_CPU_NS) continue;
+        // On another CPU, spin at first; on the thread's, sleep between polls: it may be waiting for this CPU.
+        if (spin && now - start <= SPIN_NS) continue;
         struct timespec pause = {0, now - start <= SPIN_NS ? SHORT_SLEEP_NS : POLL_SLEEP_NS};
         RAW(SYS_nanosleep, &pause, 0, 0, 0, 0);
     }
@@ -183,15 +159,16 @@ static int capture(channel *c) {
     uint64_t run_at_interrupt = c->run_ns == UINT64_MAX ? UINT64_MAX : c->run_ns + (start - c->run_read_at_ns);
     unsigned cpu = 0;
     int other_cpu = RAW(SYS_getcpu, &cpu, 0, 0, 0, 0) == 0 && c->cpu >= 0 && (int)cpu != c->cpu;
-    r->tracer_cpu = other_cpu || c->cpu < 0 ? (int)cpu : c->cpu;
+    r->tracer_cpu = (int)cpu;
+    r->other_cpu = other_cpu;
     rc = RAW(SYS_ptrace, PTRACE_INTERRUPT, c->tid, 0, 0, 0);
     if (rc != 0) {
         fail(r, SW_PTRACE_STEP_INTERRUPT, rc);
         return 1;  // seized but not stopped: not detachable, the helper's exit detaches
     }
     int pending = 0;
-    int stopped = await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, run_at_interrupt,
-                             other_cpu && state_at_seize == 'R', &pending, &r->unstopped);
+    int stopped = await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, run_at_interrupt, other_cpu,
+                             &pending, &r->unstopped);
     if (stopped != 0) {
         fail(r, SW_PTRACE_STEP_STOP, stopped);
         return stopped == -ETIMEDOUT || stopped == -EAGAIN;  // seized but not stopped: only an exit releases it
@@ -284,8 +261,8 @@ static int helper_main(void *argument) {
     RAW(SYS_prctl, PR_SET_NAME, "stallwatch-cap", 0, 0, 0);
     // Its short sleeps while it waits for a stop end on time (the default slack is 50 us).
     RAW(SYS_prctl, PR_SET_TIMERSLACK, 1, 0, 0, 0);
-    // The highest priority the machine allows (root, CAP_SYS_NICE or RLIMIT_NICE; else it stays as it is): while
-    // a thread is stopped, nothing else on its CPU should run before the helper that releases it.
+    // The highest priority the machine allows (root, CAP_SYS_NICE or RLIMIT_NICE; else it stays as it is): on a busy
+    // machine it gets its CPU as soon as the thread stops, and releases it.
     for (int nice = -20; nice < 0; nice += 5)
         if (RAW(SYS_setpriority, PRIO_PROCESS, 0, nice, 0, 0) == 0) break;
     uint32_t served = atomic_load(&c->done_seq);
@@ -396,7 +373,7 @@ static int spawn(size_t stack_bytes) {
     if (pid < 0) return -err;
     prctl(PR_SET_PTRACER, (unsigned long)pid, 0, 0, 0);  // EINVAL without Yama: nothing to allow
     if (sched_getaffinity(pid, sizeof helper_allowed, &helper_allowed) != 0) CPU_ZERO(&helper_allowed);
-    helper_pinned = -1;
+    helper_avoids = -1;
     atomic_store(&helper, (pid_t)pid);
     return pid;
 }
@@ -422,20 +399,19 @@ pid_t sw_helper_pid(void) { return atomic_load(&helper); }
 
 size_t sw_helper_stack_bytes(void) { return room; }
 
-// Sends the prepared request and waits for its answer (spinning first when `spin`); returns 0, or -ETIMEDOUT if
-// the helper did not answer in time (it is then killed).
-static int exchange(uint64_t timeout_ns, int spin) {
+// Sends the prepared request and waits for its answer; returns 0, or -ETIMEDOUT if the helper did not answer in time
+// (it is then killed). The requester sleeps meanwhile: its CPU is the helper's or the thread's.
+static int exchange(uint64_t timeout_ns) {
     uint32_t seq = atomic_load(&shared->request_seq) + 1;
     atomic_store_explicit(&shared->request_seq, seq, memory_order_release);
     char byte = 1;
     (void)!write(shared->wake_write, &byte, 1);  // EAGAIN (full): the helper's periodic check finds it
-    uint64_t start = sw_monotonic_ns(), deadline = start + timeout_ns + ANSWER_MARGIN_NS;
+    uint64_t deadline = sw_monotonic_ns() + timeout_ns + ANSWER_MARGIN_NS;
     for (;;) {
         uint32_t done = atomic_load_explicit(&shared->done_seq, memory_order_acquire);
         if (done == seq) return 0;
         uint64_t now = sw_monotonic_ns();
         if (now >= deadline) break;
-        if (spin && now - start < ANSWER_SPIN_NS) continue;
         uint64_t left = deadline - now;
         struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
         sw_futex(&shared->done_seq, FUTEX_WAIT, done, &ts);
@@ -444,26 +420,16 @@ static int exchange(uint64_t timeout_ns, int spin) {
     return -ETIMEDOUT;
 }
 
-// Runs the helper on `cpu` (the thread's), if it may run there; else on every CPU it may.
-static void pin_helper(int cpu) {
+// Keeps the helper off `cpu` (the thread's) when it may run elsewhere; else lets it run on every CPU it may.
+static void place_helper(int cpu) {
     pid_t pid = atomic_load(&helper);
-    int wanted = cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &helper_allowed) ? cpu : -1;
-    if (pid <= 0 || wanted == helper_pinned || CPU_COUNT(&helper_allowed) == 0) return;
-    cpu_set_t mask;
-    CPU_ZERO(&mask);
-    if (wanted >= 0) CPU_SET(wanted, &mask);
-    else mask = helper_allowed;
-    if (sched_setaffinity(pid, sizeof mask, &mask) == 0) helper_pinned = wanted;
-}
-
-// Moves the calling thread off `cpu` when another allowed CPU exists; its affinity goes to *saved. Returns 1 if
-// it did (the caller restores *saved).
-static int leave_cpu(int cpu, cpu_set_t *saved) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof *saved, saved) != 0) return 0;
-    if (!CPU_ISSET(cpu, saved) || CPU_COUNT(saved) < 2) return 0;
-    cpu_set_t mask = *saved;
-    CPU_CLR(cpu, &mask);
-    return sched_setaffinity(0, sizeof mask, &mask) == 0;
+    int avoid = cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &helper_allowed) && CPU_COUNT(&helper_allowed) > 1
+                    ? cpu
+                    : -1;
+    if (pid <= 0 || avoid == helper_avoids || CPU_COUNT(&helper_allowed) == 0) return;
+    cpu_set_t mask = helper_allowed;
+    if (avoid >= 0) CPU_CLR(avoid, &mask);
+    if (sched_setaffinity(pid, sizeof mask, &mask) == 0) helper_avoids = avoid;
 }
 
 int sw_helper_capture(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64_t timeout_ns,
@@ -484,17 +450,12 @@ int sw_helper_capture(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64
     shared->state = sw_stop_task_state_cpu(shared->parent, tid, &shared->cpu);
     shared->run_ns = shared->state == 'R' ? sw_stop_task_run_ns(shared->parent, tid) : UINT64_MAX;
     shared->run_read_at_ns = sw_monotonic_ns();
-    pin_helper(shared->cpu);
-    // The requester waits on another CPU than the thread's, unless it captures itself.
-    int self = tid == (pid_t)syscall(SYS_gettid);
-    cpu_set_t own;
-    int moved = !self && leave_cpu(shared->cpu, &own);
+    place_helper(shared->cpu);
     shared->stack_low = stack_low;
     shared->stack_high = stack_high;
     shared->timeout_ns = timeout_ns;
     shared->capacity = stack_capacity < room ? stack_capacity : room;
-    int result = exchange(timeout_ns, !self);
-    if (moved) sched_setaffinity(0, sizeof own, &own);
+    int result = exchange(timeout_ns);
     if (result == 0) {
         *record = shared->record;
         if (record->stack_size) memcpy(stack_out, shared->stack, record->stack_size);
@@ -512,7 +473,7 @@ void sw_helper_stop(void) {
     pthread_mutex_lock(&lock);
     if (shared && atomic_load(&helper) > 0) {
         shared->command = CMD_EXIT;
-        if (exchange(0, 0) == 0) reap_if_exited();
+        if (exchange(0) == 0) reap_if_exited();
     }
     pthread_mutex_unlock(&lock);
 }

@@ -64,7 +64,7 @@ typedef struct sw_ptrace_record {
     /// CLOCK_MONOTONIC when the stop was seen (0 if it was not reached): the registers are the thread's state at a
     /// moment no later than this, and the thread ran none of its own code from then until `detached_at_ns`.
     uint64_t stopped_at_ns;
-    /// Nonzero if the calling thread was moved off the target's CPU for the capture.
+    /// Nonzero if the tracer was kept off the target's CPU (it spins there while it waits for the stop).
     int other_cpu;
     /// Signal the thread was about to receive when it stopped (re-delivered on detach), or 0.
     int pending_signal;
