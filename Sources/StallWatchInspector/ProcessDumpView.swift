@@ -47,6 +47,12 @@ package struct ProcessDumpView: Sendable {
             } else if let candidates = thread.candidateHolderIds, !candidates.isEmpty {
                 let list = candidates.map { "\($0) \(names[$0] ?? "")" }.joined(separator: ", ")
                 out.append(style.styled("  the lock records no owner; candidate holders, not certain: \(list)", "33"))
+            } else if let process = thread.blockingProcess {
+                let named = process.name.isEmpty ? "" : " \(escape(process.name))"
+                let text =
+                    "  waits on process \(process.processId)\(named)"
+                    + escape(BlockingProcessText.thread(process)) + ": \(escape(process.reason))"
+                out.append(style.styled(text, "33"))
             } else if snapshot.waitAddress != nil {
                 out.append("  the lock's owner is not known (not a glibc mutex, or not held)")
             }

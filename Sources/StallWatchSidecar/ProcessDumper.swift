@@ -130,7 +130,8 @@ package struct ProcessDumper: Sendable {
                     waitTarget: probe.wait?.targetDescription,
                     pauseMicros: samples[tid]?.pauseNanos.map { Double($0) / 1000 }, activity: entry.activity,
                     blockedForAtLeastMs: entry.blockedForNanos.map { StallReport.milliseconds($0) },
-                    candidateHolderIds: candidates.isEmpty ? nil : candidates))
+                    candidateHolderIds: candidates.isEmpty ? nil : candidates,
+                    blockingProcess: entry.activity == .blocked ? probe.wait.flatMap { .behind($0, pid: pid) } : nil))
         }
         let allFrames = threads.flatMap(\.snapshot.frames)
         var images = symbolicator.images(for: allFrames)

@@ -91,6 +91,27 @@ import Testing
         #expect(unfolded.contains("thread 4250 worker: S sleeping, idle ≥ 800 ms in epoll_wait"), "\(unfolded)")
     }
 
+    @Test func aThreadBlockedOnAnotherProcessNamesItEscapedAndTheJSONKeepsIt() throws {
+        var dump = Self.dump()
+        dump.threads.append(
+            .init(
+                snapshot: .init(threadId: 4270, name: "locker", state: "S", wchan: "locks_lock", syscall: "flock"),
+                role: .other, stateDescription: "sleeping", activity: .blocked,
+                blockingProcess: .init(
+                    processId: 5151, name: "holder" + Self.hostile, reason: "holds the FLOCK WRITE lock",
+                    threadId: 5151,
+                    state: "sleeping, in clock_nanosleep")))
+        let lines = ProcessDumpView(foldIdle: false).lines(dump)
+        let text = lines.joined(separator: "\n")
+        #expect(
+            text.contains(
+                "  waits on process 5151 holder\\x1B]0;owned\\x07\\x1B[2J\\u{202E}x, thread 5151 (sleeping, in "
+                    + "clock_nanosleep): holds the FLOCK WRITE lock"), "\(text)")
+        for line in lines { #expect(!line.unicodeScalars.contains(where: TerminalText.isDangerous), "\(line)") }
+        let decoded = try ProcessDump.decode(try dump.encodedJSON())
+        #expect(decoded.threads.last?.blockingProcess?.processId == 5151)
+    }
+
     @Test func everyStringFromTheTargetIsEscaped() {
         let lines = ProcessDumpView(useColor: true).lines(Self.dump(threadName: "evil" + Self.hostile))
         // StallWatch's own colour is the only escape sequence: SGR, nothing else.

@@ -138,6 +138,30 @@ import Testing
         }
     }
 
+    @Test(.timeLimit(.minutes(3)))
+    func aThreadWaitingForAFileLockNamesTheProcessThatHoldsIt() throws {
+        let file = SidecarFixtures.temporaryDirectory("dump-flock") + "/lock"
+        // The shell takes the lock on descriptor 9, then becomes `sleep` (same process, same descriptor).
+        let holder = try Spawned("/bin/sh", ["-c", "exec 9>'\(file)'; flock 9; echo HELD; exec sleep 600"])
+        try #require(holder.waitFor("HELD"), "holder: \(holder.stderr)")
+        let waiter = try Spawned("/usr/bin/flock", [file, "true"])
+        let pid = waiter.pid
+        #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "flock" }, "the waiter blocks")
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--json"])
+        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        try Self.expectValidDump(dump.stdout)
+        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
+        let main = try #require(parsed.threads.first { $0.snapshot.threadId == pid })
+        #expect(main.activity == .blocked)
+        let process = try #require(main.blockingProcess, "\(dump.stdout)")
+        #expect(process.processId == holder.pid)
+        #expect(process.name == "sleep")
+        // /proc/locks names the `flock` command that took the lock and exited: the holder is found by the open file
+        // description it shares with the shell, now `sleep`.
+        #expect(process.reason.contains("fdinfo"), "\(process.reason)")
+        #expect(SidecarFixtures.traceState(pid: pid)?.tracer == "0", "not left traced")
+    }
+
     /// Arriving mid-incident at a service whose named loop is stuck on a lock another thread holds: the loop
     /// named by `--threads` or `--tid` comes first, the holder is tagged, and each blocked thread says how long it
     /// has not run — at least as long as the test has seen it blocked, at most as long as the process has lived.

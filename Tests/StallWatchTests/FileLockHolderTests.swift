@@ -25,6 +25,13 @@ import Testing
         #expect(FileLockHolder.holder(in: Self.locks, device: 0x802, inode: 131090, waiter: 4242) == nil)
     }
 
+    @Test func anOFDLockIsListedAsHeldWithNoProcessForTheDescriptorSearch() {
+        let held = FileLockHolder.heldLock(in: Self.locks, key: "08:01:7", waiter: 4242)
+        #expect(held?.lock == "OFDLCK WRITE" && held?.processID == -1)
+        #expect(FileLockHolder.lockKey(device: 0x801, inode: 7) == "08:01:7")
+        #expect(FileLockHolder.heldLock(in: Self.locks, key: "08:01:999", waiter: 4242) == nil, "the waiter's own")
+    }
+
     @Test func onlyBlockingFileLockCallsAreLockWaits() {
         func wait(_ number: Int, _ arg1: UInt64) -> ThreadWait {
             ThreadWait(number: number, arguments: [3, arg1, 0, 0, 0, 0], stackPointer: 1, programCounter: 1)

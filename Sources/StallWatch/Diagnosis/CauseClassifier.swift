@@ -304,12 +304,8 @@ package enum CauseClassifier {
             evidence.append("\(samples) of \(total) samples: waiting for a file lock in \(call)")
             evidence.append(
                 "the file lock (\(holder.lock)) is held by process \(holder.processID)"
-                    + (holder.name.isEmpty ? "" : " (\(holder.name))") + ", as /proc/locks records it")
-            return .init(
-                kind: .lock, evidence: evidence,
-                blockingProcess: .init(
-                    processId: holder.processID, name: holder.name,
-                    reason: "holds the \(holder.lock) lock on the file the loop waits to lock (/proc/locks)"))
+                    + (holder.name.isEmpty ? "" : " (\(holder.name))") + ", \(holder.source)")
+            return .init(kind: .lock, evidence: evidence, blockingProcess: .fileLock(holder))
         }
         evidence.append("\(lockSamples) of \(total) samples: waiting in futex" + (wchan.map { " (wchan \($0))" } ?? ""))
         guard let owner = mostCommon(e.observations.compactMap(\.lockOwner)) else {

@@ -33,3 +33,31 @@ extension CauseClassifier {
             processId: pid, name: found.name, reason: found.reason, threadId: found.threadID, state: found.state)
     }
 }
+
+extension StallReport.Cause.BlockingProcess {
+    /// The holder of a file lock, as a report's cause names it.
+    static func fileLock(_ holder: FileLockHolder.Holder) -> Self {
+        .init(
+            processId: holder.processID, name: holder.name,
+            reason: "holds the \(holder.lock) lock on the file the thread waits to lock ("
+                + (holder.recordedProcessID == nil ? "/proc/locks" : "its descriptor's fdinfo") + ")")
+    }
+
+    /// Another process behind one thread's wait at one look, found the way a stall's samples find it: a file lock's
+    /// holder (`/proc/locks`), a SysV semaphore's last operator, the owner a process-shared lock word names, or
+    /// the other end of the pipe or socket it waits on (unless it waits on the process's own wake-ups only). Nil
+    /// when the wait names no other process. Reads only the kernel's records: nothing is stopped.
+    package static func behind(_ wait: ThreadWait, pid: Int32) -> Self? {
+        guard let number = wait.number else { return nil }
+        if number == 72 || number == 73 { return FileLockHolder.holder(pid: pid, wait: wait).map(fileLock) }
+        if number == 202 {
+            return SharedLock.finding(pid: pid, wait: wait)?.owner.flatMap(CauseClassifier.blockingProcess)
+        }
+        if let semaphore = SemaphoreHolder.holder(pid: pid, wait: wait) {
+            return CauseClassifier.blockingProcess(semaphore)
+        }
+        guard let waits = WaitDescriptors.read(pid: pid, wait: wait), OwnWakeups.sleep(pid: pid, waits: waits) == nil
+        else { return nil }
+        return PeerEndpoints.otherProcess(pid: pid, waits: waits).flatMap(CauseClassifier.blockingProcess)
+    }
+}

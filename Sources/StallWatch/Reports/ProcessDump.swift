@@ -75,6 +75,10 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         /// For a stuck thread waiting on a lock that records no owner: the threads that may hold it, most likely
         /// first (candidates, not certain).
         package var candidateHolderIds: [Int32]?
+        /// For a blocked thread: another process behind its wait (a file lock's holder, a SysV semaphore's last
+        /// operator, a process-shared lock's recorded owner, the other end of its pipe or socket), as a stall
+        /// report's `cause.blockingProcess` names it.
+        package var blockingProcess: StallReport.Cause.BlockingProcess?
         /// What it is doing; nil in dumps of earlier versions.
         package var activity: Activity?
         /// A lower bound of how long it has not run (a blocked or idle thread), from its CPU's run-queue clock
@@ -84,9 +88,10 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         package init(
             snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
             pauseMicros: Double? = nil, activity: Activity? = nil, blockedForAtLeastMs: Double? = nil,
-            candidateHolderIds: [Int32]? = nil
+            candidateHolderIds: [Int32]? = nil, blockingProcess: StallReport.Cause.BlockingProcess? = nil
         ) {
             self.candidateHolderIds = candidateHolderIds
+            self.blockingProcess = blockingProcess
             self.activity = activity
             self.blockedForAtLeastMs = blockedForAtLeastMs
             self.snapshot = snapshot
@@ -98,6 +103,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
 
         private enum CodingKeys: String, CodingKey {
             case role, stateDescription, waitTarget, pauseMicros, activity, blockedForAtLeastMs, candidateHolderIds
+            case blockingProcess
         }
 
         /// The snapshot's keys and the dump's side by side in one object.
@@ -111,6 +117,8 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             activity = try container.decodeIfPresent(Activity.self, forKey: .activity)
             blockedForAtLeastMs = try container.decodeIfPresent(Double.self, forKey: .blockedForAtLeastMs)
             candidateHolderIds = try container.decodeIfPresent([Int32].self, forKey: .candidateHolderIds)
+            blockingProcess = try container.decodeIfPresent(
+                StallReport.Cause.BlockingProcess.self, forKey: .blockingProcess)
         }
 
         package func encode(to encoder: any Encoder) throws {
@@ -123,6 +131,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             try container.encodeIfPresent(activity, forKey: .activity)
             try container.encodeIfPresent(blockedForAtLeastMs, forKey: .blockedForAtLeastMs)
             try container.encodeIfPresent(candidateHolderIds, forKey: .candidateHolderIds)
+            try container.encodeIfPresent(blockingProcess, forKey: .blockingProcess)
         }
     }
 
