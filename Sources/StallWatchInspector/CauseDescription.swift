@@ -35,6 +35,32 @@ enum CauseDescription {
         return rows
     }
 
+    /// What the loop waited for, in a few words, when the cause names it: `thread 4243 db-writer`,
+    /// `deadlock (likely): 4243, 4244`, `process 4242 flock-holder`, `candidates (not certain): 4243 db-writer`.
+    static func culprit(_ report: StallReport) -> String? {
+        guard let cause = report.cause else { return nil }
+        func name(_ tid: Int32) -> String {
+            let name = report.threads?.first { $0.threadId == tid }?.name ?? ""
+            return name.isEmpty ? "\(tid)" : "\(tid) \(name)"
+        }
+        if let cycle = cause.deadlockedThreadIds, !cycle.isEmpty {
+            return "deadlock" + (cause.deadlockCertainty == .likely ? " (likely)" : "") + ": "
+                + cycle.map(name).joined(separator: ", ")
+        }
+        if let blocking = cause.blockingThreadId, blocking != report.loop.threadId { return "thread " + name(blocking) }
+        if let process = cause.blockingProcess {
+            return "process \(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)")
+        }
+        if let candidates = cause.candidateHolders, !candidates.isEmpty {
+            let named = candidates.prefix(3).map { holder in
+                (holder.processId.map { "process \($0) " } ?? "") + "\(holder.threadId)"
+                    + (holder.name.isEmpty ? "" : " \(holder.name)")
+            }
+            return "candidates (not certain): " + named.joined(separator: ", ")
+        }
+        return nil
+    }
+
     /// `4243 db-writer (S, futex) in DB.commit() + 40`, or just the id when the snapshot lacks the thread.
     static func describe(_ threadID: Int32, in report: StallReport) -> String {
         guard let thread = report.threads?.first(where: { $0.threadId == threadID }) else { return "\(threadID)" }

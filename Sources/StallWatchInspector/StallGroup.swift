@@ -37,6 +37,9 @@ package struct StallGroup: Codable, Sendable, Equatable {
     /// The most recent report: `reports show` it to see one instance.
     var latestId: String
     var latestPath: String
+    /// What the latest report names as what its loop waited for, when it names one: another thread, a deadlock's
+    /// threads, candidate holders (not certain) or another process (``CauseDescription/culprit(_:)``).
+    var blockedBy: String?
 }
 
 /// Accumulates reports one at a time into ``StallGroup``s; keeps durations, not reports.
@@ -52,6 +55,7 @@ package struct StallGrouper: Sendable {
         var firstSeen: Date
         var lastSeen: Date
         var latest: (id: String, path: String, topFrame: String?)
+        var blockedBy: String?
         var hangs = 0
         var unrecovered = 0
         var beganBeforeWatching = 0
@@ -77,7 +81,8 @@ package struct StallGrouper: Sendable {
             partial[name]
             ?? Partial(
                 firstSeen: report.startedAt, lastSeen: report.startedAt,
-                latest: (report.id, path, report.applicationFrame?.description))
+                latest: (report.id, path, report.applicationFrame?.description),
+                blockedBy: CauseDescription.culprit(report))
         guard report.status != .withdrawn else {
             group.withdrawn += 1
             partial[name] = group
@@ -93,6 +98,7 @@ package struct StallGrouper: Sendable {
         if report.startedAt >= group.lastSeen {
             group.lastSeen = report.startedAt
             group.latest = (report.id, path, report.applicationFrame?.description)
+            group.blockedBy = CauseDescription.culprit(report)
         }
         if report.severity == .hang { group.hangs += 1 }
         if report.status == .unrecovered { group.unrecovered += 1 }
@@ -112,6 +118,7 @@ package struct StallGrouper: Sendable {
                 latestPath: group.latest.path)
             if group.beganBeforeWatching > 0 { stallGroup.beganBeforeWatching = group.beganBeforeWatching }
             if group.withdrawn > 0 { stallGroup.withdrawn = group.withdrawn }
+            stallGroup.blockedBy = group.blockedBy
             return stallGroup
         }.sorted { ($0.totalMs, $0.count, $1.key) > ($1.totalMs, $1.count, $0.key) }
     }
@@ -135,11 +142,14 @@ package struct StallGroupView: Sendable {
     }
 
     package func lines(_ groups: [StallGroup], by key: StallGroup.Key) -> [String] {
-        let header = [
-            key.rawValue.uppercased(), "COUNT", "TOTAL", "P50", "P95", "MAX", "FIRST SEEN", "LAST SEEN", "TOP FRAME",
-        ]
+        // The column of what the loops waited for, only when some group's latest report names it.
+        let culprits = groups.contains { $0.blockedBy != nil }
+        let header =
+            [key.rawValue.uppercased(), "COUNT", "TOTAL", "P50", "P95", "MAX", "FIRST SEEN", "LAST SEEN", "TOP FRAME"]
+            + (culprits ? ["BLOCKED BY (LATEST)"] : [])
         let rows = groups.map { group in
-            [
+            let culprit = culprits ? [ReportListView.shortened(group.blockedBy ?? "-", to: 80)] : []
+            return [
                 group.key,
                 String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : "")
                     + ((group.withdrawn ?? 0) > 0 ? " (+\(group.withdrawn ?? 0) withdrawn)" : ""),
@@ -149,7 +159,7 @@ package struct StallGroupView: Sendable {
                 ReportTextFormat.duration(group.maxMs, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
                 format.localTime(group.firstSeen), format.localTime(group.lastSeen),
                 ReportListView.shortened(group.topFrame ?? "-", to: 100),
-            ]
+            ] + culprit
         }
         let style = TextStyle(useColor: useColor)
         return ReportTextFormat.table([header] + rows) { row, column, cell in

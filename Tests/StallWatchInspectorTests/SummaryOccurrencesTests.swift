@@ -50,4 +50,24 @@ import Testing
         let text = try HostileFiles.run(["reports", "summary", directory])
         #expect(text.stdout.contains("1 report (50 stalls) in 1 group, 20.00 s stalled in all"), "\(text.stdout)")
     }
+
+    @Test func theSummaryNamesWhatTheLatestReportOfEachGroupWaitedForOnlyWhenOneNamesIt() throws {
+        let process = try #require(ReportFixtures.semaphoreHeldByProcess.cause?.blockingProcess)
+        var grouper = StallGrouper(by: .cause)
+        grouper.add(ReportFixtures.semaphoreHeldByProcess, path: "semaphore.json")
+        grouper.add(ReportFixtures.likelyDeadlock, path: "deadlock.json")
+        grouper.add(ReportFixtures.endedStall, path: "ended.json")
+        let groups = grouper.groups()
+        let byProcess = try #require(groups.first { $0.latestPath == "semaphore.json" })
+        #expect(byProcess.blockedBy == "process \(process.processId) \(process.name)")
+        let deadlock = try #require(groups.first { $0.latestPath == "deadlock.json" })
+        #expect(deadlock.blockedBy?.hasPrefix("deadlock (likely): ") == true, "\(deadlock.blockedBy ?? "nil")")
+        #expect(groups.first { $0.latestPath == "ended.json" }?.blockedBy == nil)
+        let lines = StallGroupView().lines(groups, by: .cause)
+        #expect(lines[0].contains("BLOCKED BY (LATEST)"))
+        #expect(lines.contains { $0.contains("process \(process.processId)") })
+        var plain = StallGrouper(by: .signature)
+        plain.add(ReportFixtures.endedStall, path: "ended.json")
+        #expect(!StallGroupView().lines(plain.groups(), by: .signature)[0].contains("BLOCKED BY"))
+    }
 }
