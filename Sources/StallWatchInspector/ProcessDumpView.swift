@@ -124,7 +124,7 @@ package struct ProcessDumpView: Sendable {
             text += thread.activity == .idle ? ", idle" : ", blocked"
             text += " ≥ \(Self.duration(blocked))"
         } else if thread.activity == .onCPU {
-            text += ", on CPU"
+            text += ", on CPU" + (thread.onCPUForAtLeastMs.map { " ≥ \(Self.duration($0)) without a wait" } ?? "")
         }
         if let syscall = snapshot.syscall {
             text += " in \(escape(syscall))"

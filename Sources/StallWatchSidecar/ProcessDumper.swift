@@ -1,4 +1,5 @@
 // ProcessDumper: the stacks of a live process now (`stallwatch dump`), one thread stopped at a time.
+import CStallWatchCore
 import Foundation
 import StallWatch
 
@@ -56,6 +57,14 @@ package struct ProcessDumper: Sendable {
         for (tid, probe) in graph.probes where !probe.state.hasPrefix("R") {
             blockedFor[tid] = ThreadSchedule.notRunNanos(ProcDirectory(processID: pid, threadID: tid))
         }
+        // A running thread: its voluntary context switches now, and when. The kernel keeps no start of a CPU-bound
+        // run; a second look at the end (onCPUFor) tells whether the thread waited for anything in between.
+        var firstLook: [Int32: (switches: UInt64, at: UInt64)] = [:]
+        for (tid, probe) in graph.probes where probe.state.hasPrefix("R") {
+            if let switches = ProcDirectory(processID: pid, threadID: tid).status()?.voluntarySwitches {
+                firstLook[tid] = (switches, sw_monotonic_ns())
+            }
+        }
         var seen: [Int32: ProcessDump.Thread.Activity] = [:]
         for (tid, probe) in graph.probes {
             seen[tid] = DumpRanking.activity(
@@ -69,9 +78,16 @@ package struct ProcessDumper: Sendable {
         limits.maxThreadFrames = configuration.maxFrames
         sampling.beginThreadSnapshot()
         var samples: [Int32: StackSample] = [:]
+        var stopSwitches: [Int32: UInt64] = [:]
         func capture(_ tids: [Int32]) {
             for tid in tids where graph.probes[tid] != nil && samples[tid] == nil {
+                // A stop is one or two voluntary switches of the thread: counted here, for onCPUFor.
+                let switches = { ProcDirectory(processID: pid, threadID: tid).status()?.voluntarySwitches }
+                let before = firstLook[tid] != nil ? switches() : nil
                 samples[tid] = sampling.sampleThread(id: tid, configuration: limits)
+                if let before, let after = switches(), after >= before {
+                    stopSwitches[tid, default: 0] += after - before
+                }
             }
         }
         // Stuck threads, loops and lock owners first (every thread with --all-threads); candidate holders, known
@@ -112,6 +128,7 @@ package struct ProcessDumper: Sendable {
             symbolicateNew()
         }
 
+        let onCPU = Self.onCPUFor(pid: pid, firstLook: firstLook, stopSwitches: stopSwitches)
         var errors = sampling.setupError.map { [$0] } ?? []
         var threads: [ProcessDump.Thread] = []
         for (entry, role, candidates) in ranking.order(entries()) {
@@ -130,6 +147,7 @@ package struct ProcessDumper: Sendable {
                     waitTarget: probe.wait?.targetDescription,
                     pauseMicros: samples[tid]?.pauseNanos.map { Double($0) / 1000 }, activity: entry.activity,
                     blockedForAtLeastMs: entry.blockedForNanos.map { StallReport.milliseconds($0) },
+                    onCPUForAtLeastMs: onCPU[tid].map { StallReport.milliseconds($0) },
                     candidateHolderIds: candidates.isEmpty ? nil : candidates,
                     blockingProcess: entry.activity == .blocked ? probe.wait.flatMap { .behind($0, pid: pid) } : nil))
         }
@@ -143,6 +161,25 @@ package struct ProcessDumper: Sendable {
             loopThreadIds: (knownLoops.isEmpty ? guessedLoop.map { [$0] } ?? [] : knownLoops),
             threads: threads, deadlockThreadIds: DumpRanking.cycle(in: graph.waitsFor), images: images,
             errors: errors + symbolicator.errors)
+    }
+
+    /// How long each thread of `firstLook` has been busy at least: the time since that look, when it is still
+    /// running or runnable and made no voluntary context switch since — it blocked on nothing, slept on nothing —
+    /// but those counted across the dump's own stops of it (`stopSwitches`: a traced stop is one or two, read
+    /// around each capture). A thread with any other is left out.
+    static func onCPUFor(pid: Int32, firstLook: [Int32: (switches: UInt64, at: UInt64)], stopSwitches: [Int32: UInt64])
+        -> [Int32: UInt64]
+    {
+        var result: [Int32: UInt64] = [:]
+        for (tid, first) in firstLook {
+            let directory = ProcDirectory(processID: pid, threadID: tid)
+            guard let status = directory.status(), status["State"]?.hasPrefix("R") == true,
+                let switches = status.voluntarySwitches, switches >= first.switches
+            else { continue }
+            let now = sw_monotonic_ns()
+            if switches - first.switches <= stopSwitches[tid] ?? 0, now > first.at { result[tid] = now - first.at }
+        }
+        return result
     }
 
     /// The loop threads: those named by `--tid` and `--threads`, and those the process's valid heartbeat

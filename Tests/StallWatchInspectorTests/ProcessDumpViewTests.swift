@@ -77,6 +77,10 @@ import Testing
         dump.threads.append(
             .init(
                 snapshot: .init(threadId: 4260, name: "spin", state: "R"), role: .other, stateDescription: "running",
+                activity: .onCPU, onCPUForAtLeastMs: 212))
+        dump.threads.append(
+            .init(
+                snapshot: .init(threadId: 4261, name: "spin2", state: "R"), role: .other, stateDescription: "running",
                 activity: .onCPU))
         let view = ProcessDumpView(format: ReportTextFormat(timeZone: TimeZone(identifier: "UTC")!))
         let text = view.lines(dump).joined(separator: "\n")
@@ -84,7 +88,8 @@ import Testing
             "deadlock: each waits for a lock the next one holds: 4242 service → 4243 lock-holder → 4242 service"
         #expect(text.contains(deadlock), "\(text)")
         #expect(text.contains("thread 4242 service (loop): S sleeping, blocked ≥ 12.4 s in futex"), "\(text)")
-        #expect(text.contains("thread 4260 spin: R running, on CPU"), "\(text)")
+        #expect(text.contains("thread 4260 spin: R running, on CPU ≥ 212 ms without a wait"), "\(text)")
+        #expect(text.contains("thread 4261 spin2: R running, on CPU (user space)"), "\(text)")
         #expect(text.contains("3 × epoll_wait [ep_poll], idle ≥ 800 ms: 4250 worker, 4251 worker, 4252 worker"))
         #expect(!text.contains("thread 4250"), "folded")
         let unfolded = ProcessDumpView(foldIdle: false).lines(dump).joined(separator: "\n")

@@ -1,4 +1,5 @@
 // `stallwatch dump`: the stacks of a live process now, its lock owners, and a target that runs on untouched.
+import CStallWatchCore
 import Foundation
 import StallWatchTestSupport
 import Testing
@@ -136,6 +137,36 @@ import Testing
             #expect(ours.map(\.address) == expected.map(\.address), "thread \(tid)\n\(euStack.stdout)")
             #expect(ours.map { $0.symbol ?? "" } == expected.map(\.symbol), "thread \(tid)")
         }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aSpinningThreadIsShownOnCPUForAtMostTheDumpsOwnSpanAndAWaitInBetweenDropsIt() throws {
+        let spinner = try Spawned("/bin/sh", ["-c", "while :; do :; done"])
+        let pid = spinner.pid
+        #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.state == "R" }, "the shell spins")
+        let started = ContinuousClock.now
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--json"])
+        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        let span = ContinuousClock.now - started
+        try Self.expectValidDump(dump.stdout)
+        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
+        let main = try #require(parsed.threads.first { $0.snapshot.threadId == pid })
+        #expect(main.activity == .onCPU)
+        let onCPU = try #require(main.onCPUForAtLeastMs, "\(dump.stdout)")
+        #expect(
+            onCPU > 0 && onCPU <= Double(span.components.seconds) * 1000 + Double(span.components.attoseconds) / 1e15)
+        // The rule itself: a voluntary switch since the first look, beyond those counted across the dump's own
+        // stops, drops the figure.
+        let switches = try #require(ProcDirectory(processID: pid, threadID: pid).status()?.voluntarySwitches)
+        try #require(switches >= 1, "the dump's stop is a voluntary switch")
+        let earlier = sw_monotonic_ns() - 1_000_000
+        let unchanged = ProcessDumper.onCPUFor(pid: pid, firstLook: [pid: (switches, earlier)], stopSwitches: [:])
+        #expect((unchanged[pid] ?? 0) >= 1_000_000)
+        let waited = ProcessDumper.onCPUFor(pid: pid, firstLook: [pid: (switches - 1, earlier)], stopSwitches: [:])
+        #expect(waited[pid] == nil)
+        let stopped = ProcessDumper.onCPUFor(
+            pid: pid, firstLook: [pid: (switches - 1, earlier)], stopSwitches: [pid: 1])
+        #expect(stopped[pid] != nil, "the switches of the dump's own stop are allowed for")
     }
 
     @Test(.timeLimit(.minutes(3)))

@@ -84,16 +84,21 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         /// A lower bound of how long it has not run (a blocked or idle thread), from its CPU's run-queue clock
         /// (`se.exec_start`), milliseconds; nil when running or when the kernel does not expose it.
         package var blockedForAtLeastMs: Double?
+        /// For a running or runnable thread: how long it has been busy at least — the time between two looks of the
+        /// dump (its start and its end) across which it made no voluntary context switch, milliseconds. Nil when it
+        /// waited in between, or was not running at the first look.
+        package var onCPUForAtLeastMs: Double?
 
         package init(
             snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
             pauseMicros: Double? = nil, activity: Activity? = nil, blockedForAtLeastMs: Double? = nil,
-            candidateHolderIds: [Int32]? = nil, blockingProcess: StallReport.Cause.BlockingProcess? = nil
+            onCPUForAtLeastMs: Double? = nil, candidateHolderIds: [Int32]? = nil, blockingProcess: StallReport.Cause.BlockingProcess? = nil
         ) {
             self.candidateHolderIds = candidateHolderIds
             self.blockingProcess = blockingProcess
             self.activity = activity
             self.blockedForAtLeastMs = blockedForAtLeastMs
+            self.onCPUForAtLeastMs = onCPUForAtLeastMs
             self.snapshot = snapshot
             self.role = role
             self.stateDescription = stateDescription
@@ -103,7 +108,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
 
         private enum CodingKeys: String, CodingKey {
             case role, stateDescription, waitTarget, pauseMicros, activity, blockedForAtLeastMs, candidateHolderIds
-            case blockingProcess
+            case blockingProcess, onCPUForAtLeastMs
         }
 
         /// The snapshot's keys and the dump's side by side in one object.
@@ -116,6 +121,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             pauseMicros = try container.decodeIfPresent(Double.self, forKey: .pauseMicros)
             activity = try container.decodeIfPresent(Activity.self, forKey: .activity)
             blockedForAtLeastMs = try container.decodeIfPresent(Double.self, forKey: .blockedForAtLeastMs)
+            onCPUForAtLeastMs = try container.decodeIfPresent(Double.self, forKey: .onCPUForAtLeastMs)
             candidateHolderIds = try container.decodeIfPresent([Int32].self, forKey: .candidateHolderIds)
             blockingProcess = try container.decodeIfPresent(
                 StallReport.Cause.BlockingProcess.self, forKey: .blockingProcess)
@@ -130,6 +136,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             try container.encodeIfPresent(pauseMicros, forKey: .pauseMicros)
             try container.encodeIfPresent(activity, forKey: .activity)
             try container.encodeIfPresent(blockedForAtLeastMs, forKey: .blockedForAtLeastMs)
+            try container.encodeIfPresent(onCPUForAtLeastMs, forKey: .onCPUForAtLeastMs)
             try container.encodeIfPresent(candidateHolderIds, forKey: .candidateHolderIds)
             try container.encodeIfPresent(blockingProcess, forKey: .blockingProcess)
         }

@@ -24,7 +24,7 @@ package struct ProcFields: Sendable, Equatable {
 
     /// `State`'s letter.
     package var state: Character? { values["State"]?.first }
-    var voluntarySwitches: UInt64? { number("voluntary_ctxt_switches") }
+    package var voluntarySwitches: UInt64? { number("voluntary_ctxt_switches") }
     var involuntarySwitches: UInt64? { number("nonvoluntary_ctxt_switches") }
     /// `TracerPid`: the tracing process (a debugger), 0 when none.
     package var tracerProcessID: Int32? { values["TracerPid"].flatMap { Int32($0) } }
