@@ -27,10 +27,11 @@
 #include <unistd.h>
 
 #define DEFAULT_STACK_BYTES 65536u
-// The helper runs on another CPU than the thread's, when there is one, and spins there for the stop during the
-// first SPIN_NS (a thread running in user space stops on its own CPU within microseconds, and a spinning helper sees
-// it at once), then polls every POLL_SLEEP_NS. On the thread's own CPU (its only one) it sleeps SHORT_SLEEP_NS
-// between polls (timer slack 1 ns), so that the thread gets the CPU it needs to reach its stop. Measured from the
+// The helper runs on another CPU than the thread's, when there is one. For a running thread it spins there for the
+// stop during the first SPIN_NS (a thread running in user space stops on its own CPU within microseconds, and a
+// spinning helper sees it at once), then polls every POLL_SLEEP_NS. For a sleeping thread, which the interrupt wakes
+// and which may be placed on the helper's CPU to reach its stop, and on the thread's own CPU (its only one), it
+// sleeps SHORT_SLEEP_NS between polls (timer slack 1 ns) instead, so that the thread gets the CPU it needs. Measured from the
 // thread's side, a helper on the thread's CPU paused it about 4x longer: the thread waits for its wake-ups twice.
 #define SPIN_NS 300000ull
 #define SHORT_SLEEP_NS 3000L
@@ -126,7 +127,7 @@ static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns,
             *unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
             return -ETIMEDOUT;
         }
-        // On another CPU, spin at first; on the thread's, sleep between polls: it may be waiting for this CPU.
+        // Spin at first for a running thread on another CPU; otherwise sleep between polls: it may need this CPU.
         if (spin && now - start <= SPIN_NS) continue;
         struct timespec pause = {0, now - start <= SPIN_NS ? SHORT_SLEEP_NS : POLL_SLEEP_NS};
         RAW(SYS_nanosleep, &pause, 0, 0, 0, 0);
@@ -167,8 +168,11 @@ static int capture(channel *c) {
         return 1;  // seized but not stopped: not detachable, the helper's exit detaches
     }
     int pending = 0;
-    int stopped = await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, run_at_interrupt, other_cpu,
-                             &pending, &r->unstopped);
+    // Spin only for a running thread: a sleeping one, woken by the interrupt, may be placed on this CPU to reach its
+    // stop, and must find it free.
+    int spin = other_cpu && state_at_seize == 'R';
+    int stopped = await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, run_at_interrupt, spin, &pending,
+                             &r->unstopped);
     if (stopped != 0) {
         fail(r, SW_PTRACE_STEP_STOP, stopped);
         return stopped == -ETIMEDOUT || stopped == -EAGAIN;  // seized but not stopped: only an exit releases it

@@ -26,10 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
-// Where the tracer waits for the stop: on another CPU than the target's, spinning for SPIN_NS (a thread running in
-// user space stops on its own CPU within microseconds, and a spinning tracer sees it at once, where a sleeping one
-// would first have to be woken), then polling every POLL_SLEEP_NS. On the target's own CPU (its only one) it
-// sleeps SHORT_SLEEP_NS between polls instead, so that the target gets the CPU it needs to reach its stop.
+// Where the tracer waits for the stop: on another CPU than the target's. For a running target it spins there for
+// SPIN_NS (a thread running in user space stops on its own CPU within microseconds, and a spinning tracer sees it at
+// once, where a sleeping one would first have to be woken), then polls every POLL_SLEEP_NS. For a sleeping target,
+// which the interrupt wakes and which may be placed on the tracer's CPU to reach its stop, and on the target's own
+// CPU (its only one), it sleeps SHORT_SLEEP_NS between polls instead, so that the target gets the CPU it needs.
 // Measured from the target's side (a clock-spinning thread), the tracer on the target's CPU paused it 200 us
 // (median) against 40-50 us from another CPU: the target then waits for the tracer's wake-ups twice.
 #define SPIN_NS 300000ull
@@ -134,7 +135,7 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
             j->record->unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
             return -ETIMEDOUT;
         }
-        // On another CPU, spin at first; on the target's, sleep between polls: it may be waiting for this CPU.
+        // Spin at first for a running target on another CPU; otherwise sleep between polls: it may need this CPU.
         if (j->spin && spinning) continue;
         nanosleep(&(struct timespec){0, spinning ? SHORT_SLEEP_NS : POLL_SLEEP_NS}, NULL);
     }
@@ -220,7 +221,9 @@ static void *tracer_main_steps(job *j) {
     if (j->run_at_interrupt != UINT64_MAX) j->run_at_interrupt += start - j->run_read_at_ns;
     int cpu = sched_getcpu();
     r->tracer_cpu = cpu;
-    j->spin = cpu >= 0 && j->target_cpu >= 0 && cpu != j->target_cpu;
+    // Spin only for a running target: a sleeping one, woken by the interrupt, may be placed on this CPU to reach its
+    // stop, and must find it free.
+    j->spin = j->state_at_seize == 'R' && cpu >= 0 && j->target_cpu >= 0 && cpu != j->target_cpu;
     if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) != 0) {
         fail(j, SW_PTRACE_STEP_INTERRUPT, errno);
         return NULL;  // not stopped, so not detachable: thread exit detaches
