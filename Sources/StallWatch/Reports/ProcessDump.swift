@@ -92,7 +92,8 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         package init(
             snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
             pauseMicros: Double? = nil, activity: Activity? = nil, blockedForAtLeastMs: Double? = nil,
-            onCPUForAtLeastMs: Double? = nil, candidateHolderIds: [Int32]? = nil, blockingProcess: StallReport.Cause.BlockingProcess? = nil
+            onCPUForAtLeastMs: Double? = nil, candidateHolderIds: [Int32]? = nil,
+            blockingProcess: StallReport.Cause.BlockingProcess? = nil
         ) {
             self.candidateHolderIds = candidateHolderIds
             self.blockingProcess = blockingProcess
