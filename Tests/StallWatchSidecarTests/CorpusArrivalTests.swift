@@ -105,7 +105,8 @@ import Testing
         let reports = SidecarFixtures.reports(in: directory)
         try #require(reports.count == 1, "\(reports.map(CorpusHarness.describe))")
         let report = reports[0]
-        #expect(report.cause?.kind == c.cause, "\(CorpusHarness.describe(report))")
+        // A spin on a machine that kept it off the CPU is `starved`, by the documented rule (matches(_:)).
+        #expect(report.cause?.matches(c.cause) == true, "\(CorpusHarness.describe(report))")
         let latencyMs = (report.detection.detectedAt.timeIntervalSince1970 - Double(attachAt) / 1e9) * 1000
         #expect(
             latencyMs <= Double(2 * Self.thresholdMs + Self.intervalMs),
