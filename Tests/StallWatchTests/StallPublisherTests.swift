@@ -71,4 +71,51 @@ import Testing
         #expect(later.occurrences == 1)
         #expect(try directory.names().count == 2)
     }
+
+    /// A report of the same signature whose samples are the stacks given (innermost first, functions of the demo
+    /// image, each at an offset of its own).
+    static func report(id: String, stacks: [[String]]) -> StallReport {
+        var report = Self.report(id: id)
+        report.samples = stacks.enumerated().map { index, names in
+            .init(
+                offsetMs: 251 + Double(index) * 50,
+                frames: names.map { name in
+                    let offset = 0x1000 + (name.utf8.reduce(UInt64(0)) { $0 &* 31 &+ UInt64($1) } & 0xf_ffff) * 0x10
+                    return StackFrame(
+                        address: offset, image: "/usr/bin/demo", offset: offset, symbol: name, symbolOffset: 0)
+                })
+        }
+        return report
+    }
+
+    @Test func aRepeatWhoseSamplesShowAnotherCallerInAQuarterOfThemGetsAFileOfItsOwn() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        var publisher = Self.publisher(in: directory)
+        let disk = ["appendToJournal", "handlePost", "serve"]
+        _ = publisher.publishFinal(Self.report(id: "r1", stacks: [disk, disk]), now: 0)
+        // The same top frame at first, then a wait under another caller for three of eight samples.
+        let lock = ["lockWriter", "waitForWriterLock", "serve"]
+        let both = Self.report(id: "r2", stacks: Array(repeating: disk, count: 5) + Array(repeating: lock, count: 3))
+        let written = publisher.publishFinal(both, now: Self.second)
+        #expect(written.occurrences == 1)
+        #expect(try directory.names().count == 2)
+    }
+
+    @Test func aRepeatThatDiffersOnlyInItsInnermostApplicationFrameOrInFewSamplesIsFolded() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        var publisher = Self.publisher(in: directory)
+        _ = publisher.publishFinal(
+            Self.report(id: "r1", stacks: [["compareKeys", "sortSessions", "serve"]]), now: 0)
+        // Another leaf in every sample, and another caller in one sample of five (under a quarter).
+        let repeated = Self.report(
+            id: "r2",
+            stacks: Array(repeating: ["copySession", "sortSessions", "serve"], count: 4) + [
+                ["copySession", "logLine", "serve"]
+            ])
+        let folded = publisher.publishFinal(repeated, now: Self.second)
+        #expect(folded.occurrences == 2)
+        #expect(try directory.names().count == 1)
+    }
 }

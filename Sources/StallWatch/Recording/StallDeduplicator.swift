@@ -7,7 +7,10 @@ import Synchronization
 ///   `occurrences` goes up and `lastSeen` moves, and no new file appears. The same innermost frames with another
 ///   cause (a lock wrapper a deadlock and a plain lock wait both pass through) are another stall. A hang is never folded, nor a stall
 ///   more than ``longerFactor`` times as long as the report it would fold into: those get a file of their own
-///   (with their samples), and later repeats fold into it.
+///   (with their samples), and later repeats fold into it. Nor is a stall folded whose samples show another
+///   culprit: an application function that callers of the innermost application frame pass through in at least
+///   a quarter of its samples and in none of the report's (a loop that waited on the disk and then, without
+///   turning, on a lock: the same top frame, and a second cause that a fold would lose).
 /// - At most `maxPerHour` new report files are written per rolling hour; stalls beyond the cap are counted and
 ///   the count is noted in the next report that is written.
 /// - Annealing: a signature seen before is sampled less often (the interval doubles per repeat, up to 8×), so
@@ -47,10 +50,11 @@ struct StallDeduplicator {
     /// What to do with a finished stall of `signature` at `now`; records the outcome.
     mutating func decide(
         signature: String, reportID: String, now: UInt64, severity: StallReport.Severity = .stall,
-        durationMs: Double = 0, cause: String? = nil
+        durationMs: Double = 0, cause: String? = nil, anotherCulprit: Bool = false
     ) -> Decision {
         if signature != "unknown", var entry = entries[signature], now &- entry.lastSeenNanos <= windowNanos,
-            severity != .hang, durationMs <= entry.durationMs * Self.longerFactor, entry.cause == cause
+            severity != .hang, durationMs <= entry.durationMs * Self.longerFactor, entry.cause == cause,
+            !anotherCulprit
         {
             entry.occurrences += 1
             entry.lastSeenNanos = now
@@ -70,6 +74,30 @@ struct StallDeduplicator {
         }
         if entries.count > 4096 { entries = entries.filter { now &- $0.value.lastSeenNanos <= windowNanos } }
         return .writeNew
+    }
+
+    /// Whether `report` shows a culprit that `earlier` does not: an application function (named, outside system
+    /// and runtime libraries) on the stack below the innermost application frame in at least a quarter of
+    /// `report`'s samples, and in no sample of `earlier`. The innermost application frame itself is left out: a
+    /// CPU-bound repeat lands in whichever helper it happened to be in, and its callers are what stay the same.
+    static func anotherCulprit(in report: StallReport, besides earlier: StallReport) -> Bool {
+        func callers(_ sample: StallReport.Sample) -> Set<String> {
+            let application = sample.frames.filter { frame in
+                frame.readableName.map { !ApplicationFrame.isMachinery($0) } ?? false
+                    && frame.image.map { !ApplicationFrame.isSystemImage($0) } ?? false
+            }
+            return Set(application.dropFirst().map(StallSignature.key))
+        }
+        let samples = StallSignature.aggregatable(report.samples)
+        guard !samples.isEmpty else { return false }
+        let known = StallSignature.aggregatable(earlier.samples).reduce(into: Set<String>()) {
+            $0.formUnion(callers($1))
+        }
+        var counts: [String: Int] = [:]
+        for sample in samples {
+            for key in callers(sample) where !known.contains(key) { counts[key, default: 0] += 1 }
+        }
+        return counts.values.contains { $0 * 4 >= samples.count }
     }
 
     /// Takes the count of suppressed stalls (to note in the report being written).
@@ -99,12 +127,12 @@ final class SharedDeduplicator: Sendable {
     /// What to do with a finished stall; see ``StallDeduplicator/decide(signature:reportID:now:severity:durationMs:)``.
     func decide(
         signature: String, reportID: String, now: UInt64, severity: StallReport.Severity, durationMs: Double,
-        cause: String? = nil
+        cause: String? = nil, anotherCulprit: Bool = false
     ) -> StallDeduplicator.Decision {
         state.withLock {
             $0.decide(
                 signature: signature, reportID: reportID, now: now, severity: severity, durationMs: durationMs,
-                cause: cause)
+                cause: cause, anotherCulprit: anotherCulprit)
         }
     }
 

@@ -55,9 +55,12 @@ struct StallPublisher {
         }
         let window = history.windowNanos
         recent = recent.filter { now &- $0.value.lastSeenNanos <= window }
+        let anotherCulprit = recent[report.signature].map {
+            StallDeduplicator.anotherCulprit(in: report, besides: $0.report)
+        }
         switch history.decide(
             signature: report.signature, reportID: report.id, now: now, severity: report.severity,
-            durationMs: report.durationMs, cause: report.cause?.kind.rawValue)
+            durationMs: report.durationMs, cause: report.cause?.kind.rawValue, anotherCulprit: anotherCulprit ?? false)
         {
         case .writeNew:
             let suppressed = history.takeSuppressed()
