@@ -83,7 +83,6 @@ extension StallCommand {
     /// Stalls in blocks on the main queue, run by `dispatchMain()`, watched by a main-queue probe.
     func runOnDispatchMain() -> Never {
         let probe = MainQueueProbe(name: "demo", interval: .milliseconds(probeIntervalMs))
-        probe.start()
         let holder = WatchdogHolder()
         holder.watchdog = makeWatchdog(loop: probe) {
             DispatchQueue.main.async {
@@ -101,6 +100,9 @@ extension StallCommand {
         DispatchQueue.main.asyncAfter(deadline: .now() + timeLimit.timeInterval) {
             fail("timed out waiting for \(repeatCount) final report(s)", code: 1)
         }
+        // Started last, on the main thread, right before the loop runs: what the main thread does between the
+        // probe's start and `dispatchMain()` is a busy phase of the main queue like any other.
+        probe.start()
         dispatchMain()
     }
 }

@@ -99,6 +99,14 @@ import Testing
         #expect((monitor.iterations ?? 0) > 0)
     }
 
+    @Test func aMainQueueThatNobodyDrainsIsHeldUpByTheLivingMainThreadAndAnotherQueueByNoThread() throws {
+        // This process's main thread lives (the test runner's); the queues are not being drained by anyone else.
+        let main = MainQueueProbe(name: "main", interval: .milliseconds(100))
+        #expect(main.sampledThread?.threadID == getpid())
+        let other = MainQueueProbe(name: "other", interval: .milliseconds(100), queue: DispatchQueue(label: "idle"))
+        #expect(other.sampledThread == nil)
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func theProbeDetectsAStuckQueueWithinThresholdPlusInterval() throws {
         let directory = Fixtures.temporaryDirectory("probe")

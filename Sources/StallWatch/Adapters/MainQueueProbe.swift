@@ -23,8 +23,8 @@ import Synchronization
 /// ```swift
 /// let probe = MainQueueProbe(interval: .milliseconds(100))
 /// let watchdog = Watchdog(loop: probe, configuration: try .load())
-/// probe.start()          // on the main thread, so it knows the main thread's stack at once
 /// try watchdog.start()
+/// probe.start()          // on the main thread (it then knows its stack at once), right before the loop runs
 /// dispatchMain()
 /// ```
 ///
@@ -113,8 +113,9 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// The thread draining the pinged queue now, read from libdispatch's drain lock (see `QueueDrainOwner`): under
     /// `dispatchMain()` the main queue runs on pool threads, and a serial queue's blocks on whichever pool thread
     /// drains it, so the thread that answered the last ping says nothing about the one stuck now. A thread that
-    /// never answered a ping is returned without stack bounds (the capture then reads from its SP up). Nil when
-    /// nobody drains the queue. Only if the drain lock cannot be read (its private layout did not check out) is
+    /// never answered a ping is returned without stack bounds (the capture then reads from its SP up). When nobody
+    /// drains the main queue, its own thread while it lives (it is what holds the queue up); nil for another queue,
+    /// or once `dispatchMain()` has ended the main thread. Only if the drain lock cannot be read (its private layout did not check out) is
     /// the last thread that answered used, and then only if a single thread ever did (a queue drained by the
     /// main thread); with several candidates, nil (no sample beats a wrong one).
     package var sampledThread: SampledThread? {
@@ -124,12 +125,24 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
             case .thread(let draining):
                 return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
             case .idle:
-                return nil
+                return livingMainThread(known: threads.known)
             case .unavailable:
+                if threads.known.isEmpty { return livingMainThread(known: threads.known) }
                 guard threads.known.count == 1 else { return nil }
                 return threads.last.flatMap { threads.known[$0] }
             }
         }
+    }
+
+    /// Nobody drains the queue (or nobody has yet). The main queue is then the main thread's to drain (before
+    /// `dispatchMain()`, or under a loop of the main thread's own): while that thread lives, it is what holds the
+    /// queue up. After `dispatchMain()` the main thread has exited, and the queue waits for a pool thread: nil.
+    private func livingMainThread(known: [Int32: SampledThread]) -> SampledThread? {
+        let main = getpid()
+        guard targetIsMain, let state = ProcDirectory(processID: main, threadID: main).stat()?.state, state != "Z",
+            state != "X"
+        else { return nil }
+        return known[main] ?? SampledThread(threadID: main, stackLow: 0, stackHigh: 0)
     }
 
     /// Pings answered since the probe was created.
