@@ -181,21 +181,45 @@ import Testing
     func classicStrategyDetectsTheSameStall() throws {
         let directory = Fixtures.temporaryDirectory("classic")
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let created = sw_monotonic_ns()
         let loop = try EventLoop(name: "classic", mainQueue: .disabled)
         var config = configuration(directory: directory, thresholdMs: 100)
         config.strategy = .classic
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: config) { if case .ended = $0 { ended.signal() } }
+        // The loop's own clock: each transition as an observer sees it (right after the loop stamps it), and the
+        // blocking item's own start and end.
+        let transitions = Mutex<[(activity: LoopActivity, at: UInt64)]>([])
+        loop.addObserver(activities: .allActivities) { activity in
+            transitions.withLock { $0.append((activity, sw_monotonic_ns())) }
+        }
+        let item = Mutex<(start: UInt64, end: UInt64)>((0, 0))
         try watchdog.start()
         _ = startLoopThread(loop)
-        loop.perform { WatchdogTests.blockLoopThread(milliseconds: 400) }
+        loop.perform {
+            let start = sw_monotonic_ns()
+            WatchdogTests.blockLoopThread(milliseconds: 400)
+            let end = sw_monotonic_ns()
+            item.withLock { $0 = (start, end) }
+        }
         ended.wait()
         loop.stop()
         watchdog.stop()
         let reports = try Fixtures.reports(in: directory)
         try #require(reports.count == 1)
         #expect(reports[0].detection.strategy == .classic)
-        #expect(reports[0].durationMs >= 360 && reports[0].durationMs <= 500)
+        // The stall is the busy phase around the item: at least the item, and no longer than from the loop's
+        // creation to its first transition after the item (stamped by an observer, which runs just after the
+        // loop's own stamp), plus one step of the coarse clock the loop stamps a phase's start with.
+        let (start, end) = item.withLock { $0 }
+        let after = try #require(transitions.withLock { $0 }.first { $0.at >= end }?.at)
+        var coarse = timespec()
+        clock_getres(CLOCK_MONOTONIC_COARSE, &coarse)
+        let itemMs = Double(end - start) / 1e6
+        let outerMs = Double(after - created) / 1e6 + Double(coarse.tv_sec) * 1e3 + Double(coarse.tv_nsec) / 1e6
+        #expect(
+            reports[0].durationMs >= itemMs && reports[0].durationMs <= outerMs,
+            "\(reports[0].durationMs) ms for an item of \(itemMs) ms, \(outerMs) ms from the loop's creation")
     }
 
     @Test(.timeLimit(.minutes(3)))
