@@ -102,6 +102,22 @@ import Testing
         #expect(try directory.names().count == 2)
     }
 
+    @Test func aRepeatWhoseFewSamplesUnderAnotherCallerSpanTheThresholdGetsAFileOfItsOwn() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        var publisher = Self.publisher(in: directory)
+        let disk = ["appendToJournal", "handlePost", "serve"]
+        _ = publisher.publishFinal(Self.report(id: "r1", stacks: [disk, disk]), now: 0)
+        // Six of thirty samples (under a quarter) 50 ms apart: 250 ms under another caller, the threshold.
+        let lock = ["lockWriter", "waitForWriterLock", "serve"]
+        let long = Self.report(
+            id: "r2", stacks: Array(repeating: disk, count: 24) + Array(repeating: lock, count: 6))
+        #expect(long.detection.thresholdMs == 250)
+        let written = publisher.publishFinal(long, now: Self.second)
+        #expect(written.occurrences == 1)
+        #expect(try directory.names().count == 2)
+    }
+
     @Test func aRepeatThatDiffersOnlyInItsInnermostApplicationFrameOrInFewSamplesIsFolded() throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }

@@ -9,7 +9,7 @@ import Synchronization
 ///   more than ``longerFactor`` times as long as the report it would fold into: those get a file of their own
 ///   (with their samples), and later repeats fold into it. Nor is a stall folded whose samples show another
 ///   culprit: an application function that callers of the innermost application frame pass through in at least
-///   a quarter of its samples and in none of the report's (a loop that waited on the disk and then, without
+///   a quarter of its samples, or in samples spanning the threshold, and in none of the report's (a loop that waited on the disk and then, without
 ///   turning, on a lock: the same top frame, and a second cause that a fold would lose).
 /// - At most `maxPerHour` new report files are written per rolling hour; stalls beyond the cap are counted and
 ///   the count is noted in the next report that is written.
@@ -78,7 +78,8 @@ struct StallDeduplicator {
 
     /// Whether `report` shows a culprit that `earlier` does not: an application function (named, outside system
     /// and runtime libraries) on the stack below the innermost application frame in at least a quarter of
-    /// `report`'s samples, and in no sample of `earlier`. The innermost application frame itself is left out: a
+    /// `report`'s samples (or in samples spanning the stall threshold: a stall of its own inside a long one), and in
+    /// no sample of `earlier`. The innermost application frame itself is left out: a
     /// CPU-bound repeat lands in whichever helper it happened to be in, and its callers are what stay the same.
     static func anotherCulprit(in report: StallReport, besides earlier: StallReport) -> Bool {
         func callers(_ sample: StallReport.Sample) -> Set<String> {
@@ -93,11 +94,15 @@ struct StallDeduplicator {
         let known = StallSignature.aggregatable(earlier.samples).reduce(into: Set<String>()) {
             $0.formUnion(callers($1))
         }
-        var counts: [String: Int] = [:]
+        var seen: [String: (count: Int, firstMs: Double, lastMs: Double)] = [:]
         for sample in samples {
-            for key in callers(sample) where !known.contains(key) { counts[key, default: 0] += 1 }
+            for key in callers(sample) where !known.contains(key) {
+                let entry = seen[key] ?? (0, sample.offsetMs, sample.offsetMs)
+                seen[key] = (entry.count + 1, min(entry.firstMs, sample.offsetMs), max(entry.lastMs, sample.offsetMs))
+            }
         }
-        return counts.values.contains { $0 * 4 >= samples.count }
+        let thresholdMs = report.detection.thresholdMs
+        return seen.values.contains { $0.count * 4 >= samples.count || $0.lastMs - $0.firstMs >= thresholdMs }
     }
 
     /// Takes the count of suppressed stalls (to note in the report being written).
