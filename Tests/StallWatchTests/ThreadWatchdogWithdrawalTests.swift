@@ -1,0 +1,102 @@
+// The in-process named-thread watcher started while a loop sits in an idle wait that looks busy: withdrawn once it turns.
+import CStallWatchCore
+import Dispatch
+import Foundation
+import StallWatchTestSupport
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite(.offPool, .serialized) struct ThreadWatchdogWithdrawalTests {
+    /// A loop of this process whose event source is a pipe it reads with a blocking read: each byte is one event,
+    /// a few milliseconds of work, then the next read; 0 ends it.
+    final class PipeReadLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
+        let threadID = Atomic<Int32>(0)
+        let turns = Atomic<Int>(0)
+        var fds: [Int32] = [0, 0]
+        private let done = DispatchSemaphore(value: 0)
+
+        init(name: String) throws {
+            try #require(pipe(&fds) == 0)
+            let readEnd = fds[0]
+            Thread { [self] in
+                setCurrentThreadName(name)
+                threadID.store(sw_gettid(), ordering: .releasing)
+                var byte: UInt8 = 0
+                while read(readEnd, &byte, 1) == 1, byte != 0 {
+                    let end = sw_monotonic_ns() + 5_000_000
+                    while sw_monotonic_ns() < end {}
+                    turns.add(1, ordering: .releasing)
+                }
+                done.signal()
+            }.start()
+        }
+
+        func send(_ byte: UInt8) {
+            var value = byte
+            _ = write(fds[1], &value, 1)
+        }
+
+        func stop() {
+            send(0)
+            done.wait()
+            close(fds[0])
+            close(fds[1])
+        }
+    }
+
+    /// Started 500 ms (five thresholds) into the loop's read: one report, begun before watching; once the loop has
+    /// worked and read again, that report is `withdrawn` (event and file); the read, now learned, gives no further
+    /// report over another turn and 1 s (ten thresholds) of idling in it.
+    @Test(.timeLimit(.minutes(2)))
+    func anIdleReadTakenForAStallIsWithdrawnOnceTheLoopComesBackToIt() throws {
+        let directory = Fixtures.temporaryDirectory("thread-watchdog-withdrawn")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let loop = try PipeReadLoop(name: "pipe-elt-0")
+        defer { loop.stop() }
+        #expect(
+            pollUntil {
+                let tid = loop.threadID.load(ordering: .acquiring)
+                return tid != 0 && ProcDirectory(processID: getpid(), threadID: tid).syscall()?.number == 0
+            })
+        let readSince = sw_monotonic_ns()
+        while sw_monotonic_ns() < readSince + 500_000_000 { usleep(10_000) }
+
+        var config = StallWatchConfiguration()
+        config.thresholdMs = 100
+        config.reportDirectory = directory
+        let began = Recorder<StallReport>()
+        let ended = Recorder<StallReport>()
+        let watchdog = try ThreadWatchdog(threadsNamed: "pipe-elt-*", configuration: config) { event in
+            if case .began(let report) = event { began.append(report) }
+            if case .ended(let report) = event { ended.append(report) }
+        }
+        try watchdog.start()
+        defer { watchdog.stop() }
+        try #require(
+            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { !began.values.isEmpty },
+            "the read was not reported at first")
+        loop.send(1)
+        try #require(
+            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { !ended.values.isEmpty },
+            "the report did not end after the loop turned")
+        loop.send(1)
+        #expect(pollUntil { loop.turns.load(ordering: .acquiring) == 2 })
+        usleep(1_000_000)
+
+        #expect(
+            began.values.count == 1 && ended.values.count == 1,
+            "\(began.values.count) began, \(ended.values.count) ended")
+        let report = try #require(ended.values.first)
+        #expect(report.status == .withdrawn)
+        #expect(report.startedBeforeAttach == true)
+        #expect(report.notes.contains { $0.hasPrefix("withdrawn:") }, "\(report.notes)")
+        let files = try Fixtures.reports(in: directory)
+        #expect(files.count == 1 && files.first?.status == .withdrawn, "\(files.map(\.status))")
+    }
+}
