@@ -48,6 +48,10 @@ extension ThreadSchedule {
     /// after the reading itself, before the move back — which on a busy machine can wait long for a CPU, and
     /// would make a start dated from a later clock read err late by that wait.
     ///
+    /// Both readings are the run queue's task clock, which on a virtual machine leaves out the time the hypervisor
+    /// took from the CPU (steal, `CONFIG_PARAVIRT_TIME_ACCOUNTING`): the figure is short by that time, and a
+    /// start dated from it errs late by it, never early.
+    ///
     /// For a runnable thread this is the time since its CPU time and run-queue wait were last brought up to date
     /// (at its last switch or tick): waiting for a CPU now, or running. A thread that ran or moved to another CPU
     /// while this was read gives nil (its reading would be against another CPU's clock).
