@@ -87,8 +87,13 @@ import Testing
         #expect(done.wait(timeout: .now() + 10) == .success)
         watcher.stop()
 
-        let reports = SidecarFixtures.reports(in: directory)
-        try #require(reports.count == 1, "expected one report, found \(reports.count): \(events.withLock { $0 })")
+        // Besides the injected stall, a machine whose CPUs or disk other work keeps busy may hold the demo's loop up
+        // on its own (off the CPU, or reading in its code as it starts): those verdicts blame nothing in the demo.
+        let all = SidecarFixtures.reports(in: directory)
+        let reports = all.filter {
+            !($0.cause?.isStarvedByTheMachine ?? false) && !($0.cause?.isPageFaultsOnly ?? false)
+        }
+        try #require(reports.count == 1, "expected one report, found \(all.count): \(events.withLock { $0 })")
         let report = reports[0]
         #expect(report.status == .ended)
         #expect(report.detection.source == (c.heartbeat ? "heartbeat" : "proc"))

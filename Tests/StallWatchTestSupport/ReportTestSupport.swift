@@ -63,6 +63,28 @@ extension StallReport.Cause {
                 && evidence.contains { $0.contains("of it other processes' I/O") })
     }
 
+    /// Whether this is an I/O verdict resting only on samples that found the loop thread in a page fault: waiting
+    /// for the disk to read in code or data it touched (a program starting up on a machine whose disk other
+    /// processes keep busy), not in a call of its own.
+    package var isPageFaultsOnly: Bool {
+        guard kind == .io,
+            let faults = evidence.first(where: {
+                $0.hasSuffix(
+                    "in a page fault, not a system call: waiting for the disk to read in code or data the thread touched"
+                )
+            }),
+            let inIO = evidence.first(where: { $0.contains(" samples: in I/O") })
+        else { return false }
+        // "13 of 14 samples: …"
+        func counts(_ line: String) -> (Int, Int)? {
+            let words = line.split(separator: " ")
+            guard words.count > 3, let n = Int(words[0]), let total = Int(words[2]) else { return nil }
+            return (n, total)
+        }
+        guard let (n, _) = counts(faults), let (io, _) = counts(inIO) else { return false }
+        return n == io
+    }
+
     /// Whether this cause is `expected`, or — for an expected `cpu` — the run-queue `starved` verdict above.
     package func matches(_ expected: Kind) -> Bool {
         kind == expected || (expected == .cpu && isStarvedByTheMachine)
