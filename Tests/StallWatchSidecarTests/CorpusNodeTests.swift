@@ -16,6 +16,10 @@ import Testing
     static let cases: [CorpusCase] = [
         CorpusCase(name: "node idle loop", command: node("idle"), expect: .noReport),
         CorpusCase(name: "node cpu in JIT code", command: node("cpu"), expect: .stall(.cpu, frames: ["burnCpu"])),
+        // The perf map grows by a line per compiled template while the handler runs: that writing is no turn.
+        CorpusCase(
+            name: "node cpu compiling templates as it renders", command: node("compile"),
+            expect: .stall(.cpu, frames: []), pointStackContains: ["renderTemplates"]),
         CorpusCase(
             name: "node subprocess runner's own epoll loop", command: node("child"),
             expect: .stall(.io, frames: ["epoll"])),

@@ -195,4 +195,26 @@ import Testing
         // With no call in flight and no file seen, a sleep in user space between two looks is a blocking call.
         #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: Self.moves(switches: 1)))
     }
+
+    @Test func writesTheJITSymbolMapsGrowthCoversAreNotProgressButOthersAre() {
+        // A CPU-bound callback that compiles code as it runs: 35 appends of 427 bytes in all to the runtime's
+        // symbol map, which grew by 390 bytes over the two looks (its size lags the writer's count by a line or so).
+        func counters(written: UInt64, map: UInt64?) -> ThreadCounters {
+            var counters = ThreadCounters(
+                voluntarySwitches: 0, readCalls: 0, writeCalls: written / 12, readBytes: 0, writtenBytes: written,
+                fetchedBytes: 0, dirtiedBytes: 0, userTicks: 0, systemTicks: 0)
+            counters.jitMapBytesBefore = map
+            counters.jitMapBytes = map
+            return counters
+        }
+        let compiling = CounterMoves(from: counters(written: 0, map: 1000), to: counters(written: 427, map: 1390))
+        #expect(compiling.writeCalls == 0 && compiling.writtenBytes == 0)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: compiling))
+        // A reply of 4 KiB while the map grew by a line: the loop wrote elsewhere, it turned.
+        let replied = CounterMoves(from: counters(written: 0, map: 1000), to: counters(written: 4096, map: 1040))
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: replied))
+        // No map at all: the same appends are the loop's work.
+        let noMap = CounterMoves(from: counters(written: 0, map: nil), to: counters(written: 427, map: nil))
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: noMap))
+    }
 }

@@ -18,7 +18,16 @@ struct PerfMap {
     private var loadedSize: Int = -1
 
     init(processID: Int32) {
-        path = "/tmp/perf-\(processID).map"
+        path = Self.path(processID: processID)
+    }
+
+    static func path(processID: Int32) -> String { "/tmp/perf-\(processID).map" }
+
+    /// The map's size in bytes; nil when the process writes none.
+    static func size(processID: Int32) -> UInt64? {
+        var info = stat()
+        guard stat(path(processID: processID), &info) == 0 else { return nil }
+        return UInt64(info.st_size)
     }
 
     /// The region containing `address` and the offset into it; nil when no map or no region has it.

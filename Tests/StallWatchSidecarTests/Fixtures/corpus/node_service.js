@@ -21,6 +21,18 @@ function burnCpu(ms) {
   return x;
 }
 
+function renderTemplates(ms) {
+  // A handler that compiles each template it has not seen before into a function, as template engines do, and
+  // renders it: CPU-bound, with V8 compiling (and, under --perf-basic-prof, logging) new code all along.
+  const end = Date.now() + ms;
+  let n = 0, out = 0;
+  while (Date.now() < end) {
+    const template = new Function('x', `let s = 0; for (let i = 0; i < 200000; i++) s = (s + i * ${n++} + x) % 97; return s;`);
+    for (let k = 0; k < 50; k++) out += template(k);
+  }
+  return out;
+}
+
 function waitForChild(ms) {
   // The subprocess runner spins its own event loop (another epoll fd) until the child exits.
   execFileSync('/bin/sleep', [String(ms / 1000)]);
@@ -44,6 +56,7 @@ const ticker = setInterval(() => {}, 100);
 console.log('READY');
 setTimeout(() => {
   if (mode === 'cpu') burnCpu(stallMs);
+  else if (mode === 'compile') renderTemplates(stallMs);
   else if (mode === 'child') waitForChild(stallMs);
   else if (mode === 'fsync') syncWriteAndFsync();
   else if (mode === 'atomics') waitOnAtomics(stallMs);
