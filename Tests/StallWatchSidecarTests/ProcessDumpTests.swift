@@ -141,7 +141,8 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func aSpinningThreadIsShownOnCPUForAtMostTheDumpsOwnSpanAndAWaitInBetweenDropsIt() throws {
-        let spinner = try Spawned("/bin/sh", ["-c", "while :; do :; done"])
+        // The shell waits once for a child (a voluntary switch for the rule's checks below), then spins.
+        let spinner = try Spawned("/bin/sh", ["-c", "/bin/true; while :; do :; done"])
         let pid = spinner.pid
         #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.state == "R" }, "the shell spins")
         let started = ContinuousClock.now
@@ -158,7 +159,7 @@ import Testing
         // The rule itself: a voluntary switch since the first look, beyond those counted across the dump's own
         // stops, drops the figure.
         let switches = try #require(ProcDirectory(processID: pid, threadID: pid).status()?.voluntarySwitches)
-        try #require(switches >= 1, "the dump's stop is a voluntary switch")
+        try #require(switches >= 1, "the shell waited for its child")
         let earlier = sw_monotonic_ns() - 1_000_000
         let unchanged = ProcessDumper.onCPUFor(pid: pid, firstLook: [pid: (switches, earlier)], stopSwitches: [:])
         #expect((unchanged[pid] ?? 0) >= 1_000_000)
