@@ -85,8 +85,10 @@ extension StallReport.Cause {
         return n == io
     }
 
-    /// Whether this cause is `expected`, or — for an expected `cpu` — the run-queue `starved` verdict above.
+    /// Whether this cause is `expected`, or — for an expected `cpu` — a verdict of the machine holding the loop up:
+    /// the run-queue `starved` verdict above, or I/O resting only on page faults (its code read back in from a disk
+    /// other processes keep busy, `isPageFaultsOnly`).
     package func matches(_ expected: Kind) -> Bool {
-        kind == expected || (expected == .cpu && isStarvedByTheMachine)
+        kind == expected || (expected == .cpu && (isStarvedByTheMachine || isPageFaultsOnly))
     }
 }
