@@ -88,32 +88,24 @@ import Testing
         return report
     }
 
-    @Test func aRepeatWhoseSamplesShowAnotherCallerInAQuarterOfThemGetsAFileOfItsOwn() throws {
+    /// A repeat of a disk stall (the same top frame at first) whose samples then wait under another caller: in three
+    /// of eight samples (a quarter or more), or in six of thirty 50 ms apart (under a quarter, but spanning the
+    /// 250 ms threshold).
+    @Test(arguments: [(disk: 5, lock: 3), (disk: 24, lock: 6)])
+    func aRepeatWhoseSamplesShowAnotherCallerInAQuarterOfThemOrOverTheThresholdGetsAFileOfItsOwn(
+        disk diskSamples: Int, lock lockSamples: Int
+    ) throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         var publisher = Self.publisher(in: directory)
         let disk = ["appendToJournal", "handlePost", "serve"]
         _ = publisher.publishFinal(Self.report(id: "r1", stacks: [disk, disk]), now: 0)
-        // The same top frame at first, then a wait under another caller for three of eight samples.
         let lock = ["lockWriter", "waitForWriterLock", "serve"]
-        let both = Self.report(id: "r2", stacks: Array(repeating: disk, count: 5) + Array(repeating: lock, count: 3))
+        let both = Self.report(
+            id: "r2",
+            stacks: Array(repeating: disk, count: diskSamples) + Array(repeating: lock, count: lockSamples))
+        #expect(both.detection.thresholdMs == 250)
         let written = publisher.publishFinal(both, now: Self.second)
-        #expect(written.occurrences == 1)
-        #expect(try directory.names().count == 2)
-    }
-
-    @Test func aRepeatWhoseFewSamplesUnderAnotherCallerSpanTheThresholdGetsAFileOfItsOwn() throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        var publisher = Self.publisher(in: directory)
-        let disk = ["appendToJournal", "handlePost", "serve"]
-        _ = publisher.publishFinal(Self.report(id: "r1", stacks: [disk, disk]), now: 0)
-        // Six of thirty samples (under a quarter) 50 ms apart: 250 ms under another caller, the threshold.
-        let lock = ["lockWriter", "waitForWriterLock", "serve"]
-        let long = Self.report(
-            id: "r2", stacks: Array(repeating: disk, count: 24) + Array(repeating: lock, count: 6))
-        #expect(long.detection.thresholdMs == 250)
-        let written = publisher.publishFinal(long, now: Self.second)
         #expect(written.occurrences == 1)
         #expect(try directory.names().count == 2)
     }
