@@ -21,11 +21,17 @@ import Testing
         var fds: [Int32] = [0, 0]
         private let done = DispatchSemaphore(value: 0)
 
-        init(name: String) throws {
+        /// `onCPU`: the loop thread runs on that CPU alone, at nice 19 (a thread that other work there keeps waiting).
+        init(name: String, onCPU cpu: Int32? = nil) throws {
             try #require(pipe(&fds) == 0)
             let readEnd = fds[0]
             Thread { [self] in
                 setCurrentThreadName(name)
+                if let cpu {
+                    var saved = [UInt8](repeating: 0, count: 128)
+                    _ = sw_pin_to_cpu(cpu, &saved, 128)
+                    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(sw_gettid()), 19)
+                }
                 threadID.store(sw_gettid(), ordering: .releasing)
                 var byte: UInt8 = 0
                 while read(readEnd, &byte, 1) == 1, byte != 0 {
@@ -52,12 +58,14 @@ import Testing
 
     /// Started 500 ms (five thresholds) into the loop's read: one report, begun before watching; once the loop has
     /// worked and read again, that report is `withdrawn` (event and file); the read, now learned, gives no further
-    /// report over another turn and 1 s (ten thresholds) of idling in it.
-    @Test(.timeLimit(.minutes(2)))
-    func anIdleReadTakenForAStallIsWithdrawnOnceTheLoopComesBackToIt() throws {
+    /// report over another turn and 1 s (ten thresholds) of idling in it. With `firstTurnHeldOffTheCPU`, the turn
+    /// that proves the read idle takes its 5 ms of CPU over many looks: the loop thread runs at nice 19 on a CPU
+    /// that a spinning thread keeps busy until that turn is done (about 65 times longer than its CPU time).
+    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    func anIdleReadTakenForAStallIsWithdrawnOnceTheLoopComesBackToIt(firstTurnHeldOffTheCPU: Bool) throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog-withdrawn")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = try PipeReadLoop(name: "pipe-elt-0")
+        let loop = try PipeReadLoop(name: "pipe-elt-0", onCPU: firstTurnHeldOffTheCPU ? 0 : nil)
         defer { loop.stop() }
         #expect(
             pollUntil {
@@ -81,10 +89,36 @@ import Testing
         try #require(
             pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { !began.values.isEmpty },
             "the read was not reported at first")
-        loop.send(1)
+        let spinning = Atomic<Bool>(firstTurnHeldOffTheCPU)
+        let spun = DispatchSemaphore(value: 0)
+        var turnClock: (wall: UInt64, cpu: UInt64)?
+        if firstTurnHeldOffTheCPU {
+            Thread {
+                var saved = [UInt8](repeating: 0, count: 128)
+                _ = sw_pin_to_cpu(0, &saved, 128)
+                while spinning.load(ordering: .relaxed) {}
+                spun.signal()
+            }.start()
+            let tid = loop.threadID.load(ordering: .acquiring)
+            let before = try #require(
+                ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: sw_monotonic_ns()))
+            loop.send(1)
+            #expect(pollUntil(timeout: .seconds(20)) { loop.turns.load(ordering: .acquiring) == 1 })
+            let after = try #require(
+                ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: sw_monotonic_ns()))
+            turnClock = (after.monotonicNanos - before.monotonicNanos, after.cpuNanos - before.cpuNanos)
+            spinning.store(false, ordering: .relaxed)
+            spun.wait()
+        } else {
+            loop.send(1)
+        }
         try #require(
             pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { !ended.values.isEmpty },
             "the report did not end after the loop turned")
+        if let turnClock {
+            // The case's premise: the turn spanned many looks (50 ms apart) of the watcher.
+            #expect(turnClock.wall > 200_000_000, "the held-off turn took \(turnClock.wall / 1_000_000) ms")
+        }
         loop.send(1)
         #expect(pollUntil { loop.turns.load(ordering: .acquiring) == 2 })
         usleep(1_000_000)

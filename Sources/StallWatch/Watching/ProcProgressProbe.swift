@@ -78,9 +78,10 @@ package struct ProcProgressProbe: Sendable {
     /// as the stall's end.
     private var idleSeenAt: UInt64?
     /// The wait the thread was found blocked in at the first look and judged busy from what it is alone, with
-    /// nothing learned yet; `leftAt`: the look that saw the thread leave it for user space. Until the thread is
-    /// seen in another wait, it may still prove this wait its idle one (``provenIdle(_:progress:now:)``).
-    private var provisional: (wait: ThreadWait, leftAt: UInt64?)?
+    /// nothing learned yet; `leftAt`: the look that saw the thread leave it for user space, and `leftCPU` its CPU
+    /// time then. Until the thread is seen in another wait, it may still prove this wait its idle one
+    /// (``provenIdle(_:progress:now:_:)``).
+    private var provisional: (wait: ThreadWait, leftAt: UInt64?, leftCPU: UInt64?)?
     /// Why the stall being followed is withdrawn, set by the look that proved its wait the loop's idle wait.
     package private(set) var withdrawal: String?
 
@@ -133,7 +134,7 @@ package struct ProcProgressProbe: Sendable {
         var progress =
             idle || counters == nil || !continues(from: lastWait, to: wait, counters: counters!, current, allowance)
         if !firstLook, provisional != nil {
-            switch provenIdle(wait, progress: progress, now: now) {
+            switch provenIdle(wait, progress: progress, now: now, directory) {
             case .idle:
                 return idleLook(wait, now: now, directory, status)
             case .held:
@@ -158,7 +159,7 @@ package struct ProcProgressProbe: Sendable {
             // The figures are the kernel's at their reads, after `now`: dated from the time of each read (taken right
             // after it), so the start errs late by no more than the read itself, never early.
             let scheduleReadAt = sw_monotonic_ns()
-            if firstLook, blocked, let wait, !lockOwned { provisional = (wait, nil) }
+            if firstLook, blocked, let wait, !lockOwned { provisional = (wait, nil, nil) }
             if firstLook, blocked, let notRun = ThreadSchedule.notRun(directory) {
                 if notRun.nanos < notRun.at { phaseStart = min(now, notRun.at - notRun.nanos) }
             } else if idle,
@@ -210,11 +211,16 @@ package struct ProcProgressProbe: Sendable {
     }
 
     /// Whether the loop proved its ``provisional`` wait to be its idle wait: back in that same wait (same place,
-    /// same call on the same thing) after work — the counters moved in between, or the look before saw it leave
-    /// for user space. A loop stuck in a busy wait goes on, once the wait ends, to other work and to its own idle
-    /// wait elsewhere; a loop whose idle wait this is comes straight back to it. The first other wait seen
-    /// settles it as busy; an unended wait stays provisional.
-    private mutating func provenIdle(_ wait: ThreadWait?, progress: Bool, now: UInt64) -> Provisional {
+    /// same call on the same thing) after work — the counters moved in between, or a look since the thread left
+    /// it for user space saw it there. A loop stuck in a busy wait goes on, once the wait ends, to other work and
+    /// to its own idle wait elsewhere; a loop whose idle wait this is comes straight back to it. "Straight back"
+    /// is the thread's own CPU time, not the clock: it stays in user space, in no other call, and runs less than
+    /// one poll interval of CPU before it is back — on a machine whose CPUs other work keeps busy, the few
+    /// milliseconds of a turn may take many looks of waiting for a CPU. The first other wait seen, or more CPU
+    /// than that, settles it as busy; an unended wait stays provisional.
+    private mutating func provenIdle(
+        _ wait: ThreadWait?, progress: Bool, now: UInt64, _ directory: ProcDirectory
+    ) -> Provisional {
         guard let held = provisional?.wait, let entry = provisional else { return .busy(leftAt: nil) }
         let leftAt = entry.leftAt
         let same = wait.map { $0.inSyscall && IdleWaitLearner.matches($0, learned: held) } ?? false
@@ -228,8 +234,14 @@ package struct ProcProgressProbe: Sendable {
             if let leftAt { idleSeenAt = leftAt }
             return .idle
         }
-        if leftAt == nil, progress, !(wait?.inSyscall ?? false) {
-            provisional = (held, now)
+        let inUserSpace = !(wait?.inSyscall ?? false)
+        if leftAt == nil, progress, inUserSpace {
+            provisional = (held, now, directory.schedstat(now: now)?.cpuNanos)
+            return .held
+        }
+        if leftAt != nil, inUserSpace, let leftCPU = entry.leftCPU,
+            let cpu = directory.schedstat(now: now)?.cpuNanos, cpu &- leftCPU < polling.intervalNanos
+        {
             return .held
         }
         if leftAt != nil || progress { provisional = nil }
