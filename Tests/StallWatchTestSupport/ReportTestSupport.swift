@@ -92,3 +92,18 @@ extension StallReport.Cause {
         kind == expected || (expected == .cpu && (isStarvedByTheMachine || isPageFaultsOnly))
     }
 }
+
+extension Array where Element == StallReport {
+    /// The reports that blame the program watched, for an injected stall of cause `expected`: all but the machine's
+    /// own verdicts (``StallReport/Cause/isStarvedByTheMachine``, ``StallReport/Cause/isPageFaultsOnly``), which
+    /// a loaded machine may add for a loop it held up on its own. A spin that must last a fixed time gets one of
+    /// those verdicts itself when other work holds the cores: for an expected `cpu`, when the machine's verdicts are
+    /// all there is, they are the injected stall's reports.
+    package func blamingTheProgram(expecting expected: StallReport.Cause.Kind) -> [StallReport] {
+        let machine = { (r: StallReport) in
+            r.cause?.isStarvedByTheMachine == true || r.cause?.isPageFaultsOnly == true
+        }
+        let blaming = filter { !machine($0) }
+        return blaming.isEmpty && (expected == .cpu || expected == .starved) ? self : blaming
+    }
+}

@@ -140,8 +140,7 @@ enum CorpusHarness {
             // Besides the stall, a loaded machine may hold the loop off the CPU long enough for a report of its
             // own: `starved`, with the run queue as evidence, is the documented verdict for that and blames
             // nothing in the program. Any other extra report is a split or a false stall.
-            var stalls = reports.filter { $0.cause?.isStarvedByTheMachine != true }
-            if stalls.isEmpty && (cause == .cpu || cause == .starved) { stalls = reports }
+            let stalls = reports.blamingTheProgram(expecting: cause)
             try #require(
                 stalls.count == 1,
                 "expected one report, found \(reports.count): \(reports.map(describe)); events \(seen.events)"
