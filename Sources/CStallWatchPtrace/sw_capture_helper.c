@@ -31,10 +31,10 @@
 // stop during the first SPIN_NS (a thread running in user space stops on its own CPU within microseconds, and a
 // spinning helper sees it at once), then polls every POLL_SLEEP_NS. For a sleeping thread, which the interrupt wakes
 // and which may be placed on the helper's CPU to reach its stop, and on the thread's own CPU (its only one), it
-// sleeps SHORT_SLEEP_NS between polls (timer slack 1 ns) instead, so that the thread gets the CPU it needs. Measured from the
-// thread's side, a helper on the thread's CPU paused it about 4x longer: the thread waits for its wake-ups twice.
+// yields between polls for SPIN_NS instead, so that the thread gets the CPU it needs; microsecond sleeps there let the
+// helper's virtual CPU halt and resume late (sw_ptrace.c has the figures). Measured from the thread's side, a helper
+// on the thread's CPU paused it about 4x longer: the thread waits for its wake-ups twice.
 #define SPIN_NS 300000ull
-#define SHORT_SLEEP_NS 3000L
 #define POLL_SLEEP_NS 20000L
 // How often an idle helper checks that its parent still exists.
 #define PARENT_CHECK_NS 250000000L
@@ -127,9 +127,12 @@ static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns,
             *unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
             return -ETIMEDOUT;
         }
-        // Spin at first for a running thread on another CPU; otherwise sleep between polls: it may need this CPU.
-        if (spin && now - start <= SPIN_NS) continue;
-        struct timespec pause = {0, now - start <= SPIN_NS ? SHORT_SLEEP_NS : POLL_SLEEP_NS};
+        // Spin at first for a running thread on another CPU; otherwise yield between polls: it may need this CPU.
+        if (now - start <= SPIN_NS) {
+            if (!spin) RAW(SYS_sched_yield, 0, 0, 0, 0, 0);
+            continue;
+        }
+        struct timespec pause = {0, POLL_SLEEP_NS};
         RAW(SYS_nanosleep, &pause, 0, 0, 0, 0);
     }
 }
