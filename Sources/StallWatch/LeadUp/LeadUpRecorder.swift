@@ -23,8 +23,16 @@ package final class LeadUpRecorder: Sendable {
         var nextReading: UInt64 = 0
         /// The loop's sequence at the last tick: a loop that made no transition since is idle.
         var lastSequence: UInt64 = .max
+        /// The sequence of the idle wait last read for: one reading per idle wait, however often the watcher
+        /// wakes in it (a classic-strategy watcher wakes for every transition the loop made meanwhile).
+        var idleReadSequence: UInt64 = .max
+        /// Readings taken so far.
+        var readings = 0
     }
     private let state = Mutex(State())
+
+    /// How many scheduler readings of the loop thread the recorder has taken.
+    package var readingsTaken: Int { state.withLock { $0.readings } }
 
     /// - Parameter ring: The loop's rings (``LoopState/startLeadUp(_:)``).
     package init(ring: LeadUpRing) {
@@ -41,9 +49,11 @@ package final class LeadUpRecorder: Sendable {
         state.withLock { state -> UInt64? in
             let moved = sequence != state.lastSequence
             state.lastSequence = sequence
-            if let threadID, now >= state.nextReading || (!moved && !isBusy) {
+            let wentIdle = !moved && !isBusy && state.idleReadSequence != sequence
+            if let threadID, now >= state.nextReading || wentIdle {
                 read(threadID, now: now, &state)
                 state.nextReading = now &+ ring.settings.bucketNanos
+                if !isBusy { state.idleReadSequence = sequence }
             }
             guard moved || isBusy else { return nil }
             return state.nextReading
@@ -54,6 +64,7 @@ package final class LeadUpRecorder: Sendable {
     /// of `now`.
     private func read(_ threadID: Int32, now: UInt64, _ state: inout State) {
         let directory = ProcDirectory.current.thread(threadID)
+        state.readings += 1
         guard let schedule = directory.schedstat(now: now) else { return }
         let status = directory.status()
         let voluntary = status?.voluntarySwitches ?? 0, involuntary = status?.involuntarySwitches ?? 0
