@@ -151,8 +151,10 @@ struct LoadSummary {
                 }
                 let mostlyInside = matching.filter { inside($0).count * 2 > $0.samples.count }
                 let causes = mostlyInside.compactMap { $0.cause?.kind }
+                // A sort held off the CPU by other work is `starved`, with the run queue as evidence: the documented
+                // verdict for a CPU-bound stall the machine caused (`matches`).
                 #expect(
-                    mostlyInside.isEmpty || causes.contains(expected.cause),
+                    mostlyInside.isEmpty || mostlyInside.contains { $0.cause?.matches(expected.cause) == true },
                     "\(expected.kind): causes \(causes), expected \(expected.cause): \(matching.map(Self.describe))")
                 let samplesInside = matching.flatMap(inside)
                 let showingTheWait = samplesInside.filter { Self.shows(expected.cause, $0.thread) }
