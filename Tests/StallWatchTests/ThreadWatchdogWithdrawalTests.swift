@@ -14,33 +14,47 @@ import Testing
 
 @Suite(.offPool, .serialized) struct ThreadWatchdogWithdrawalTests {
     /// A loop of this process whose event source is a pipe it reads with a blocking read: each byte is one event,
-    /// a few milliseconds of work, then the next read; 0 ends it.
+    /// 5 ms of CPU time of work, then the next read; 0 ends it.
     final class PipeReadLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
         let threadID = Atomic<Int32>(0)
         let turns = Atomic<Int>(0)
+        /// With `heldOffOnCPU`: the thread is back at nice 0 after its first turn.
+        let restored = Atomic<Bool>(false)
         var fds: [Int32] = [0, 0]
         private let done = DispatchSemaphore(value: 0)
 
-        /// `onCPU`: the loop thread runs on that CPU alone, at nice 19 (a thread that other work there keeps waiting).
-        init(name: String, onCPU cpu: Int32? = nil) throws {
+        /// `heldOffOnCPU`: until its first turn is done, the loop thread runs on that CPU alone at nice 19 (any other
+        /// thread there keeps it waiting); then at nice 0 again (CAP_SYS_NICE: the suite runs as root), on every CPU.
+        init(name: String, heldOffOnCPU cpu: Int32? = nil) throws {
             try #require(pipe(&fds) == 0)
             let readEnd = fds[0]
             Thread { [self] in
                 setCurrentThreadName(name)
+                var saved = [UInt8](repeating: 0, count: 128)
+                let which = __priority_which_t(PRIO_PROCESS.rawValue)
                 if let cpu {
-                    var saved = [UInt8](repeating: 0, count: 128)
                     _ = sw_pin_to_cpu(cpu, &saved, 128)
-                    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(sw_gettid()), 19)
+                    _ = setpriority(which, id_t(sw_gettid()), 19)
                 }
                 threadID.store(sw_gettid(), ordering: .releasing)
                 var byte: UInt8 = 0
                 while read(readEnd, &byte, 1) == 1, byte != 0 {
-                    let end = sw_monotonic_ns() + 5_000_000
-                    while sw_monotonic_ns() < end {}
+                    let end = Self.threadCPUNanos() + 5_000_000
+                    while Self.threadCPUNanos() < end {}
+                    if cpu != nil, turns.load(ordering: .relaxed) == 0 {
+                        restored.store(setpriority(which, id_t(sw_gettid()), 0) == 0, ordering: .releasing)
+                        _ = sw_set_affinity(saved, 128)
+                    }
                     turns.add(1, ordering: .releasing)
                 }
                 done.signal()
             }.start()
+        }
+
+        static func threadCPUNanos() -> UInt64 {
+            var t = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+            return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
         }
 
         func send(_ byte: UInt8) {
@@ -60,12 +74,12 @@ import Testing
     /// worked and read again, that report is `withdrawn` (event and file); the read, now learned, gives no further
     /// report over another turn and 1 s (ten thresholds) of idling in it. With `firstTurnHeldOffTheCPU`, the turn
     /// that proves the read idle takes its 5 ms of CPU over many looks: the loop thread runs at nice 19 on a CPU
-    /// that a spinning thread keeps busy until that turn is done (about 65 times longer than its CPU time).
+    /// that a spinning thread keeps busy until that turn is done.
     @Test(.timeLimit(.minutes(2)), arguments: [false, true])
     func anIdleReadTakenForAStallIsWithdrawnOnceTheLoopComesBackToIt(firstTurnHeldOffTheCPU: Bool) throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog-withdrawn")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = try PipeReadLoop(name: "pipe-elt-0", onCPU: firstTurnHeldOffTheCPU ? 0 : nil)
+        let loop = try PipeReadLoop(name: "pipe-elt-0", heldOffOnCPU: firstTurnHeldOffTheCPU ? 0 : nil)
         defer { loop.stop() }
         #expect(
             pollUntil {
@@ -107,6 +121,8 @@ import Testing
             let after = try #require(
                 ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: sw_monotonic_ns()))
             turnClock = (after.monotonicNanos - before.monotonicNanos, after.cpuNanos - before.cpuNanos)
+            let restored = loop.restored.load(ordering: .acquiring)
+            #expect(restored, "the loop thread could not go back to nice 0")
             spinning.store(false, ordering: .relaxed)
             spun.wait()
         } else {
