@@ -108,4 +108,28 @@ import Testing
             return fields.count > 8 ? UInt64(fields[8]) ?? 0 : 0
         }
     }
+
+    /// A "not run since" figure is bounded by how long the thread has existed: a thread started just now has lived
+    /// at most the time since (to the clock tick), and one dated from boot has lived about as long as the machine.
+    @Test func aThreadsLifeIsMeasuredFromItsStartTimeOnTheMonotonicClock() throws {
+        let tid = Atomic<Int32>(0)
+        let started = sw_monotonic_ns()
+        let exit = DispatchSemaphore(value: 0)
+        Thread {
+            tid.store(sw_gettid(), ordering: .releasing)
+            exit.wait()
+        }.start()
+        defer { exit.signal() }
+        #expect(pollUntil { tid.load(ordering: .acquiring) != 0 })
+        let stat = try #require(ProcDirectory(processID: getpid(), threadID: tid.load(ordering: .acquiring)).stat())
+        let now = sw_monotonic_ns()
+        let tick = 1_000_000_000 / ProcStat.ticksPerSecond
+        let lived = try #require(ThreadSchedule.livedNanos(startTimeTicks: stat.startTimeTicks, at: now))
+        #expect(lived <= now - started + 2 * tick, "lived \(lived / 1_000_000) ms")
+        var boot = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &boot)
+        let sinceBoot = UInt64(boot.tv_sec) * 1_000_000_000 + UInt64(boot.tv_nsec)
+        let fromBoot = try #require(ThreadSchedule.livedNanos(startTimeTicks: 0, at: sw_monotonic_ns()))
+        #expect(fromBoot >= sinceBoot && fromBoot <= sinceBoot + 2 * tick + 100_000_000)
+    }
 }

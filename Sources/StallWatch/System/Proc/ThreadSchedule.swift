@@ -2,6 +2,10 @@
 import CStallWatchCore
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A thread's CPU time and run-queue wait (schedstat) at one moment: the baseline a stall's starvation verdict
 /// measures from.
 package struct ThreadSchedule: Sendable, Equatable {
@@ -55,13 +59,36 @@ extension ThreadSchedule {
     /// For a runnable thread this is the time since its CPU time and run-queue wait were last brought up to date
     /// (at its last switch or tick): waiting for a CPU now, or running. A thread that ran or moved to another CPU
     /// while this was read gives nil (its reading would be against another CPU's clock).
+    ///
+    /// A figure longer than the thread has existed (its `stat` start time, to the clock tick) is no reading of
+    /// this thread's last run, and gives nil: once seen under load (how it arose is not known), it dated a 1.5 s
+    /// deadlock from about the machine's boot.
     package static func notRun(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
-        guard let cpu = thread.stat()?.processor, cpu >= 0, cpu < 1024,
+        guard let stat = thread.stat(), let cpu = stat.processor, cpu >= 0, cpu < 1024,
             let theirs = thread.text("sched").flatMap(lastStartedRunning(inSched:)),
             let (ours, at) = ownLastStartedRunning(onCPU: cpu), ours > theirs,
             thread.text("sched").flatMap(lastStartedRunning(inSched:)) == theirs, thread.stat()?.processor == cpu
         else { return nil }
-        return (UInt64((ours - theirs) * 1_000_000), at)
+        let nanos = UInt64((ours - theirs) * 1_000_000)
+        guard let lived = livedNanos(startTimeTicks: stat.startTimeTicks, at: at), nanos <= lived else { return nil }
+        return (nanos, at)
+    }
+
+    /// How long a thread that started at `startTimeTicks` (`stat` field 22, clock ticks after boot) has existed at
+    /// `at` (CLOCK_MONOTONIC), rounded up by one tick; nil when the clocks cannot be read.
+    static func livedNanos(startTimeTicks: UInt64, at: UInt64) -> UInt64? {
+        var boot = timespec()
+        var monotonic = timespec()
+        guard clock_gettime(CLOCK_BOOTTIME, &boot) == 0, clock_gettime(CLOCK_MONOTONIC, &monotonic) == 0 else {
+            return nil
+        }
+        let bootNow = UInt64(boot.tv_sec) * 1_000_000_000 + UInt64(boot.tv_nsec)
+        let monotonicNow = UInt64(monotonic.tv_sec) * 1_000_000_000 + UInt64(monotonic.tv_nsec)
+        // `at` on the boot clock (the two clocks differ by the time the machine was suspended).
+        let atBoot = at &+ (bootNow &- monotonicNow)
+        let tick = 1_000_000_000 / ProcStat.ticksPerSecond
+        let started = startTimeTicks * tick
+        return atBoot > started ? atBoot - started + tick : 0
     }
 
     /// The calling thread's `se.exec_start` read while it runs on `cpu`, and the monotonic time just after; its
