@@ -157,7 +157,7 @@ struct LoadSummary {
                     mostlyInside.isEmpty || mostlyInside.contains { $0.cause?.matches(expected.cause) == true },
                     "\(expected.kind): causes \(causes), expected \(expected.cause): \(matching.map(Self.describe))")
                 let samplesInside = matching.flatMap(inside)
-                let showingTheWait = samplesInside.filter { Self.shows(expected.cause, $0.thread) }
+                let showingTheWait = samplesInside.filter { Self.shows(expected.cause, $0) }
                 let states = samplesInside.map { "\($0.thread?.state ?? "?") \($0.thread?.syscall ?? "-")" }
                 #expect(
                     showingTheWait.count * 2 >= samplesInside.count,
@@ -170,12 +170,17 @@ struct LoadSummary {
     }
 
     /// Whether a sample's thread state is the kind of wait `cause` names: on a CPU outside any call (`cpu`), in a
-    /// futex wait (`lock`, `deadlock`), in a call that writes or syncs or in disk sleep (`io`).
-    static func shows(_ cause: StallReport.Cause.Kind, _ thread: StallReport.ThreadState?) -> Bool {
-        guard let thread else { return false }
+    /// futex wait (`lock`, `deadlock`), in a call that writes or syncs or in disk sleep (`io`). A wait the sidecar's
+    /// own stop interrupted shows as `restart_syscall` when read again; its innermost frame says which call it
+    /// continues, as the classifier reads it (``CauseClassifier/restartedActivity(symbols:)``).
+    static func shows(_ cause: StallReport.Cause.Kind, _ sample: StallReport.Sample) -> Bool {
+        guard let thread = sample.thread else { return false }
+        let restarted =
+            thread.syscall == "restart_syscall"
+            ? CauseClassifier.restartedActivity(symbols: sample.frames.compactMap(\.symbol)) : nil
         switch cause {
         case .cpu: return thread.state == "R" && thread.syscall == nil
-        case .lock, .deadlock: return thread.syscall == "futex"
+        case .lock, .deadlock: return thread.syscall == "futex" || restarted == .lock
         case .io: return thread.state == "D" || ["fsync", "fdatasync", "write", "pwrite64"].contains(thread.syscall)
         default: return false
         }
