@@ -147,27 +147,6 @@ import Testing
         }
     }
 
-    /// Samples that caught the loop in user space, while the kernel's figures say it ran 3 ms and waited for no CPU
-    /// in 216 ms: not `cpu`. It was blocked outside any call the samples caught; its major page faults say it waited
-    /// for the disk (the machine's doing when others' I/O kept the disk busy, its own I/O otherwise); with none, the
-    /// cause is not known.
-    @Test func samplesRunningInUserSpaceAreNotCPUWhenTheThreadNeitherRanNorWaitedForACPU() {
-        var e = Self.evidence(cpuMs: 3, runQueueMs: 0, wallMs: 216)
-        e.disk = (0.95, 300 << 20, 0)
-        e.loopMajorFaults = 12
-        let starved = CauseClassifier.classify(e)
-        #expect(starved.kind == .starved, "\(starved)")
-        #expect(starved.evidence.contains { $0.hasPrefix("12 major page faults while the loop thread neither ran") })
-        e.disk = (0.1, 2 << 20, 0)
-        #expect(CauseClassifier.classify(e).kind == .io)
-        e.loopMajorFaults = 0
-        let unknown = CauseClassifier.classify(e)
-        #expect(unknown.kind == .unknown, "\(unknown)")
-        #expect(unknown.evidence.contains { $0.contains("neither ran nor waited for a CPU for 213 ms of 216 ms") })
-        // Half the span on a CPU or waiting for one: the samples stand.
-        #expect(CauseClassifier.classify(Self.evidence(cpuMs: 60, runQueueMs: 60, wallMs: 216)).kind == .cpu)
-    }
-
     /// An fsync the loop asked for waits on the same busy disk, but it is the loop's own I/O.
     @Test func aSystemCallOnABusyDiskIsTheLoopsOwnIO() {
         var e = Self.pageFaults(busyShare: 0.97, diskMiB: 300, processMiB: 1)

@@ -59,8 +59,6 @@ package enum CauseClassifier {
         /// Time the loop thread was runnable but waiting for a CPU (schedstat), over the same span as
         /// `loopCPUNanos`.
         var loopRunQueueWaitNanos: UInt64?
-        /// The loop thread's major page faults over about the same span (each waited for the disk to read a page).
-        var loopMajorFaults: UInt64?
         /// Time the process's cgroup was throttled by its CPU quota during the stall.
         var throttledNanos: UInt64?
         /// How late the watcher itself woke during the stall, in all.
@@ -172,7 +170,6 @@ package enum CauseClassifier {
         switch top {
         case .cpu:
             evidence.append("\(share(counts[.cpu] ?? 0)): running on a CPU, not in a system call")
-            if let blocked = blockedOffTheCPU(e, evidence: evidence) { return blocked }
             return .init(kind: .cpu, evidence: evidence)
         case .sleep:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "nanosleep")")
@@ -209,34 +206,6 @@ package enum CauseClassifier {
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)
         }
-    }
-
-    /// Samples that caught the loop thread in user space are no proof of work when the kernel's figures say it
-    /// neither ran nor waited for a CPU for most of the span: it was blocked, outside any call the samples
-    /// caught. Its major page faults say where, when they grew: reading code or data in from the disk — the
-    /// machine's doing when others' I/O kept that disk busy (``diskStarvation(_:evidence:)``), else `io`. Without
-    /// them the cause is not known. Nil when the figures are missing or the thread was on a CPU, or waiting for
-    /// one, for at least half the span.
-    static func blockedOffTheCPU(_ e: Evidence, evidence: [String]) -> StallReport.Cause? {
-        guard e.wallNanos > 0, let cpu = e.loopCPUNanos, let wait = e.loopRunQueueWaitNanos,
-            (cpu + wait) * 2 < e.wallNanos
-        else { return nil }
-        let offCPU = (e.wallNanos - cpu - wait) / 1_000_000
-        guard let faults = e.loopMajorFaults, faults > 0 else {
-            return .init(
-                kind: .unknown,
-                evidence: evidence + [
-                    "the loop thread neither ran nor waited for a CPU for \(offCPU) ms of \(e.wallNanos / 1_000_000) "
-                        + "ms, in no call the samples caught: blocked, where is not known"
-                ])
-        }
-        let facts =
-            evidence + [
-                "\(faults) major page faults while the loop thread neither ran nor waited for a CPU for \(offCPU) ms: "
-                    + "in a page fault, not a system call: waiting for the disk to read in code or data the thread "
-                    + "touched"
-            ]
-        return diskStarvation(e, evidence: facts) ?? .init(kind: .io, evidence: facts)
     }
 
     /// What the run queue says over the measured span: how long the loop thread waited for a CPU, as a sentence.

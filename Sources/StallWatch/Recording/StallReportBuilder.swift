@@ -231,11 +231,6 @@ struct StallReportBuilder {
         if let first = evidence.firstProbe?.cpuNanos, let last = samples.last?.probe?.cpuNanos, last >= first {
             loopCPU = last - first
         }
-        // Major page faults from the first reading to the last one (over the measured span or a little more).
-        let lastFaults = evidence.lastProbe?.probe.majorFaults ?? samples.last?.probe?.majorFaults
-        let majorFaults = evidence.firstProbe.flatMap { first in
-            lastFaults.flatMap { $0 >= first.majorFaults ? $0 - first.majorFaults : nil }
-        }
         if let first = evidence.firstProbe?.runQueueWaitNanos, let last = samples.last?.probe?.runQueueWaitNanos,
             last >= first
         {
@@ -271,7 +266,6 @@ struct StallReportBuilder {
             loopThreadID: tid, observations: observations, wallNanos: span > 0 ? span : wallNanos,
             loopCPUNanos: span > 0 ? loopCPU : nil, threads: threads)
         input.loopRunQueueWaitNanos = span > 0 ? runQueueWait : nil
-        input.loopMajorFaults = majorFaults
         // The span may start only at the first sample (a threshold into the stall): the stall up to its end.
         let measuredEnd =
             evidence.lastProbe.map { $0.monoNanos &- evidence.stall.startNanos } ?? samples.last?.offsetNanos ?? 0

@@ -15,8 +15,6 @@ package struct ProcStat: Sendable, Equatable {
     var parentProcessID: Int32
     /// Field 9: the kernel's flags for the task (`PF_*`).
     var flags: UInt64
-    /// Field 12: major page faults, those that waited for the disk to read a page in.
-    var majorFaults: UInt64 = 0
     /// Fields 14 and 15: user and system CPU time, in clock ticks.
     var userTicks: UInt64
     var systemTicks: UInt64
@@ -46,7 +44,6 @@ package struct ProcStat: Sendable, Equatable {
         userTicks = user
         systemTicks = system
         startTimeTicks = start
-        majorFaults = UInt64(fields[9]) ?? 0
         processor = fields.count > 36 ? Int32(fields[36]) : nil
         policy = fields.count > 38 ? Int32(fields[38]) : nil
     }

@@ -19,8 +19,6 @@ package struct ThreadProbe: Sendable, Equatable {
     var involuntarySwitches: UInt64
     /// Time spent runnable but waiting for a CPU (schedstat), nanoseconds.
     var runQueueWaitNanos: UInt64
-    /// Major page faults so far (`stat`): each waited for the disk to read a page in.
-    var majorFaults: UInt64 = 0
     /// The whole `syscall` reading: arguments, stack pointer and program counter.
     package var wait: ThreadWait? = nil
 
@@ -39,7 +37,6 @@ package struct ThreadProbe: Sendable, Equatable {
             threadID: tid, name: stat.name, state: String(stat.state), wchan: directory.wchan(), syscall: nil,
             syscallArg0: nil, cpuNanos: stat.cpuNanos, voluntarySwitches: 0, involuntarySwitches: 0,
             runQueueWaitNanos: 0)
-        probe.majorFaults = stat.majorFaults
         if let wait = directory.syscall() {
             probe.wait = wait
             probe.syscall = wait.number
