@@ -2,10 +2,6 @@
 import CStallWatchCore
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// A thread's CPU time and run-queue wait (schedstat) at one moment: the baseline a stall's starvation verdict
 /// measures from.
 package struct ThreadSchedule: Sendable, Equatable {
@@ -70,22 +66,15 @@ extension ThreadSchedule {
             thread.text("sched").flatMap(lastStartedRunning(inSched:)) == theirs, thread.stat()?.processor == cpu
         else { return nil }
         let nanos = UInt64((ours - theirs) * 1_000_000)
-        guard let lived = livedNanos(startTimeTicks: stat.startTimeTicks, at: at), nanos <= lived else { return nil }
+        guard nanos <= livedNanos(startTimeTicks: stat.startTimeTicks, at: at) else { return nil }
         return (nanos, at)
     }
 
     /// How long a thread that started at `startTimeTicks` (`stat` field 22, clock ticks after boot) has existed at
-    /// `at` (CLOCK_MONOTONIC), rounded up by one tick; nil when the clocks cannot be read.
-    static func livedNanos(startTimeTicks: UInt64, at: UInt64) -> UInt64? {
-        var boot = timespec()
-        var monotonic = timespec()
-        guard clock_gettime(CLOCK_BOOTTIME, &boot) == 0, clock_gettime(CLOCK_MONOTONIC, &monotonic) == 0 else {
-            return nil
-        }
-        let bootNow = UInt64(boot.tv_sec) * 1_000_000_000 + UInt64(boot.tv_nsec)
-        let monotonicNow = UInt64(monotonic.tv_sec) * 1_000_000_000 + UInt64(monotonic.tv_nsec)
+    /// `at` (CLOCK_MONOTONIC), rounded up by one tick.
+    static func livedNanos(startTimeTicks: UInt64, at: UInt64) -> UInt64 {
         // `at` on the boot clock (the two clocks differ by the time the machine was suspended).
-        let atBoot = at &+ (bootNow &- monotonicNow)
+        let atBoot = at &+ (sw_boottime_ns() &- sw_monotonic_ns())
         let tick = 1_000_000_000 / ProcStat.ticksPerSecond
         let started = startTimeTicks * tick
         return atBoot > started ? atBoot - started + tick : 0
