@@ -22,10 +22,12 @@ extern const void *const _swift_concurrency_debug_task_wait_throwing_resume_adap
 sw_task_ring sw_tasks_rings[SW_POOL_MAX_SLOTS];
 _Atomic int sw_tasks_on;
 
-static uint32_t next_unused;
 static uint64_t ring_dropped_seen[SW_POOL_MAX_SLOTS];
 static void *private_memory;
 static size_t private_size;
+
+/// Job ends drained as one batch (their memory fetched ahead together).
+#define DRAIN_BATCH 16u
 
 enum { STATUS_RUNNING = 0x800, STATUS_ENQUEUED = 0x1000, STATUS_COMPLETE = 0x2000 };
 
@@ -62,7 +64,9 @@ int sw_tasks_setup(void *region, uint64_t size, uint32_t capacity, int32_t pid, 
     sw_store.rows_private = (sw_row_private *)at;
     at += round_up((uint64_t)capacity * sizeof(sw_row_private), 64);
     sw_store.index = (uint32_t *)at;
-    sw_store.index_mask = index_slots(capacity) - 1;
+    sw_store.index_max_slots = index_slots(capacity);
+    sw_store.index_mask = (sw_store.index_max_slots < SW_STORE_MIN_SLOTS ? sw_store.index_max_slots
+                                                                          : SW_STORE_MIN_SLOTS) - 1;
     sw_store.capacity = capacity;
     sw_tasks_header *h = region;
     memset(h, 0, sizeof *h);
@@ -80,7 +84,6 @@ int sw_tasks_setup(void *region, uint64_t size, uint32_t capacity, int32_t pid, 
     h->start_time_ticks = start_time_ticks;
     sw_store.chains = (sw_task_chain *)((char *)region + h->chains_offset);
     sw_store.rows = (sw_task_row *)((char *)region + h->rows_offset);
-    next_unused = 0;
     // Events of an earlier table (jobs that ended after it stopped) describe nothing this one knows.
     for (int i = 0; i < SW_POOL_MAX_SLOTS; i++) {
         atomic_store(&sw_tasks_rings[i].head, atomic_load(&sw_tasks_rings[i].tail));
@@ -101,9 +104,9 @@ void sw_tasks_enable(int on) { atomic_store(&sw_tasks_on, on && sw_store.header 
 
 // Rows are taken from the free list, else from the never-used ones (so untouched rows cost no memory).
 static int64_t take_row(uint64_t address) {
-    if (sw_store.free_head == 0 && next_unused < sw_store.capacity) {
-        sw_store.rows_private[next_unused].next = 0;
-        sw_store.free_head = ++next_unused;
+    if (sw_store.free_head == 0 && sw_store.rows_used < sw_store.capacity) {
+        sw_store.rows_private[sw_store.rows_used].next = 0;
+        sw_store.free_head = ++sw_store.rows_used;
     }
     return sw_store_insert(address);
 }
@@ -164,7 +167,7 @@ static void apply(const sw_task_event *event, int32_t thread_id) {
 }
 
 uint64_t sw_tasks_address(uint32_t row) {
-    if (!sw_store.header || row >= sw_store.capacity || row >= next_unused) return 0;
+    if (!sw_store.header || row >= sw_store.capacity || row >= sw_store.rows_used) return 0;
     return sw_store.rows[row].state == SW_TASK_FREE ? 0 : sw_store.rows_private[row].address;
 }
 
@@ -175,12 +178,12 @@ int64_t sw_tasks_find(uint64_t address, uint64_t task_id) {
 }
 
 uint64_t sw_tasks_completed_at(uint32_t row, uint64_t task_id) {
-    if (!sw_store.header || row >= next_unused) return 0;
+    if (!sw_store.header || row >= sw_store.rows_used) return 0;
     return sw_store.rows_private[row].completed_id == task_id ? sw_store.rows_private[row].completed_ns : 0;
 }
 
 void sw_tasks_mark(uint32_t row, uint64_t task_id, uint64_t since_ns, const sw_task_state *state, uint16_t verdict) {
-    if (!sw_store.header || row >= next_unused) return;
+    if (!sw_store.header || row >= sw_store.rows_used) return;
     sw_task_row *r = &sw_store.rows[row];
     if (r->state == SW_TASK_FREE || r->task_id != task_id || r->since_ns != since_ns) return;
     sw_store_begin(row);
@@ -229,10 +232,18 @@ void sw_tasks_drain(uint64_t now_ns) {
         uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
         uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
         int32_t thread_id = atomic_load_explicit(&sw_pool_slots[i].thread_id, memory_order_relaxed);
-        for (; head != tail; head++) {
-            apply(&ring->events[head % SW_TASKS_RING_EVENTS], thread_id);
+        while (head != tail) {
+            // A batch at a time, its memory asked for ahead: the index slots, then the rows they name, then the
+            // events applied in order. The workers' own work evicts the table between drains, and each event's
+            // lookup would otherwise wait on memory twice, one after another (the prefetches are hints only).
+            uint64_t batch = tail - head < DRAIN_BATCH ? tail - head : DRAIN_BATCH;
+            const sw_task_event *events = ring->events;
+            for (uint64_t i = 0; i < batch; i++) sw_store_prefetch_slot(events[(head + i) % SW_TASKS_RING_EVENTS].task);
+            for (uint64_t i = 0; i < batch; i++) sw_store_prefetch_row(events[(head + i) % SW_TASKS_RING_EVENTS].task);
+            for (uint64_t i = 0; i < batch; i++) apply(&events[(head + i) % SW_TASKS_RING_EVENTS], thread_id);
+            head += batch;
             // Give the slots back as they are read, so a worker never waits on a long drain.
-            if ((head & 255) == 255) atomic_store_explicit(&ring->head, head + 1, memory_order_release);
+            atomic_store_explicit(&ring->head, head, memory_order_release);
         }
         atomic_store_explicit(&ring->head, head, memory_order_release);
         dropped += atomic_load_explicit(&ring->dropped, memory_order_relaxed) - ring_dropped_seen[i];

@@ -83,4 +83,32 @@ extension ConcurrencyWatchdogTests {
         tasks.resumeAll()
         #expect(await Self.settle { tasks.finishedCount == 12 })
     }
+    /// The index by task address starts small and grows as rows are taken: every one of thousands of suspended
+    /// tasks is found in its row after it grew several times, and every one leaves when it finishes (its slot
+    /// freed from the grown index, nothing found twice or left behind).
+    @Test(.timeLimit(.minutes(1)))
+    func thousandsOfSuspendedTasksAreEachTabledOnceAndAllLeave() async throws {
+        let directory = Fixtures.temporaryDirectory("task-table-many")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try ConcurrencyWatchdog.enable(configuration: tableConfiguration(directory: directory, maxTasks: 8192)) { _ in
+        }
+        defer { ConcurrencyWatchdog.disable() }
+
+        let tasks = SuspendedTasks(count: 3000)
+        #expect(await Self.settle { tasks.allWaiting })
+        let ids = Set(tasks.ids)
+        #expect(ids.count == 3000)
+        func tabled() -> [UInt64] {
+            Self.tableEntries().filter { ids.contains($0.id) && $0.state == .suspended }.map(\.id)
+        }
+        #expect(await Self.settle { tabled().count == 3000 }, "\(tabled().count) of 3000 tabled")
+        #expect(Set(tabled()).count == tabled().count)
+        #expect(Self.tableCounters().tasksDropped == 0)
+
+        tasks.resumeAll()
+        #expect(await Self.settle { tasks.finishedCount == 3000 })
+        #expect(
+            await Self.settle { !Self.tableEntries().contains { ids.contains($0.id) } },
+            "\(Self.tableEntries().filter { ids.contains($0.id) }.count) rows left")
+    }
 }
