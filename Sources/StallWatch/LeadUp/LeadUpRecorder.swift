@@ -77,6 +77,13 @@ package final class LeadUpRecorder: Sendable {
             involuntary: UInt32(clamping: involuntary &- last.involuntary))
     }
 
+    /// The last scheduler reading of thread `threadID` (when it was taken: its `monotonicNanos`), if any.
+    package func lastSchedule(of threadID: Int32) -> ThreadSchedule? {
+        state.withLock { state in
+            state.lastReading.flatMap { $0.threadID == threadID ? $0.schedule : nil }
+        }
+    }
+
     /// Copies the window that ends at `end` (CLOCK_MONOTONIC).
     package func capture(endingAt end: UInt64) -> LeadUpCapture {
         LeadUpCapture(window: ring.window(endingAt: end))

@@ -31,6 +31,18 @@ struct LoopProgressSource: ProgressSource {
     /// Reads are two atomic loads: look again at once rather than sleep through the stall's end.
     var looksAgainAtOnce: Bool { true }
 
+    /// The lead-up's last reading of the loop thread when it was taken in the current phase (the watcher reads the
+    /// thread as it wakes for the loop's idle → busy edge, once a bucket has passed since the last reading): a
+    /// stall then has CPU and run-queue figures from about its start — a stall that ends before its first sample
+    /// still has them. A reading from before the phase began is not used: it would count other work.
+    var phaseStartSchedule: ThreadSchedule? {
+        guard let leadUp, let threadID = sampledThread?.threadID,
+            let reading = leadUp.lastSchedule(of: threadID),
+            reading.monotonicNanos >= state.snapshot().phaseStartNanos
+        else { return nil }
+        return reading
+    }
+
     /// Two atomic loads: the loop has made no transition since the stall's.
     func isStillStuck(after sequence: UInt64) -> Bool { state.snapshot().sequence == sequence }
 
