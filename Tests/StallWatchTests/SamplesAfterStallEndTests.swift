@@ -28,6 +28,8 @@ struct EndRecordingSource: ProgressSource {
     let samples: Int
     let endAtCapture: Int
     let phaseStart: UInt64
+    /// The thread's schedule at the phase's start, as a source that reads it gives it.
+    var phaseStartSchedule: ThreadSchedule?
     private var endReported = false
 
     init(sampler: ClockedSampler, samples: Int, endAtCapture: Int) {
@@ -110,5 +112,23 @@ struct EndRecordingSource: ProgressSource {
         #expect(report.cause?.kind == .unknown)
         #expect(report.cause?.evidence.first?.hasPrefix("not sampled") == true, "\(String(describing: report.cause))")
         #expect(report.notes.contains("2 of 2 samples were captured after the stall ended and are left out"))
+    }
+
+    /// With the thread's schedule from the stall's start, a stall with no sample of its own still has the kernel's
+    /// figures over it: here the thread ran (this test's thread, spinning) and did not wait for a CPU, so the cause
+    /// stays unknown, with the figures that say so.
+    @Test func aStallNotSampledKeepsTheThreadsFiguresFromItsStart() throws {
+        let directory = Fixtures.temporaryDirectory("samples-all-after-end-figures")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var source = EndRecordingSource(sampler: ClockedSampler(), samples: 2, endAtCapture: 0)
+        let now = sw_monotonic_ns()
+        let schedule = try #require(ProcDirectory.current.thread(sw_gettid()).schedstat(now: now))
+        source.phaseStartSchedule = schedule
+        let report = try Self.report(of: source, directory: directory)
+        #expect(report.samples.isEmpty)
+        #expect(report.cause?.kind == .unknown)
+        #expect(report.cause?.evidence.first?.hasPrefix("not sampled") == true)
+        let figures = report.cause?.evidence.first { $0.hasPrefix("from the stall's start") }
+        #expect(figures != nil, "\(String(describing: report.cause))")
     }
 }

@@ -55,6 +55,27 @@ import Testing
         #expect(CauseClassifier.classify(e).kind == .starved)
     }
 
+    /// A stall that ended before any sample still has the kernel's figures from about its start: most of it spent
+    /// waiting for a CPU, with little work of its own, is the machine's doing; otherwise nothing is known.
+    @Test func aStallWithNoSampleIsStarvedOnlyWhenFiguresCoveringMostOfItShowARunQueueWait() {
+        var waited = Self.evidence(cpuMs: 2, runQueueMs: 95, wallMs: 104)
+        waited.observations = []
+        waited.stallNanos = 110_000_000
+        waited.thresholdNanos = 100_000_000
+        let starved = CauseClassifier.classify(waited)
+        #expect(starved.kind == .starved)
+        #expect(starved.evidence.contains("no sample of the loop thread's state"))
+        var slept = waited
+        slept.loopRunQueueWaitNanos = 3_000_000
+        #expect(CauseClassifier.classify(slept).kind == .unknown)
+        // Figures of only the stall's last few milliseconds say nothing of the rest.
+        var glimpse = Self.evidence(cpuMs: 0, runQueueMs: 2, wallMs: 3)
+        glimpse.observations = []
+        glimpse.stallNanos = 110_000_000
+        glimpse.thresholdNanos = 100_000_000
+        #expect(CauseClassifier.classify(glimpse).kind == .unknown)
+    }
+
     @Test func aLoopBlockedInACallThatHadItsCPUIsNotStarved() {
         var e = Self.evidence(cpuMs: 5, runQueueMs: 40)
         e.observations = Array(

@@ -133,6 +133,13 @@ package enum CauseClassifier {
         }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
+            // No sample, but the kernel's figures: a loop that waited for a CPU for most of the stall was held up by
+            // the machine — when they cover at least half of it (from about its start), not a moment at its end.
+            if e.wallNanos * 2 >= (e.stallNanos ?? e.wallNanos),
+                let starved = runQueueStarvation(e, evidence: evidence + ["no sample of the loop thread's state"])
+            {
+                return starved
+            }
             return .init(kind: .unknown, evidence: evidence + ["no sample of the loop thread's state"])
         }
         // The dominant activity, by samples. A high CPU share overrides only samples that say nothing definite:

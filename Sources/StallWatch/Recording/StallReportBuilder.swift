@@ -205,15 +205,7 @@ struct StallReportBuilder {
     ) -> StallReport.Cause? {
         guard let tid = evidence.threadID else { return nil }
         let samples = evidence.samples
-        if samples.isEmpty, evidence.samplesAfterEnd > 0 {
-            // Its probes too are of the thread after the stall: no evidence of what held it.
-            return .init(
-                kind: .unknown,
-                evidence: [
-                    "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
-                        + "thread still stuck, and sampled it after it had moved on)"
-                ])
-        }
+        let notSampled = samples.isEmpty && evidence.samplesAfterEnd > 0
         let observations = zip(samples, reportSamples).compactMap { raw, sample -> CauseClassifier.Observation? in
             guard let probe = raw.probe else { return nil }
             var observation = CauseClassifier.Observation(
@@ -276,6 +268,28 @@ struct StallReportBuilder {
         }
         input.lateWakeupNanos = evidence.lateWakeupNanos
         input.thresholdNanos = detector.thresholdNanos
+        if notSampled {
+            // Its samples and their probes are of the thread after the stall: no evidence of what held it, unless the
+            // kernel's figures from the stall's start say the machine did (they run past its end, to the last
+            // reading: the share of the wait errs low).
+            let missed =
+                "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
+                + "thread still stuck, and sampled it after it had moved on)"
+            guard evidence.stallStartSchedule != nil, let cpu = input.loopCPUNanos else {
+                return .init(kind: .unknown, evidence: [missed])
+            }
+            let figures = [
+                "from the stall's start to the thread's last reading the loop thread used \(cpu / 1_000_000) ms of CPU "
+                    + "in \(input.wallNanos / 1_000_000) ms"
+            ]
+            if input.wallNanos * 2 >= input.stallNanos ?? input.wallNanos,
+                let starved = CauseClassifier.runQueueStarvation(input, evidence: [missed] + figures)
+            {
+                return starved
+            }
+            return .init(
+                kind: .unknown, evidence: [missed] + figures + [CauseClassifier.runQueueFact(input)].compactMap { $0 })
+        }
         return CauseClassifier.classify(input)
     }
 
