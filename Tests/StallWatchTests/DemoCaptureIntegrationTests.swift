@@ -38,12 +38,14 @@ import Testing
             guard let range = line.range(of: #""durationMs":"#) else { return nil }
             return Double(line[range.upperBound...].prefix { $0.isNumber || $0 == "." })
         }
-        #expect(ended.count == 20, "\(events.joined(separator: "\n"))")
         #expect(durations.allSatisfy { $0 < 600 }, "\(durations)")
         // The probe reads the draining pool thread from the main queue's drain lock, and the first sample is
-        // taken at detection, before anything else: every stall names the function.
-        for line in ended {
-            #expect(functions.contains { line.contains("Stalls.\($0)") }, "\(line)")
+        // taken at detection, before anything else: every stall names the function. A loaded machine may hold the
+        // loop up elsewhere too: such a stall must say so (`starved`), and is not one of the twenty.
+        let named = ended.filter { line in functions.contains { line.contains("Stalls.\($0)") } }
+        #expect(named.count == 20, "\(events.joined(separator: "\n"))")
+        for line in ended where !named.contains(line) {
+            #expect(line.contains(#""cause":"starved""#), "\(line)")
         }
     }
 
