@@ -40,7 +40,8 @@ extern sw_task_ring sw_tasks_rings[SW_POOL_MAX_SLOTS];
 extern _Atomic int sw_tasks_on;
 
 /// Appends `event` to slot `index`'s ring (worker of that slot only); a full ring counts it as dropped. Wakes the
-/// watchdog when the ring reaches half full, so that it drains before the ring overflows.
+/// watchdog when the ring reaches a quarter full, and again at a half and three quarters if it has not drained
+/// yet (a loaded machine may leave a woken thread waiting for a CPU), so that it drains before the ring overflows.
 static inline void sw_tasks_push(int index, const sw_task_event *event) {
     sw_task_ring *ring = &sw_tasks_rings[index];
     uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
@@ -53,7 +54,7 @@ static inline void sw_tasks_push(int index, const sw_task_event *event) {
     }
     ring->events[tail % SW_TASKS_RING_EVENTS] = *event;
     atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
-    if (used + 1 == SW_TASKS_RING_EVENTS / 2) sw_pool_wake();
+    if ((used + 1) % (SW_TASKS_RING_EVENTS / 4) == 0) sw_pool_wake();
 }
 
 #endif

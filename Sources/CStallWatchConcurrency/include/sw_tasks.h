@@ -24,8 +24,10 @@ extern "C" {
 // A suspended task's wait and name are published only once the hung-await detector read them (sw_tasks_mark,
 // when its suspension reached the threshold); its async backtrace is not kept in the rows yet (chains stay empty).
 
-/// Job ends one worker can hold before the watchdog drains them (more are counted as dropped).
-#define SW_TASKS_RING_EVENTS 2048
+/// Job ends one worker can hold before the watchdog drains them (more are counted as dropped): 256 KiB a worker,
+/// touched only by workers that run tasks, so that a watchdog thread held off its CPU for ~10 ms on a loaded
+/// machine loses none.
+#define SW_TASKS_RING_EVENTS 8192
 
 /// Sets the table up in `region` (`size` bytes: at least sw_tasks_region_size(capacity)), a shared file's mapping
 /// or anonymous memory, and writes its header. Watchdog thread, before sw_tasks_enable. Returns 0, or -1 when the
