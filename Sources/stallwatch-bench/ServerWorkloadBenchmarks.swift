@@ -1,4 +1,5 @@
 // The task table's cost on a server-shaped Concurrency workload: requests as child tasks, actor hops, continuations.
+import CStallWatchConcurrency
 import Dispatch
 import Foundation
 import StallWatch
@@ -109,6 +110,8 @@ enum ServerWorkloadBenchmarks {
         var times: [Mode: [Double]] = [:]
         var cpus: [Mode: [Double]] = [:]
         var watchdogCPU: [Mode: [Double]] = [:]
+        var eventsDropped: UInt64 = 0
+        var tasksDropped: UInt64 = 0
         _ = serve(requests: requests / 4)  // warm the pool's threads and the allocator
         let modes = Mode.allCases
         for round in 0..<rounds {
@@ -127,6 +130,10 @@ enum ServerWorkloadBenchmarks {
                 watchdogCPU[mode, default: []].append(Double(poolWatchdogCPUNanos() - watchdog0) / 1e6)
                 times[mode, default: []].append(served.wall)
                 cpus[mode, default: []].append(served.cpu)
+                if mode == .table, let header = sw_tasks_header_pointer()?.pointee {
+                    eventsDropped += header.events_dropped
+                    tasksDropped += header.tasks_dropped
+                }
                 if mode != .off { ConcurrencyWatchdog.disable() }
             }
         }
@@ -150,7 +157,9 @@ enum ServerWorkloadBenchmarks {
             Table.row([
                 "of which the pool watchdog thread (\(mode.rawValue)), median",
                 String(format: "%.1f ms (%.2f µs/request)", ms, perRequest(ms)),
-                mode == .table ? "draining the workers' job ends into the rows" : "",
+                mode == .table
+                    ? "draining the workers' job ends into the rows; over all rounds \(eventsDropped) job ends lost "
+                        + "from full rings, \(tasksDropped) tasks not tabled (table full)" : "",
             ])
         }
         func overhead(_ mode: Mode, over anchor: Mode, in figures: [Mode: [Double]]) -> String {
