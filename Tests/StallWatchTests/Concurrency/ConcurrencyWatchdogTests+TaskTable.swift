@@ -85,7 +85,8 @@ extension ConcurrencyWatchdogTests {
     }
     /// The index by task address starts small and grows as rows are taken: every one of thousands of suspended
     /// tasks is found in its row after it grew several times, and every one leaves when it finishes (its slot
-    /// freed from the grown index, nothing found twice or left behind).
+    /// freed from the grown index, nothing found twice or left behind). Their 6,000 job ends fit in one worker's
+    /// ring (8,192), so a watchdog held off its CPU by a loaded machine loses none of them.
     @Test(.timeLimit(.minutes(1)))
     func thousandsOfSuspendedTasksAreEachTabledOnceAndAllLeave() async throws {
         let directory = Fixtures.temporaryDirectory("task-table-many")
@@ -110,5 +111,7 @@ extension ConcurrencyWatchdogTests {
         #expect(
             await Self.settle { !Self.tableEntries().contains { ids.contains($0.id) } },
             "\(Self.tableEntries().filter { ids.contains($0.id) }.count) rows left")
+        // Fewer job ends than one worker's ring holds: none may be lost, however late the watchdog drains.
+        #expect(Self.tableCounters().eventsDropped == 0)
     }
 }
