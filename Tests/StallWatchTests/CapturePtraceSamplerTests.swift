@@ -58,6 +58,23 @@ extension CaptureTests {
                 ["230 ", "35 ", "219 ", "running"].contains { stillSleeping.hasPrefix($0) }, "\(stillSleeping)")
         }
 
+        /// The call a capture stopped a thread in reads as `/proc/…/syscall` shows it — number, arguments, stack
+        /// pointer and program counter — so that it can be matched against a loop's learned idle wait.
+        @Test func theCallTheStopFoundIsTheWaitProcShowsWithItsArgumentsAndPlace() throws {
+            let child = try sleepingChild()
+            defer { child.terminate() }
+            let sampler = PtraceSampler(processID: child.pid)
+            for _ in 0..<3 {
+                // Before each capture: a stop restarts the sleep as restart_syscall (219), which the next shows.
+                let before = try #require(ThreadWait.read(pid: child.pid, tid: child.pid))
+                let capture = try sampler.capture(threadID: child.pid, maxStackBytes: 64 << 10).get()
+                let stopped = try #require(
+                    capture.stopWait, "no call at the stop (stopSyscall \(capture.stopSyscall ?? -1))")
+                #expect(stopped == before, "stop \(stopped) vs /proc \(before)")
+                _ = pollUntil { ThreadWait.read(pid: child.pid, tid: child.pid)?.number != nil }
+            }
+        }
+
         @Test func aBusyChildIsCapturedAndResumes() throws {
             let child = try ChildProcess("/bin/sh", ["-c", "while :; do :; done"])
             defer { child.terminate() }

@@ -41,6 +41,19 @@ package struct StackCapture: Sendable {
     /// or left it: `ORIG_RAX` at the stop), nil when the stop interrupted user-space code. It names the call a
     /// thread was working in when `/proc/…/syscall` could only say "running".
     var stopSyscall: Int?
+
+    /// The call at the stop (``stopSyscall``) as `/proc/…/syscall` would show it: the system-call argument registers
+    /// (rdi, rsi, rdx, r10, r8, r9), the stack pointer and the program counter — read before any restart of the call
+    /// rewinds the program counter. Nil when the stop interrupted user-space code.
+    var stopWait: ThreadWait? {
+        guard let number = stopSyscall, registers.count > Int(SW_REG_RIP) else { return nil }
+        let r = { (index: Int) in self.registers[index] }
+        return ThreadWait(
+            number: number,
+            arguments: [r(SW_REG_RDI), r(SW_REG_RSI), r(SW_REG_RDX), r(SW_REG_R10), r(SW_REG_R8), r(SW_REG_R9)],
+            stackPointer: r(SW_REG_RSP), programCounter: r(SW_REG_RIP))
+    }
+
     /// CLOCK_MONOTONIC of the state copied, as a bound that tells it from the thread's own later work: the ptrace
     /// stop as seen by the tracer (the thread runs none of its code from its stop until the detach), the signal
     /// handler's entry, or the look that found the thread blocked in its call; 0 when unknown. A thread that

@@ -24,6 +24,9 @@ package struct StackSample: Sendable {
     package var timedOut: Bool { unstopped != nil }
     /// The system call whose boundary the thread stopped at (``StackCapture/stopSyscall``).
     package var stopSyscall: Int?
+    /// That call as `/proc/…/syscall` shows one — its arguments, stack pointer and program counter, from the
+    /// registers at the stop — so that it can be matched against a loop's learned idle wait.
+    package var stopWait: ThreadWait?
     /// How long the thread took to stop for the capture (ptrace), nanoseconds; part of `pauseNanos`.
     var stopWaitNanos: UInt64?
     /// When the captured state was the thread's (``StackCapture/capturedAtNanoseconds``); nil when unknown.
@@ -162,6 +165,7 @@ extension StackSample {
         if !notes.isEmpty { failure = notes.joined(separator: "; ") }
         stopWaitNanos = capture.stopWaitNanoseconds
         stopSyscall = capture.stopSyscall
+        stopWait = capture.stopWait
         capturedAtNanos = capture.capturedAtNanoseconds == 0 ? nil : capture.capturedAtNanoseconds
     }
 

@@ -193,6 +193,7 @@ struct EvidenceCollector {
             sample.error = taken.error
             sample.unstopped = taken.unstopped
             sample.stopWaitNanos = taken.stopWaitNanos
+            sample.stopWait = taken.stopWait
             sample.capturedAtNanos = taken.capturedAtNanos
             // The sample's moment is the capture's, not the request's: the probe and the stop can take tens of ms
             // on a loaded machine, and the stack is the thread's state at the capture.

@@ -38,6 +38,8 @@ struct StallEvidence: Sendable {
         var stopCall = false
         /// How long the thread took to stop for the capture; part of `pauseNanos`.
         var stopWaitNanos: UInt64?
+        /// The call the thread was in when the capture stopped it, from its registers (ptrace captures only).
+        var stopWait: ThreadWait?
         /// When the captured state was the thread's (CLOCK_MONOTONIC, see ``StackCapture/capturedAtNanoseconds``);
         /// nil when unknown (a failed capture).
         var capturedAtNanos: UInt64?

@@ -169,11 +169,12 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// Called when the watching stops, so a service that exits after stopping leaves complete reports.
     package func waitForLineFills() { reports.waitForLineFills() }
 
-    /// Each sample of the followed stall from index `start` on: the wait the stuck thread was in just before the
-    /// capture, as the sample's probe read it, and when the capture was taken.
+    /// Each sample of the followed stall from index `start` on: the wait the stuck thread was in at the capture —
+    /// the call the stop found it in, else the wait its probe read just before — and when the capture was taken. A
+    /// thread read running that entered its idle wait before the stop landed was back idle: the stop says so.
     func captures(from start: Int) -> [(waitBefore: ThreadWait?, capturedAt: UInt64?)] {
         guard let samples = collector.evidence?.samples, start < samples.count else { return [] }
-        return samples[start...].map { ($0.probe?.wait, $0.capturedAtNanos) }
+        return samples[start...].map { ($0.stopWait ?? $0.probe?.wait, $0.capturedAtNanos) }
     }
 
     /// Whether a sample of the stall being followed is due at `now`.
