@@ -65,11 +65,11 @@ enum CorpusHarness {
         SidecarFixtures.fixturesDirectory.appendingPathComponent("corpus").appendingPathComponent(name).path
     }
 
-    /// What one run of a case left: its reports, how many events the watcher sent, what the program printed on
-    /// standard error.
+    /// What one run of a case left: its reports, the events the watcher sent (one line each), what the program
+    /// printed on standard error.
     struct Observation {
         var reports: [StallReport]
-        var events: Int
+        var events: [String]
         var targetStderr: String
         var targetStdout = ""
         /// With `monitorTracing`: the spans (CLOCK_REALTIME nanoseconds, first and last look) over which every
@@ -117,9 +117,20 @@ enum CorpusHarness {
         #expect(status == 0, "\(c.name) exited with \(String(describing: status)): \(target.stderr)")
         #expect(badStates.withLock { $0 }.isEmpty, "target stopped or traced: \(badStates.withLock { $0 })")
         return Observation(
-            reports: SidecarFixtures.reports(in: directory), events: events.withLock { $0.count },
+            reports: SidecarFixtures.reports(in: directory), events: events.withLock { $0.map(Self.line) },
             targetStderr: target.stderr, targetStdout: target.stdout, tracedSpans: monitor?.spans ?? [],
             endedAt: endedAt.withLock { $0 })
+    }
+
+    /// One event as a short line for a failure's message.
+    static func line(_ event: SidecarEvent) -> String {
+        switch event {
+        case .stall(.began(let report)): return "began \(report.id)"
+        case .stall(.ended(let report)):
+            return "ended \(report.id) \(report.status) \(report.cause?.kind.rawValue ?? "-") \(report.durationMs) ms"
+        case .stall(.sampled(let id, let index, _)): return "sampled \(id) #\(index)"
+        default: return String(String(describing: event).prefix(160))
+        }
     }
 
     /// Checks the reports of one run against what a right diagnosis says.
