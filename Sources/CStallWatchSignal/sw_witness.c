@@ -44,10 +44,11 @@ static void write_all(int fd, const void *bytes, size_t length) {
 
 /// The witness itself: every signal stays blocked (inherited across the fork); `watched` arrive on a signalfd.
 static void witness_main(const sigset_t *watched, int report_fd, int lifeline_fd) {
-    prctl(PR_SET_NAME, "stallwatch-sigw", 0, 0, 0);
     close_all_but(report_fd, lifeline_fd);
     int sfd = signalfd(-1, watched, SFD_CLOEXEC);
     if (sfd < 0) _exit(1);
+    // Named once set up: a process that bears the name holds its three descriptors and nothing it inherited.
+    prctl(PR_SET_NAME, "stallwatch-sigw", 0, 0, 0);
     struct pollfd fds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = lifeline_fd, .events = POLLIN}};
     for (;;) {
         if (poll(fds, 2, -1) < 0) {
