@@ -126,11 +126,7 @@ package enum CauseClassifier {
         var counts: [Activity: Int] = [:]
         for o in e.observations { counts[activity(of: o), default: 0] += 1 }
         let cpuShare = e.loopCPUNanos.map { e.wallNanos > 0 ? Double($0) / Double(e.wallNanos) : 0 }
-        if let cpuShare, let cpu = e.loopCPUNanos {
-            evidence.append(
-                "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms (\(Int((cpuShare * 100).rounded()))%)"
-            )
-        }
+        if let fact = cpuFact(e) { evidence.append(fact) }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
             // No sample, but the kernel's figures: a loop that waited for a CPU for most of the stall was held up by
@@ -213,6 +209,14 @@ package enum CauseClassifier {
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)
         }
+    }
+
+    /// What the loop thread's CPU time says over the measured span, as a sentence.
+    static func cpuFact(_ e: Evidence) -> String? {
+        guard let cpu = e.loopCPUNanos else { return nil }
+        let share = e.wallNanos > 0 ? Double(cpu) / Double(e.wallNanos) : 0
+        return "the loop thread used \(cpu / 1_000_000) ms of CPU in \(e.wallNanos / 1_000_000) ms "
+            + "(\(Int((share * 100).rounded()))%)"
     }
 
     /// What the run queue says over the measured span: how long the loop thread waited for a CPU, as a sentence.

@@ -275,13 +275,10 @@ struct StallReportBuilder {
             let missed =
                 "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
                 + "thread still stuck, and sampled it after it had moved on)"
-            guard evidence.stallStartSchedule != nil, let cpu = input.loopCPUNanos else {
+            guard evidence.stallStartSchedule != nil, let cpu = CauseClassifier.cpuFact(input) else {
                 return .init(kind: .unknown, evidence: [missed])
             }
-            let figures = [
-                "from the stall's start to the thread's last reading the loop thread used \(cpu / 1_000_000) ms of CPU "
-                    + "in \(input.wallNanos / 1_000_000) ms"
-            ]
+            let figures = ["from the stall's start to the thread's last reading, " + cpu]
             if input.wallNanos * 2 >= input.stallNanos ?? input.wallNanos,
                 let starved = CauseClassifier.runQueueStarvation(input, evidence: [missed] + figures)
             {
