@@ -19,6 +19,8 @@ import Testing
     final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
         let threadID = Atomic<Int32>(0)
         let started = Atomic<UInt64>(0)
+        /// How many times its `poll` returned, timed out or not.
+        let wakes = Atomic<Int>(0)
         let done = DispatchSemaphore(value: 0)
         var fds: [Int32] = [0, 0]
 
@@ -30,7 +32,9 @@ import Testing
                 var byte: UInt8 = 0
                 while true {
                     var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-                    guard poll(&ready, 1, 5000) > 0 else { continue }
+                    let result = poll(&ready, 1, 5000)
+                    wakes.add(1, ordering: .relaxed)
+                    guard result > 0 else { continue }
                     guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
                     let now = sw_monotonic_ns()
                     started.store(now, ordering: .releasing)
@@ -77,6 +81,9 @@ import Testing
             #expect(idle?.isBusy == false)
             usleep(20_000)
         }
+        let directory = ProcDirectory(processID: pid, threadID: tid)
+        let switchesBefore = directory.status()?.voluntarySwitches ?? 0
+        let wakesBefore = loop.wakes.load(ordering: .relaxed)
         let sentAt = sw_monotonic_ns()
         let stealBefore = Self.stealTicks()
         loop.send(work)
@@ -84,6 +91,12 @@ import Testing
         let startedAt = loop.started.load(ordering: .acquiring)
         usleep(150_000)
         let seen = probe.observe(now: sw_monotonic_ns())
+        // What the dating rule works from, for a failure to name the path it took.
+        let switches = (directory.status()?.voluntarySwitches ?? 0) &- switchesBefore
+        let notRun = ThreadSchedule.notRunNanos(directory).map { "\($0 / 1_000_000) ms" } ?? "unreadable"
+        let evidence =
+            "\(switches) voluntary switches and \(loop.wakes.load(ordering: .relaxed) - wakesBefore) poll returns "
+            + "since the last idle look, not run for \(notRun)"
         let stealMs =
             Self.stealTicks().enumerated().map { cpu, ticks in
                 Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
@@ -96,7 +109,7 @@ import Testing
         // its rounding down), on top of 20 ms.
         #expect(
             busy.phaseStartNanos <= startedAt + 20_000_000 + UInt64(stealMs) * 1_000_000,
-            "dated \((Int64(busy.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own start (steal up to \(stealMs) ms)"
+            "dated \((Int64(busy.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own start (steal up to \(stealMs) ms; \(evidence))"
         )
     }
 

@@ -60,6 +60,15 @@ extension ThreadSchedule {
     /// this thread's last run, and gives nil: once seen under load (how it arose is not known), it dated a 1.5 s
     /// deadlock from about the machine's boot.
     package static func notRun(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
+        // A thread that ran or moved while it was read gives nothing this time; a sleeping one reads the same
+        // next time, so a second and third try recover what a race lost.
+        for _ in 0..<3 {
+            if let reading = notRunOnce(thread) { return reading }
+        }
+        return nil
+    }
+
+    private static func notRunOnce(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
         guard let stat = thread.stat(), let cpu = stat.processor, cpu >= 0, cpu < 1024,
             let theirs = thread.text("sched").flatMap(lastStartedRunning(inSched:)),
             let (ours, at) = ownLastStartedRunning(onCPU: cpu), ours > theirs,
