@@ -45,10 +45,17 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// shorter than threshold + lateness goes unseen.
     private let clock: PingClock
     private let annotationStore = LoopAnnotations()
-    /// Threads that have answered pings (with their stack bounds), and the last one.
-    private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?)>(([:], nil))
+    /// The threads that answered pings, the last one, and whether a thread other than the main thread ever answered
+    /// a main-queue ping: only `dispatchMain()` hands the main queue to pool threads, and for good — the main thread
+    /// then sits parked in `sigsuspend` (Linux libdispatch keeps it alive that way), no longer the queue's drainer.
+    private let threads = Mutex<(known: [Int32: SampledThread], last: Int32?, poolDrained: Bool)>(([:], nil, false))
     /// Finds the thread draining the pinged queue now (after `dispatchMain()`, a pool thread).
     private let owner: QueueDrainOwner
+    /// For a queue pool threads drain: the thread that answered the last ping and its schedule, read as the next
+    /// ping was sent (the start of that ping's busy phase). Pool threads are reused, so the thread that takes the
+    /// next ping up is most often that one: its run-queue wait over a stall with nobody draining the queue says
+    /// whether the machine held the queue up. One `schedstat` read per ping, on the probe's own thread.
+    private let lastDrainerAtPing = Mutex<(threadID: Int32, schedule: ThreadSchedule)?>(nil)
     private let answered = Atomic<UInt64>(0)
     /// Bumped by start and stop: a ping or timer of an older generation does nothing.
     private let generation = Atomic<UInt64>(0)
@@ -125,7 +132,7 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
             case .thread(let draining):
                 return threads.known[draining] ?? SampledThread(threadID: draining, stackLow: 0, stackHigh: 0)
             case .idle:
-                return livingMainThread(known: threads.known)
+                return threads.poolDrained ? nil : livingMainThread(known: threads.known)
             case .unavailable:
                 if threads.known.isEmpty { return livingMainThread(known: threads.known) }
                 guard threads.known.count == 1 else { return nil }
@@ -136,7 +143,8 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
 
     /// Nobody drains the queue (or nobody has yet). The main queue is then the main thread's to drain (before
     /// `dispatchMain()`, or under a loop of the main thread's own): while that thread lives, it is what holds the
-    /// queue up. After `dispatchMain()` the main thread has exited, and the queue waits for a pool thread: nil.
+    /// queue up. After `dispatchMain()` the main thread no longer drains it (it exited, or sits parked), and the
+    /// queue waits for a pool thread: nil.
     private func livingMainThread(known: [Int32: SampledThread]) -> SampledThread? {
         let main = getpid()
         guard targetIsMain, let state = ProcDirectory(processID: main, threadID: main).stat()?.state, state != "Z",
@@ -162,7 +170,36 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// On the probe's thread.
     private func sendPing(generation sent: UInt64) {
         guard record(.beforeSources, busyEdge: true, generation: sent) else { return }
+        let drainer = threads.withLock { threads in
+            !targetIsMain || threads.poolDrained ? threads.last : nil
+        }
+        if let drainer {
+            let schedule = ProcDirectory(processID: getpid(), threadID: drainer).schedstat(now: sw_monotonic_ns())
+            lastDrainerAtPing.withLock { $0 = schedule.map { (drainer, $0) } }
+        }
         target.async { [weak self] in self?.answer(generation: sent) }
+    }
+
+    /// Nobody drains the pinged queue (see ``sampledThread``): a queue pool threads drain waits for one to take it.
+    package var unsampledReason: String? {
+        let poolDrained = threads.withLock { !targetIsMain || $0.poolDrained }
+        guard poolDrained else { return nil }
+        return "no thread was draining the "
+            + (targetIsMain ? "main queue (after dispatchMain(), pool threads drain it)" : "queue")
+            + ": it was waiting for a pool thread to take it up, so there was no thread to sample"
+    }
+
+    /// The thread that answered since a stall with nobody draining the queue began, with its schedule at the
+    /// stall's start when it was the thread read as that ping was sent.
+    package func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+        threadID: Int32, scheduleAtStart: ThreadSchedule?
+    )? {
+        guard let last = threads.withLock({ $0.last }) else { return nil }
+        let baseline = lastDrainerAtPing.withLock { $0 }
+        guard let baseline, baseline.threadID == last, baseline.schedule.monotonicNanos >= phaseStartNanos else {
+            return (last, nil)
+        }
+        return (last, baseline.schedule)
     }
 
     /// On the pinged queue (the main thread).
@@ -178,8 +215,10 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// /proc/self/maps).
     private func learnCurrentThread() {
         let tid = sw_gettid()
+        let main = getpid()
         let known = threads.withLock { threads in
             threads.last = tid
+            if targetIsMain, tid != main { threads.poolDrained = true }
             return threads.known[tid] != nil
         }
         guard !known else { return }

@@ -36,6 +36,15 @@ package protocol ProgressSource {
     /// Set when the stall being followed proved not to be one (its wait is the loop's idle wait): why, for the
     /// note of its report, which is then finished as `withdrawn`. Read when the stall ends.
     var withdrawal: String? { get }
+    /// Why a stall has no thread to sample, when the loop is held by no thread (a queue that waits for a pool
+    /// thread to take it): a note of its report. Asked when a stall begins with ``sampledThread`` nil.
+    var unsampledReason: String? { get }
+    /// For a stall that had no thread to sample: the thread that took the loop up and ended it, with its schedule
+    /// at the stall's start (`phaseStartNanos`) when the source read it then. Its run-queue wait over the stall
+    /// tells whether the machine held the loop up. Asked when such a stall ends.
+    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+        threadID: Int32, scheduleAtStart: ThreadSchedule?
+    )?
 
     /// The progress evidence now (`now` on CLOCK_MONOTONIC).
     mutating func read(now: UInt64) -> ProgressReading
@@ -68,6 +77,10 @@ extension ProgressSource {
     package var looksAgainAtOnce: Bool { false }
     package var phaseStartSchedule: ThreadSchedule? { nil }
     package var withdrawal: String? { nil }
+    package var unsampledReason: String? { nil }
+    package func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+        threadID: Int32, scheduleAtStart: ThreadSchedule?
+    )? { nil }
     package mutating func claimStall(_ stall: StallDetector.Stall) -> Bool { true }
     package mutating func stallBegan() {}
     package mutating func stallEnded() {}

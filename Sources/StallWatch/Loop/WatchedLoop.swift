@@ -25,6 +25,22 @@ protocol SampledLoop: WatchedLoop {
     var annotations: [String: String] { get }
     /// Completed loop iterations (pings answered, for a probe), or nil when the loop does not count them.
     var iterations: UInt64? { get }
+    /// See ``ProgressSource/unsampledReason``.
+    var unsampledReason: String? { get }
+    /// See ``ProgressSource/threadThatTookUp(stallStartedAt:)``.
+    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+        threadID: Int32, scheduleAtStart: ThreadSchedule?
+    )?
+}
+
+extension SampledLoop {
+    /// A loop run by a thread of its own always has one to sample.
+    var unsampledReason: String? { nil }
+    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+        threadID: Int32, scheduleAtStart: ThreadSchedule?
+    )? {
+        nil
+    }
 }
 
 extension WatchedLoop {

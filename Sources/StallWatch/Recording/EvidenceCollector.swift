@@ -98,6 +98,25 @@ struct EvidenceCollector {
 
     mutating func noteLateWakeup(_ delayNanos: UInt64) { evidence?.lateWakeupNanos += delayNanos }
 
+    /// Whether the stall being followed has a thread to sample.
+    var hasThread: Bool { thread != nil }
+
+    /// The stall being followed had no thread to sample (nobody held the loop: a queue waiting for a pool thread),
+    /// and `threadID` took the loop up and ended it. Its state at the final report, against `scheduleAtStart` (its
+    /// schedule at the stall's start, when read then), gives its CPU and run-queue figures over the stall; the
+    /// report names it as the loop's thread. It held nothing during the stall: the figures may show the machine
+    /// starving it, never a cause of its own (``StallEvidence/tookUpAtEnd``).
+    mutating func adoptThreadThatTookUp(_ threadID: Int32, scheduleAtStart: ThreadSchedule?) {
+        guard thread == nil, evidence != nil else { return }
+        thread = SampledThread(threadID: threadID, stackLow: 0, stackHigh: 0)
+        evidence?.threadID = threadID
+        evidence?.tookUpAtEnd = true
+        evidence?.stallStartSchedule = scheduleAtStart
+        evidence?.notes.append(
+            "thread \(threadID) took the loop up and ended the stall"
+                + (scheduleAtStart == nil ? "" : "; its figures run from the stall's start"))
+    }
+
     /// Reads the context's end state (for the final report).
     mutating func closeContext(now: UInt64) {
         evidence?.context = contextProbe?.finish(monotonicNanos: now)

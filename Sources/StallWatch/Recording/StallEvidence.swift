@@ -88,6 +88,9 @@ struct StallEvidence: Sendable {
     var pool: StallReport.PoolDescription?
     /// The loop's lead-up, copied when the stall was detected.
     var leadUp: LeadUpCapture?
+    /// `threadID` held nothing during the stall: it is the thread that took the loop up and ended it
+    /// (``EvidenceCollector/adoptThreadThatTookUp(_:scheduleAtStart:)``).
+    var tookUpAtEnd = false
 
     init(
         stall: StallDetector.Stall, threadID: Int32?, reportID: String, wallAtBegin: UInt64, monoAtBegin: UInt64,

@@ -237,6 +237,15 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
 
     func addNote(_ note: String) { collector.addNote(note) }
 
+    /// Whether the stall being followed has a thread (false: none held the loop when it began).
+    var hasThread: Bool { collector.hasThread }
+
+    /// The stall being followed had no thread: `threadID` took the loop up and ended it (see
+    /// ``EvidenceCollector/adoptThreadThatTookUp(_:scheduleAtStart:)``).
+    func adoptThreadThatTookUp(_ threadID: Int32, scheduleAtStart: ThreadSchedule?) {
+        collector.adoptThreadThatTookUp(threadID, scheduleAtStart: scheduleAtStart)
+    }
+
     /// A stall nobody followed: its thread timed it itself (a pool job that crossed the threshold and returned
     /// before the watchdog looked at its worker). One final report, with the exact duration and no samples,
     /// published and emitted on the report queue after the work queued before it; the stall being followed, if

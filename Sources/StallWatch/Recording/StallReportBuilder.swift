@@ -268,24 +268,31 @@ struct StallReportBuilder {
         }
         input.lateWakeupNanos = evidence.lateWakeupNanos
         input.thresholdNanos = detector.thresholdNanos
-        if notSampled {
-            // Its samples and their probes are of the thread after the stall: no evidence of what held it, unless the
-            // kernel's figures from the stall's start say the machine did (they run past its end, to the last
-            // reading: the share of the wait errs low).
-            let missed =
-                "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
-                + "thread still stuck, and sampled it after it had moved on)"
+        // No sample of the thread during the stall: no evidence of what held it, unless the kernel's figures from
+        // the stall's start say the machine did (they run past its end, to the last reading: the share of the wait
+        // errs low).
+        func figuresOnly(_ why: String) -> StallReport.Cause {
             guard evidence.stallStartSchedule != nil, let cpu = CauseClassifier.cpuFact(input) else {
-                return .init(kind: .unknown, evidence: [missed])
+                return .init(kind: .unknown, evidence: [why])
             }
             let figures = ["from the stall's start to the thread's last reading, " + cpu]
             if input.wallNanos * 2 >= input.stallNanos ?? input.wallNanos,
-                let starved = CauseClassifier.runQueueStarvation(input, evidence: [missed] + figures)
+                let starved = CauseClassifier.runQueueStarvation(input, evidence: [why] + figures)
             {
                 return starved
             }
             return .init(
-                kind: .unknown, evidence: [missed] + figures + [CauseClassifier.runQueueFact(input)].compactMap { $0 })
+                kind: .unknown, evidence: [why] + figures + [CauseClassifier.runQueueFact(input)].compactMap { $0 })
+        }
+        if evidence.tookUpAtEnd {
+            // Its CPU time was other work (a pool thread runs other queues' blocks), never the loop's.
+            return figuresOnly(
+                "no thread held the loop during the stall: thread \(tid) took it up and ended it (not sampled)")
+        }
+        if notSampled {
+            return figuresOnly(
+                "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
+                    + "thread still stuck, and sampled it after it had moved on)")
         }
         return CauseClassifier.classify(input)
     }

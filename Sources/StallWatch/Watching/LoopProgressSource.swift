@@ -28,6 +28,12 @@ struct LoopProgressSource: ProgressSource {
 
     var sampledThread: SampledThread? { details?.sampledThread }
     var annotations: [String: String] { details?.annotations ?? [:] }
+    var unsampledReason: String? { details?.unsampledReason }
+    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+        threadID: Int32, scheduleAtStart: ThreadSchedule?
+    )? {
+        details?.threadThatTookUp(stallStartedAt: phaseStartNanos)
+    }
     /// Reads are two atomic loads: look again at once rather than sleep through the stall's end.
     var looksAgainAtOnce: Bool { true }
 

@@ -143,10 +143,12 @@ package struct StallFollower<Source: ProgressSource> {
                 source.stallBegan()
                 following(true)
                 let current = source
+                let thread = source.sampledThread
                 recorder.begin(
-                    stall, thread: source.sampledThread, annotations: source.annotations,
+                    stall, thread: thread, annotations: source.annotations,
                     schedule: source.phaseStartSchedule, now: now,
                     isOngoing: { current.isStillStuck(after: stall.sequence) })
+                if thread == nil, let reason = source.unsampledReason { recorder.addNote(reason) }
                 // The first sample, and those taken between the threads of the all-thread snapshot: each one a
                 // stop whose context switches the source must not count as progress.
                 for capture in recorder.captures(from: 0) {
@@ -156,8 +158,13 @@ package struct StallFollower<Source: ProgressSource> {
                 lookAgain = source.looksAgainAtOnce
             case .escalated(let stall):
                 recorder.escalate(stall)
-            case .ended(_, let endNanos, _):
+            case .ended(let stall, let endNanos, _):
                 let withdrawal = source.withdrawal
+                // No thread held the loop during the stall: the one that took it up ended it, and its figures
+                // from the stall's start say whether it waited for a CPU meanwhile.
+                if !recorder.hasThread, let taker = source.threadThatTookUp(stallStartedAt: stall.startNanos) {
+                    recorder.adoptThreadThatTookUp(taker.threadID, scheduleAtStart: taker.scheduleAtStart)
+                }
                 source.stallEnded()
                 if let withdrawal {
                     recorder.withdraw(endNanos: endNanos, reason: withdrawal)
