@@ -132,6 +132,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
                 thresholdNanos: reader.segment.thresholdNanos, hangThresholdNanos: reader.segment.hangThresholdNanos,
                 lateWakeupToleranceNanos: detector.lateWakeupToleranceNanos, strategy: .deadline)
         }
+        // The sidecar's own lateness says nothing of its target: judge at once (see `lateWakeupDefers`).
+        detector.lateWakeupDefers = false
         self.detector = detector
         let tid = options.threadID ?? reader.map { $0.segment.loopThreadID == 0 ? pid : $0.segment.loopThreadID } ?? pid
         let thread = ProcDirectory(processID: pid, threadID: tid)

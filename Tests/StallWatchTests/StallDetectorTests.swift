@@ -112,6 +112,28 @@ import Testing
         #expect(stall.notes[0].contains("late"))
     }
 
+    /// A watcher of another process: its own lateness is no evidence about the loop, which is judged at once
+    /// with the lateness noted; a suspend of the whole machine still defers judgement.
+    @Test func aWatcherThatDoesNotShareTheLoopsFateBeginsAtOnceAfterALateWakeupButNotAfterASuspend() throws {
+        var configuration = StallDetector.Configuration(thresholdNanos: 250 * ms, lateWakeupToleranceNanos: 50 * ms)
+        configuration.lateWakeupDefers = false
+        var detector = StallDetector(configuration: configuration)
+        let busy = snapshot(5, .beforeSources, since: 0)
+        #expect(detector.observe(.init(snapshot: busy, now: 10 * ms)).wait == .until(250 * ms))
+        let late = detector.observe(.init(snapshot: busy, now: 330 * ms))
+        #expect(late.events.first == .lateWakeup(delayNanos: 80 * ms))
+        let stall = try #require(began(late.events))
+        #expect(stall.startNanos == 0)
+        #expect(stall.notes.count == 1 && stall.notes[0].contains("80 ms late"), "\(stall.notes)")
+
+        var suspended = StallDetector(configuration: configuration)
+        _ = suspended.observe(.init(snapshot: busy, now: 10 * ms, suspendedNanos: 0, timedOut: false))
+        let resumed = suspended.observe(
+            .init(snapshot: busy, now: 260 * ms, suspendedNanos: 30_000 * ms, timedOut: false))
+        #expect(resumed.events == [.lateWakeup(delayNanos: 30_000 * ms)])
+        #expect(suspended.current == nil)
+    }
+
     @Test func suspendIsTreatedLikeALateWakeup() {
         var detector = StallDetector(configuration: .init(thresholdNanos: 250 * ms))
         let busy = snapshot(5, .beforeSources, since: 0)

@@ -19,6 +19,13 @@ package struct StallDetector: Sendable {
         /// A watchdog that wakes later than this past its deadline (or a suspend longer than this) was not
         /// scheduled: judgement is deferred, and a stall that still stands is annotated.
         package var lateWakeupToleranceNanos: UInt64
+        /// Whether a late wake-up of the watcher defers judgement (a suspend always does). True where the watcher
+        /// shares the loop's fate — a watchdog thread in the loop's own process: a process that was not scheduled
+        /// (stopped, frozen) held its loop too, and the loop's own record of its phase start would blame it for
+        /// that time. False for a watcher of another process (the sidecar): its lateness says nothing of the
+        /// target, whose phase start is the target's own record or the last progress the watcher saw; the stall
+        /// is judged at once, noting the lateness (the machine's share is then for the starvation verdict).
+        package var lateWakeupDefers = true
         package var strategy: Strategy
 
         package init(
@@ -114,6 +121,8 @@ package struct StallDetector: Sendable {
     private var lastSuspended: UInt64?
     /// Deferred judgement after a late wake-up: the sequence it applies to and when to look again.
     private var grace: (sequence: UInt64, until: UInt64, note: String)?
+    /// The last observation found the machine suspended since the one before.
+    private var suspendedDuringLook = false
     private var classicSequence: UInt64?
     private var classicTimeouts = 0
     /// The time of the first observation: nothing before it was watched.
@@ -163,9 +172,10 @@ package struct StallDetector: Sendable {
         if o.now < crossAt { return wake(at: crossAt) }
         if let lateNote {
             grace = (snap.sequence, o.now &+ min(configuration.thresholdNanos, 100_000_000), lateNote)
-            return wake(at: grace!.until)
+            if configuration.lateWakeupDefers || suspendedDuringLook { return wake(at: grace!.until) }
+        } else if let g = grace, g.sequence == snap.sequence, o.now < g.until {
+            return wake(at: g.until)
         }
-        if let g = grace, g.sequence == snap.sequence, o.now < g.until { return wake(at: g.until) }
         return begin(snap, crossAt: crossAt, now: o.now, events: &events)
     }
 
@@ -218,6 +228,7 @@ package struct StallDetector: Sendable {
     private mutating func checkLateWakeup(_ o: Observation, events: inout [Event]) -> String? {
         var delay: UInt64 = 0
         var note: String?
+        suspendedDuringLook = false
         if o.timedOut, let expected = expectedWake, o.now > expected,
             o.now - expected > configuration.lateWakeupToleranceNanos
         {
@@ -229,6 +240,7 @@ package struct StallDetector: Sendable {
         {
             delay = max(delay, o.suspendedNanos - last)
             note = "the machine was suspended for \((o.suspendedNanos - last) / 1_000_000) ms"
+            suspendedDuringLook = true
         }
         lastSuspended = o.suspendedNanos
         expectedWake = nil

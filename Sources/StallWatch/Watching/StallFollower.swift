@@ -129,7 +129,15 @@ package struct StallFollower<Source: ProgressSource> {
         let observation = StallDetector.Observation(
             snapshot: snapshot, now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
             stallEndNanos: stallEnd, timedOut: timedOut)
-        let (events, wait) = detector.observe(observation)
+        var (events, wait) = detector.observe(observation)
+        // A late wake-up reported with a stall's beginning is part of that stall's evidence (the stall's own notes
+        // say it): its figure is applied after the beginning.
+        let beganNow = events.contains { if case .began = $0 { true } else { false } }
+        if beganNow {
+            let late = events.filter { if case .lateWakeup = $0 { true } else { false } }
+            events.removeAll { if case .lateWakeup = $0 { true } else { false } }
+            events += late
+        }
         var lookAgain = false
         for event in events {
             switch event {
@@ -173,7 +181,9 @@ package struct StallFollower<Source: ProgressSource> {
                 }
                 following(false)
             case .lateWakeup(let delay):
-                recorder.addNote("the \(watcher.rawValue) woke \(delay / 1_000_000) ms late during the stall")
+                if !beganNow {
+                    recorder.addNote("the \(watcher.rawValue) woke \(delay / 1_000_000) ms late during the stall")
+                }
                 recorder.noteLateWakeup(delay)
                 recorder.emit(.lateWakeup(delayMs: StallReport.milliseconds(delay)))
             }
