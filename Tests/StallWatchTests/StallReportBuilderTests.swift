@@ -173,4 +173,36 @@ final class TableResolver: FrameResolving {
         }
         #expect(try build().encodedJSON() == build().encodedJSON())
     }
+
+    /// A stall no thread held (a queue waiting for a pool thread), taken up at its end by thread 42, whose figures
+    /// run from the stall's start (1 000 ms) to its reading at 1 400 ms.
+    static func takenUpEvidence(cpuMs: UInt64, runQueueMs: UInt64) -> StallEvidence {
+        var evidence = StallEvidence(
+            stall: stall, threadID: 42, reportID: "r2", wallAtBegin: 1_790_000_000_000 * ms, monoAtBegin: 1_260 * ms,
+            intervalNanos: 50 * ms)
+        evidence.tookUpAtEnd = true
+        evidence.stallStartSchedule = ThreadSchedule(cpuNanos: 0, runQueueWaitNanos: 0, monotonicNanos: 1_000 * ms)
+        var last = probe(cpuMs: cpuMs)
+        last.runQueueWaitNanos = runQueueMs * ms
+        evidence.lastProbe = (last, 1_400 * ms)
+        return evidence
+    }
+
+    /// Its CPU time was other work, never the queue's: a thread that ran a good part of the threshold says the
+    /// pool was busy (no cause of the queue's own); one that barely ran and mostly waited for a CPU was starved.
+    @Test func aStallTakenUpAtItsEndIsNeverBlamedOnTheQueueAndStarvedOnlyWhenItsTakerBarelyRan() throws {
+        let build = { (evidence: StallEvidence) in
+            Self.builder().build(
+                evidence, status: .ended, endNanos: 1_390 * Self.ms, final: true, now: 1_400 * Self.ms,
+                symbols: TableResolver())
+        }
+        let busy = try #require(build(Self.takenUpEvidence(cpuMs: 300, runQueueMs: 90)).cause)
+        #expect(busy.kind == .unknown)
+        #expect(busy.evidence.contains { $0.contains("took it up") })
+        #expect(busy.evidence.contains { $0.contains("ran other work for 300 ms") }, "\(busy.evidence)")
+        let starved = try #require(build(Self.takenUpEvidence(cpuMs: 5, runQueueMs: 380)).cause)
+        #expect(starved.kind == .starved, "\(starved.evidence)")
+        let idle = try #require(build(Self.takenUpEvidence(cpuMs: 5, runQueueMs: 10)).cause)
+        #expect(idle.kind == .unknown, "\(idle.evidence)")
+    }
 }

@@ -55,7 +55,9 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// ping was sent (the start of that ping's busy phase). Pool threads are reused, so the thread that takes the
     /// next ping up is most often that one: its run-queue wait over a stall with nobody draining the queue says
     /// whether the machine held the queue up. One `schedstat` read per ping, on the probe's own thread.
-    private let lastDrainerAtPing = Mutex<(threadID: Int32, schedule: ThreadSchedule)?>(nil)
+    private let lastDrainerAtPing = Mutex<(sequence: UInt64, threadID: Int32, schedule: ThreadSchedule)?>(nil)
+    /// The threads that answered the last few pings, by the sequence of the busy phase each answer ended.
+    private let answeredBy = Mutex<[(sequence: UInt64, threadID: Int32)]>([])
     private let answered = Atomic<UInt64>(0)
     /// Bumped by start and stop: a ping or timer of an older generation does nothing.
     private let generation = Atomic<UInt64>(0)
@@ -169,13 +171,13 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
 
     /// On the probe's thread.
     private func sendPing(generation sent: UInt64) {
-        guard record(.beforeSources, busyEdge: true, generation: sent) else { return }
+        guard let busy = record(.beforeSources, busyEdge: true, generation: sent) else { return }
         let drainer = threads.withLock { threads in
             !targetIsMain || threads.poolDrained ? threads.last : nil
         }
         if let drainer {
             let schedule = ProcDirectory(processID: getpid(), threadID: drainer).schedstat(now: sw_monotonic_ns())
-            lastDrainerAtPing.withLock { $0 = schedule.map { (drainer, $0) } }
+            lastDrainerAtPing.withLock { $0 = schedule.map { (busy, drainer, $0) } }
         }
         target.async { [weak self] in self?.answer(generation: sent) }
     }
@@ -184,29 +186,33 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     package var unsampledReason: String? {
         let poolDrained = threads.withLock { !targetIsMain || $0.poolDrained }
         guard poolDrained else { return nil }
-        return "no thread was draining the "
-            + (targetIsMain ? "main queue (after dispatchMain(), pool threads drain it)" : "queue")
-            + ": it was waiting for a pool thread to take it up, so there was no thread to sample"
+        return targetIsMain
+            ? "no thread was draining the main queue (after dispatchMain(), pool threads drain it): it was waiting "
+                + "for a pool thread to take it up, so there was no thread to sample"
+            : "no thread was draining the queue: it was waiting to be taken up (by a pool thread, or behind the work "
+                + "of the queue it targets), so there was no thread to sample"
     }
 
-    /// The thread that answered since a stall with nobody draining the queue began, with its schedule at the
-    /// stall's start when it was the thread read as that ping was sent.
-    package func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
-        threadID: Int32, scheduleAtStart: ThreadSchedule?
-    )? {
-        guard let last = threads.withLock({ $0.last }) else { return nil }
-        let baseline = lastDrainerAtPing.withLock { $0 }
-        guard let baseline, baseline.threadID == last, baseline.schedule.monotonicNanos >= phaseStartNanos else {
-            return (last, nil)
-        }
-        return (last, baseline.schedule)
+    /// The thread whose answer ended the ping's busy phase `sequence` (a stall with nobody draining the queue), with
+    /// its schedule at the phase's start when it was the thread read as that ping was sent.
+    package func threadThatTookUp(busyPhase sequence: UInt64) -> (threadID: Int32, scheduleAtStart: ThreadSchedule?)? {
+        guard let taker = answeredBy.withLock({ $0.last { $0.sequence == sequence } })?.threadID else { return nil }
+        guard let baseline = lastDrainerAtPing.withLock({ $0 }), baseline.sequence == sequence,
+            baseline.threadID == taker
+        else { return (taker, nil) }
+        return (taker, baseline.schedule)
     }
 
     /// On the pinged queue (the main thread).
     private func answer(generation sent: UInt64) {
-        owner.confirm(drainingThread: sw_gettid())
+        let tid = sw_gettid()
+        owner.confirm(drainingThread: tid)
         learnCurrentThread()
-        guard record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
+        guard let idle = record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
+        answeredBy.withLock { answers in
+            if answers.count >= 8 { answers.removeFirst() }
+            answers.append((idle &- 1, tid))
+        }
         answered.add(1, ordering: .relaxed)
         clock.arm(at: DispatchTime.now().uptimeNanoseconds + interval.nanoseconds, generation: sent)
     }
@@ -231,14 +237,15 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     }
 
     /// Publishes a transition unless the probe was stopped or restarted since `generation` (checked under the
-    /// same lock stop() bumps it with, so a late ping never republishes a busy phase after `exit`).
+    /// same lock stop() bumps it with, so a late ping never republishes a busy phase after `exit`). Returns the
+    /// sequence recorded; nil when it did not publish.
     @discardableResult
-    private func record(_ activity: LoopActivity, busyEdge: Bool, generation expected: UInt64?) -> Bool {
+    private func record(_ activity: LoopActivity, busyEdge: Bool, generation expected: UInt64?) -> UInt64? {
         sequence.withLock { value in
-            if let expected, generation.load(ordering: .acquiring) != expected { return false }
+            if let expected, generation.load(ordering: .acquiring) != expected { return nil }
             value &+= 1
             state.record(activity, sequence: value, busyEdge: busyEdge, timeMoved: true)
-            return true
+            return value
         }
     }
 }

@@ -39,10 +39,10 @@ package protocol ProgressSource {
     /// Why a stall has no thread to sample, when the loop is held by no thread (a queue that waits for a pool
     /// thread to take it): a note of its report. Asked when a stall begins with ``sampledThread`` nil.
     var unsampledReason: String? { get }
-    /// For a stall that had no thread to sample: the thread that took the loop up and ended it, with its schedule
-    /// at the stall's start (`phaseStartNanos`) when the source read it then. Its run-queue wait over the stall
+    /// For a stall that had no thread to sample: the thread that took the loop up and ended its busy phase
+    /// `sequence`, with its schedule at the phase's start when the source read it then. Its run-queue wait over the stall
     /// tells whether the machine held the loop up. Asked when such a stall ends.
-    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+    func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?
     )?
 
@@ -78,7 +78,7 @@ extension ProgressSource {
     package var phaseStartSchedule: ThreadSchedule? { nil }
     package var withdrawal: String? { nil }
     package var unsampledReason: String? { nil }
-    package func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+    package func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?
     )? { nil }
     package mutating func claimStall(_ stall: StallDetector.Stall) -> Bool { true }

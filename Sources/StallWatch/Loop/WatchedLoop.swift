@@ -27,8 +27,8 @@ protocol SampledLoop: WatchedLoop {
     var iterations: UInt64? { get }
     /// See ``ProgressSource/unsampledReason``.
     var unsampledReason: String? { get }
-    /// See ``ProgressSource/threadThatTookUp(stallStartedAt:)``.
-    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+    /// See ``ProgressSource/threadThatTookUp(busyPhase:)``.
+    func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?
     )?
 }
@@ -36,7 +36,7 @@ protocol SampledLoop: WatchedLoop {
 extension SampledLoop {
     /// A loop run by a thread of its own always has one to sample.
     var unsampledReason: String? { nil }
-    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+    func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?
     )? {
         nil

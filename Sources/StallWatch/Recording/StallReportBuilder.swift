@@ -271,11 +271,19 @@ struct StallReportBuilder {
         // No sample of the thread during the stall: no evidence of what held it, unless the kernel's figures from
         // the stall's start say the machine did (they run past its end, to the last reading: the share of the wait
         // errs low).
-        func figuresOnly(_ why: String) -> StallReport.Cause {
+        func figuresOnly(_ why: String, ranOtherWork: Bool = false) -> StallReport.Cause {
             guard evidence.stallStartSchedule != nil, let cpu = CauseClassifier.cpuFact(input) else {
                 return .init(kind: .unknown, evidence: [why])
             }
             let figures = ["from the stall's start to the thread's last reading, " + cpu]
+            if ranOtherWork, let threshold = input.thresholdNanos, let ran = input.loopCPUNanos, ran * 4 >= threshold {
+                // Busy with other work: the pool's threads were taken, whatever the machine did besides.
+                return .init(
+                    kind: .unknown,
+                    evidence: [why] + figures + [
+                        "it ran other work for \(ran / 1_000_000) ms of the stall: the pool's threads were busy"
+                    ])
+            }
             if input.wallNanos * 2 >= input.stallNanos ?? input.wallNanos,
                 let starved = CauseClassifier.runQueueStarvation(input, evidence: [why] + figures)
             {
@@ -285,9 +293,11 @@ struct StallReportBuilder {
                 kind: .unknown, evidence: [why] + figures + [CauseClassifier.runQueueFact(input)].compactMap { $0 })
         }
         if evidence.tookUpAtEnd {
-            // Its CPU time was other work (a pool thread runs other queues' blocks), never the loop's.
+            // Its CPU time was other work (a pool thread runs other queues' blocks), never the loop's: starved only
+            // when it barely ran and waited for a CPU.
             return figuresOnly(
-                "no thread held the loop during the stall: thread \(tid) took it up and ended it (not sampled)")
+                "no thread held the loop during the stall: thread \(tid) took it up and ended it (not sampled)",
+                ranOtherWork: true)
         }
         if notSampled {
             return figuresOnly(

@@ -29,10 +29,10 @@ struct LoopProgressSource: ProgressSource {
     var sampledThread: SampledThread? { details?.sampledThread }
     var annotations: [String: String] { details?.annotations ?? [:] }
     var unsampledReason: String? { details?.unsampledReason }
-    func threadThatTookUp(stallStartedAt phaseStartNanos: UInt64) -> (
+    func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?
     )? {
-        details?.threadThatTookUp(stallStartedAt: phaseStartNanos)
+        details?.threadThatTookUp(busyPhase: sequence)
     }
     /// Reads are two atomic loads: look again at once rather than sleep through the stall's end.
     var looksAgainAtOnce: Bool { true }

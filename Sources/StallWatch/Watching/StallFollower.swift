@@ -170,7 +170,7 @@ package struct StallFollower<Source: ProgressSource> {
                 let withdrawal = source.withdrawal
                 // No thread held the loop during the stall: the one that took it up ended it, and its figures
                 // from the stall's start say whether it waited for a CPU meanwhile.
-                if !recorder.hasThread, let taker = source.threadThatTookUp(stallStartedAt: stall.startNanos) {
+                if !recorder.hasThread, let taker = source.threadThatTookUp(busyPhase: stall.sequence) {
                     recorder.adoptThreadThatTookUp(taker.threadID, scheduleAtStart: taker.scheduleAtStart)
                 }
                 source.stallEnded()
