@@ -7,9 +7,11 @@ import Foundation
 
 extension Stalls {
     /// Blocks the loop once in `poll(2)` on a pipe nobody writes, with a timeout of `durationMs`, without
-    /// retrying, then prints `{"event":"waited","call":"poll","ms":<elapsed>,"errno":<errno or 0>}` on stdout
-    /// (before the stall ends, so the line precedes the stall's `ended` line). A capture that interrupted the
-    /// loop would show as `"errno":4` (EINTR) and a short `ms`.
+    /// retrying, then prints `{"event":"waited","call":"poll","ms":<elapsed>,"errno":<errno or 0>,
+    /// "runQueueMs":<ms>}` on stdout (before the stall ends, so the line precedes the stall's `ended` line). A
+    /// capture that interrupted the loop would show as `"errno":4` (EINTR) and a short `ms`. `runQueueMs` is the
+    /// time the thread waited for a CPU meanwhile (its schedstat; -1 when unreadable): once its timeout expires, a
+    /// loaded machine holds the thread up that long before the call returns.
     @inline(never)
     static func stallInWait(durationMs: Int) {
         var fds: [Int32] = [-1, -1]
@@ -19,11 +21,25 @@ extension Stalls {
             close(fds[1])
         }
         var entry = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+        let waitBefore = runQueueWaitNanos()
         let start = DispatchTime.now().uptimeNanoseconds
         let result = poll(&entry, 1, Int32(clamping: durationMs))
         let failure = result < 0 ? errno : 0
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-        let line = #"{"event":"waited","call":"poll","ms":\#(Int(elapsed.rounded())),"errno":\#(failure)}"# + "\n"
+        var runQueueMs = -1
+        if let before = waitBefore, let after = runQueueWaitNanos(), after >= before {
+            runQueueMs = Int((Double(after - before) / 1e6).rounded(.up))
+        }
+        let line =
+            #"{"event":"waited","call":"poll","ms":\#(Int(elapsed.rounded())),"errno":\#(failure),"#
+            + #""runQueueMs":\#(runQueueMs)}"# + "\n"
         FileHandle.standardOutput.write(Data(line.utf8))
+    }
+
+    /// The calling thread's run-queue wait so far (the second field of its `schedstat`), in nanoseconds.
+    private static func runQueueWaitNanos() -> UInt64? {
+        guard let text = try? String(contentsOfFile: "/proc/thread-self/schedstat", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        return fields.count >= 2 ? UInt64(fields[1]) : nil
     }
 }

@@ -14,6 +14,26 @@ enum PoolBlockingShapes {
     static let blockedTask = Mutex<UInt64>(0)
     /// How long the last shape's blocking call really took, ms (a loaded machine oversleeps).
     static let blockedMs = Mutex<Double>(0)
+    /// The blocked thread's run-queue wait (schedstat, ns) as the shape's blocking function began: against a later
+    /// reading, how long a loaded machine kept the job's thread from a CPU.
+    static let runQueueAtStart = Mutex<UInt64>(0)
+
+    /// Notes the blocked thread, task and run-queue wait, first thing in a blocking function.
+    static func noteBlockedThread() {
+        let tid = sw_gettid()
+        let wait = ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: 0)?.runQueueWaitNanos ?? 0
+        runQueueAtStart.withLock { $0 = wait }
+        blockedThread.withLock { $0 = tid }
+        blockedTask.withLock { $0 = ConcurrencyWatchdog.currentTaskID ?? 0 }
+    }
+
+    /// How long the blocked thread has waited for a CPU since its blocking function began, ms.
+    static func runQueueMsSinceStart() -> Double {
+        let tid = blockedThread.withLock { $0 }
+        let now = ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: 0)?.runQueueWaitNanos ?? 0
+        let start = runQueueAtStart.withLock { $0 }
+        return now >= start ? Double(now - start) / 1e6 : 0
+    }
 
     static func measure(_ body: () -> Void) {
         let start = ContinuousClock.now
@@ -26,15 +46,13 @@ enum PoolBlockingShapes {
 
     @inline(never)
     static func blockInUsleep(milliseconds: Int) {
-        blockedThread.withLock { $0 = sw_gettid() }
-        blockedTask.withLock { $0 = ConcurrencyWatchdog.currentTaskID ?? 0 }
+        noteBlockedThread()
         measure { usleep(UInt32(milliseconds * 1000)) }
     }
 
     @inline(never)
     static func spinOnCPU(milliseconds: Int) {
-        blockedThread.withLock { $0 = sw_gettid() }
-        blockedTask.withLock { $0 = ConcurrencyWatchdog.currentTaskID ?? 0 }
+        noteBlockedThread()
         measure {
             let end = ContinuousClock.now + .milliseconds(milliseconds)
             var sum = 0
