@@ -74,7 +74,9 @@ extension StallCommand {
             try ConcurrencyWatchdog.enable(configuration: configuration) { event in
                 EventPrinter.print(event)
                 guard case .ended(let report) = event else { return }
-                if kind != .saturate || report.cause?.kind == .saturated { done.signal() }
+                guard kind != .saturate || report.cause?.kind == .saturated else { return }
+                if kind != .saturate { Stalls.printRunQueueWaitSinceLastStall() }
+                done.signal()
             }
         } catch {
             fail(error.message, code: 1)

@@ -1,4 +1,5 @@
 // The `wait` stall kind: one poll(2) on a pipe nobody writes, which a sampler that signals the loop would cut short.
+import CStallWatchCore
 import Foundation
 
 #if canImport(Glibc)
@@ -21,13 +22,14 @@ extension Stalls {
             close(fds[1])
         }
         var entry = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
-        let waitBefore = runQueueWaitNanos()
+        let tid = sw_gettid()
+        let waitBefore = runQueueWaitNanos(thread: tid)
         let start = DispatchTime.now().uptimeNanoseconds
         let result = poll(&entry, 1, Int32(clamping: durationMs))
         let failure = result < 0 ? errno : 0
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
         var runQueueMs = -1
-        if let before = waitBefore, let after = runQueueWaitNanos(), after >= before {
+        if let before = waitBefore, let after = runQueueWaitNanos(thread: tid), after >= before {
             runQueueMs = Int((Double(after - before) / 1e6).rounded(.up))
         }
         let line =
@@ -36,10 +38,4 @@ extension Stalls {
         FileHandle.standardOutput.write(Data(line.utf8))
     }
 
-    /// The calling thread's run-queue wait so far (the second field of its `schedstat`), in nanoseconds.
-    private static func runQueueWaitNanos() -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/thread-self/schedstat", encoding: .utf8) else { return nil }
-        let fields = text.split(separator: " ")
-        return fields.count >= 2 ? UInt64(fields[1]) : nil
-    }
 }

@@ -12,6 +12,15 @@ package enum Fixtures {
         }
     }
 
+    /// How long the demo's stall thread waited for a CPU from the stall's start to its report, as the demo says on
+    /// standard error (`stallwatch-demo: the stall's thread waited 12.3 ms for a CPU`); nil when it did not.
+    package static func demoStallThreadRunQueueMs(_ stderr: String) -> Double? {
+        stderr.split(separator: "\n").lazy.compactMap { line -> Double? in
+            guard let range = line.range(of: "the stall's thread waited ") else { return nil }
+            return Double(line[range.upperBound...].prefix { $0 != " " })
+        }.first
+    }
+
     /// The directory holding the test bundle and the package's executables.
     package static let productsDirectory: URL = {
         let exe =
