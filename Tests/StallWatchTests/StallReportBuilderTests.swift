@@ -205,4 +205,24 @@ final class TableResolver: FrameResolving {
         let idle = try #require(build(Self.takenUpEvidence(cpuMs: 5, runQueueMs: 10)).cause)
         #expect(idle.kind == .unknown, "\(idle.evidence)")
     }
+
+    /// A thread read as it exits has no schedstat (CPU in clock ticks, no run-queue wait): its figures end at the
+    /// last reading that had them, and a loop that mostly waited for a CPU until then is still starved.
+    @Test func figuresEndAtTheLastReadingThatHasThemWhenTheThreadIsReadAsItExits() throws {
+        var evidence = Self.onCPUEvidence()
+        evidence.firstProbe?.runQueueWaitNanos = 0
+        evidence.samples[1].probe?.cpuNanos = 502 * Self.ms
+        evidence.samples[1].probe?.runQueueWaitNanos = 48 * Self.ms
+        var exiting = Self.probe(cpuMs: 510)
+        exiting.scheduleRead = false
+        let stack = UnwoundFrame.backtrace([0x1000, 0x2000, 0x3000])
+        evidence.samples.append(.init(offsetNanos: 360 * Self.ms, frames: stack, pauseNanos: 20_000, probe: exiting))
+        evidence.lastProbe = (exiting, 1_400 * Self.ms)
+        let report = Self.builder().build(
+            evidence, status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+            symbols: TableResolver())
+        let cause = try #require(report.cause)
+        #expect(cause.evidence.contains { $0.contains("waited 48 ms for a CPU") }, "\(cause.evidence)")
+        #expect(cause.kind == .starved, "\(cause)")
+    }
 }

@@ -220,17 +220,21 @@ struct StallReportBuilder {
         }
         var loopCPU: UInt64?
         var runQueueWait: UInt64?
-        if let first = evidence.firstProbe?.cpuNanos, let last = samples.last?.probe?.cpuNanos, last >= first {
+        // The figures end at the last reading that has them: a thread read as it exits (its process ending the
+        // stall) has no schedstat, and stat's coarser CPU time and no run-queue wait are nothing to subtract from.
+        let lastMeasured = samples.last { $0.probe?.scheduleRead == true }
+        let finalProbe = evidence.lastProbe.flatMap { $0.probe.scheduleRead ? $0 : nil }
+        if let first = evidence.firstProbe?.cpuNanos, let last = lastMeasured?.probe?.cpuNanos, last >= first {
             loopCPU = last - first
         }
-        if let first = evidence.firstProbe?.runQueueWaitNanos, let last = samples.last?.probe?.runQueueWaitNanos,
+        if let first = evidence.firstProbe?.runQueueWaitNanos, let last = lastMeasured?.probe?.runQueueWaitNanos,
             last >= first
         {
             runQueueWait = last - first
         }
-        // The CPU delta covers first → last sample, not the whole stall: compare it with that span.
-        var span = (samples.last?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
-        if span == 0, let first = evidence.firstProbe, let (last, at) = evidence.lastProbe, at > evidence.monoAtBegin {
+        // The CPU delta covers first → last measured sample, not the whole stall: compare it with that span.
+        var span = (lastMeasured?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
+        if span == 0, let first = evidence.firstProbe, let (last, at) = finalProbe, at > evidence.monoAtBegin {
             // One sample only: detection → the final report.
             span = at - evidence.monoAtBegin
             if last.cpuNanos >= first.cpuNanos { loopCPU = last.cpuNanos - first.cpuNanos }
@@ -242,8 +246,8 @@ struct StallReportBuilder {
         // a CPU before it was detected, still has its run-queue evidence.
         if let start = evidence.stallStartSchedule {
             let end =
-                evidence.lastProbe.map { ($0.probe, $0.monoNanos) }
-                ?? samples.last.flatMap { sample in
+                finalProbe.map { ($0.probe, $0.monoNanos) }
+                ?? lastMeasured.flatMap { sample in
                     sample.probe.map { ($0, evidence.stall.startNanos &+ sample.offsetNanos) }
                 }
             if let (last, at) = end, at > start.monotonicNanos, last.cpuNanos >= start.cpuNanos,

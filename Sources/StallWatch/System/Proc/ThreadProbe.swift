@@ -19,6 +19,9 @@ package struct ThreadProbe: Sendable, Equatable {
     var involuntarySwitches: UInt64
     /// Time spent runnable but waiting for a CPU (schedstat), nanoseconds.
     var runQueueWaitNanos: UInt64
+    /// False when `schedstat` could not be read (a thread that is exiting): the CPU time is then stat's clock
+    /// ticks and the run-queue wait 0, no figures to take a difference with.
+    var scheduleRead = true
     /// The whole `syscall` reading: arguments, stack pointer and program counter.
     package var wait: ThreadWait? = nil
 
@@ -50,6 +53,8 @@ package struct ThreadProbe: Sendable, Equatable {
         if let schedule = directory.schedstat(now: 0) {
             probe.cpuNanos = schedule.cpuNanos
             probe.runQueueWaitNanos = schedule.runQueueWaitNanos
+        } else {
+            probe.scheduleRead = false
         }
         return probe
     }
