@@ -50,14 +50,7 @@ extension StallReport.Cause.BlockingProcess {
     package static func behind(_ wait: ThreadWait, pid: Int32) -> Self? {
         guard let number = wait.number else { return nil }
         if number == 72 || number == 73 { return FileLockHolder.holder(pid: pid, wait: wait).map(fileLock) }
-        if number == 202 {
-            return SharedLock.finding(pid: pid, wait: wait)?.owner.flatMap(CauseClassifier.blockingProcess)
-        }
-        if let semaphore = SemaphoreHolder.holder(pid: pid, wait: wait) {
-            return CauseClassifier.blockingProcess(semaphore)
-        }
-        guard let waits = WaitDescriptors.read(pid: pid, wait: wait), OwnWakeups.sleep(pid: pid, waits: waits) == nil
-        else { return nil }
-        return PeerEndpoints.otherProcess(pid: pid, waits: waits).flatMap(CauseClassifier.blockingProcess)
+        let look = OtherProcessLook.read(pid: pid, wait: wait)
+        return (look.sharedLock?.owner ?? look.otherProcess).flatMap(CauseClassifier.blockingProcess)
     }
 }

@@ -28,6 +28,32 @@ struct OtherProcessWait: Sendable, Hashable {
     var evidence: String
 }
 
+/// What the kernel's records say of the other process behind one wait (a futex, a semaphore, descriptors): read the
+/// same way for a stall's sample and for `dump`. At most one of the three is set.
+struct OtherProcessLook: Sendable {
+    /// A futex wait on a lock word shared with other processes, with the owner it names.
+    var sharedLock: SharedLock.Finding?
+    /// A SysV semaphore's last operator, or the process at the other end of a pipe or socket waited on.
+    var otherProcess: OtherProcessWait?
+    /// A timed wait on the process's own wake-ups only: a sleep, as a phrase.
+    var ownWakeupSleep: String?
+
+    /// Reads the records behind `wait` of process `pid`; `sharedLocks`: false when a futex wait's owner is known
+    /// already (a lock of the process's own), so the shared-lock scan is not needed.
+    static func read(pid: Int32, wait: ThreadWait, sharedLocks: Bool = true) -> Self {
+        var look = Self()
+        if wait.number == 202 {
+            if sharedLocks { look.sharedLock = SharedLock.finding(pid: pid, wait: wait) }
+        } else if let semaphore = SemaphoreHolder.holder(pid: pid, wait: wait) {
+            look.otherProcess = semaphore
+        } else if let waits = WaitDescriptors.read(pid: pid, wait: wait) {
+            look.ownWakeupSleep = OwnWakeups.sleep(pid: pid, waits: waits)
+            if look.ownWakeupSleep == nil { look.otherProcess = PeerEndpoints.otherProcess(pid: pid, waits: waits) }
+        }
+        return look
+    }
+}
+
 /// The other processes' descriptors, read once per question: which processes hold a pipe or socket inode.
 struct ProcessDescriptorIndex {
     /// The holders of each wanted link target (`pipe:[…]`, `socket:[…]`): pid and descriptor.

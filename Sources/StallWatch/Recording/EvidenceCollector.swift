@@ -266,16 +266,10 @@ struct EvidenceCollector {
             sample.sharedLock = before.sharedLock
             return
         }
-        if wait.number == 202 {
-            if sample.lockOwner == nil { sample.sharedLock = SharedLock.finding(pid: pid, wait: wait) }
-            return
-        }
-        if let semaphore = SemaphoreHolder.holder(pid: pid, wait: wait) {
-            sample.otherProcess = semaphore
-        } else if let waits = WaitDescriptors.read(pid: pid, wait: wait) {
-            sample.ownWakeupSleep = OwnWakeups.sleep(pid: pid, waits: waits)
-            if sample.ownWakeupSleep == nil { sample.otherProcess = PeerEndpoints.otherProcess(pid: pid, waits: waits) }
-        }
+        let look = OtherProcessLook.read(pid: pid, wait: wait, sharedLocks: sample.lockOwner == nil)
+        sample.sharedLock = look.sharedLock
+        sample.otherProcess = look.otherProcess
+        sample.ownWakeupSleep = look.ownWakeupSleep
     }
 
     /// Samples the stuck thread if a sample is due (between the threads of a snapshot).
