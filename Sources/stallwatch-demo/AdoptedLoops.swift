@@ -39,7 +39,9 @@ extension StallCommand {
         let repeatCount = repeatCount
         let watchdog = Watchdog(loop: loop, configuration: configuration) { event in
             EventPrinter.print(event)
-            if case .ended = event, finished.increment() == repeatCount { onFinished() }
+            guard case .ended = event, finished.increment() == repeatCount else { return }
+            Stalls.printRunQueueWaitSinceLastStall()
+            onFinished()
         }
         do {
             try watchdog.start()

@@ -58,12 +58,15 @@ import Testing
         monitor.annotate("route", "/sessions")
         let ended = DispatchSemaphore(value: 0)
         let events = Recorder<String>()
+        // The watchdog's late wake-ups, for a failure to say whether the guard withheld judgement.
+        let late = Recorder<String>()
         let watchdog = Watchdog(loop: monitor, configuration: configuration(directory, thresholdMs: 100)) { event in
             switch event {
             case .began: events.append("began")
             case .ended:
                 events.append("ended")
                 ended.signal()
+            case .lateWakeup(let delayMs): late.append("\(delayMs) ms")
             default: break
             }
         }
@@ -82,7 +85,7 @@ import Testing
         #expect(events.values.isEmpty, "a nested run is not a stall: \(events.values)")
 
         runLoop.perform { WatchdogTests.blockLoopThread(milliseconds: 400) }
-        #expect(ended.wait(timeout: .now() + 20) == .success)
+        #expect(ended.wait(timeout: .now() + 20) == .success, "late wake-ups of the watchdog: \(late.values)")
         #expect(events.values == ["began", "ended"])
         let reports = try Fixtures.reports(in: directory)
         try #require(reports.count == 1)
