@@ -1,5 +1,6 @@
-import StallWatchTestSupport
 // What counts as progress of a thread seen from /proc: leaving a call, not counters moving inside one.
+import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -161,6 +162,64 @@ import Testing
         #expect(ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: sleeps, work: socket))
         let busy = Self.moves(switches: 3, user: 5, system: 0)
         #expect(ProcProgressProbe.isProgress(from: Self.fsync(5), to: Self.running, moves: busy, work: work))
+    }
+
+    static func openat(path: UInt64) -> ThreadWait {
+        ThreadWait(
+            number: 257, arguments: [UInt64(bitPattern: -100), path, 0o1101, 0o600, 0, 0], stackPointer: 0x7ffe_1000,
+            programCounter: 0x7f00)
+    }
+
+    static func write(_ fd: UInt64) -> ThreadWait {
+        ThreadWait(number: 1, arguments: [fd, 0, 1 << 20, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f00)
+    }
+
+    /// An `open` that truncates a file with pages under writeback sleeps in the call (state D); then the writes
+    /// into the file it opened, "running" or in a call on its descriptor: one piece of work, not progress.
+    @Test func leavingTheCallThatOpenedTheWorksFileForItsWritesIsNotProgress() {
+        var work = FileWork(file: Self.file)
+        work.beganWithOpen = true
+        let writes = Self.moves(switches: 2, writes: 30, written: 30 * Self.mib, dirtied: 30 * Self.mib)
+        let open = Self.openat(path: 0x5000)
+        #expect(!ProcProgressProbe.isProgress(from: open, to: Self.running, moves: writes, work: work))
+        var onDescriptor = work
+        onDescriptor.descriptor = 7
+        #expect(!ProcProgressProbe.isProgress(from: open, to: Self.write(7), moves: writes, work: onDescriptor))
+        #expect(!ProcProgressProbe.isProgress(from: open, to: Self.fsync(7), moves: writes, work: onDescriptor))
+        // A call on another descriptor, or an open that named no file (nothing known of its path): it left the call.
+        #expect(ProcProgressProbe.isProgress(from: open, to: Self.write(9), moves: writes, work: onDescriptor))
+        #expect(ProcProgressProbe.isProgress(from: open, to: Self.running, moves: writes, work: FileWork()))
+        // Work that began on a descriptor is not continued by an open.
+        #expect(
+            ProcProgressProbe.isProgress(
+                from: open, to: Self.running, moves: writes, work: FileWork(descriptor: 5, file: Self.file)))
+    }
+
+    /// The file an `openat` names is read from the calling process's memory and resolved in its working directory.
+    @Test func theFileAnOpenCallNamesIsReadFromItsArguments() throws {
+        let name = "stallwatch-opened-\(getpid())"
+        let path = FileManager.default.currentDirectoryPath + "/" + name
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var info = stat()
+        try #require(stat(path, &info) == 0)
+        let expected = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        try name.withCString { relative in
+            try path.withCString { absolute in
+                let fromCwd = Self.openat(path: UInt64(UInt(bitPattern: relative)))
+                #expect(FileIdentity.opened(by: fromCwd, pid: getpid()) == expected)
+                let open = ThreadWait(
+                    number: 2, arguments: [UInt64(UInt(bitPattern: absolute)), 0, 0, 0, 0, 0], stackPointer: 1,
+                    programCounter: 1)
+                #expect(FileIdentity.opened(by: open, pid: getpid()) == expected)
+                let missing = Self.openat(path: 0)
+                #expect(FileIdentity.opened(by: missing, pid: getpid()) == nil)
+                let notOpen = ThreadWait(
+                    number: 0, arguments: [UInt64(UInt(bitPattern: absolute)), 0, 0, 0, 0, 0], stackPointer: 1,
+                    programCounter: 1)
+                try #require(FileIdentity.opened(by: notOpen, pid: getpid()) == nil)
+            }
+        }
     }
 
     @Test func wakeUpWritesAreNotTheLoopsWorkButReadsAre() {

@@ -1,4 +1,5 @@
 // FileWork: one piece of work on one file a watched thread is doing (write, fsync, close), as /proc shows it.
+import CStallWatchCore
 
 #if canImport(Glibc)
     import Glibc
@@ -22,6 +23,47 @@ package struct FileIdentity: Sendable, Hashable {
         let type = info.st_mode & S_IFMT
         guard type == S_IFREG || type == S_IFBLK else { return nil }
         return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// The file an `open`, `creat`, `openat` or `openat2` call of a thread of process `pid` opens, by the path its
+    /// arguments give (read from the process's memory, resolved in its root, its working directory or the
+    /// directory descriptor it names); nil for another call, an unreadable path, or one that names no regular file
+    /// or block device (yet: a file the call creates exists once it has).
+    package static func opened(by wait: ThreadWait, pid: Int32) -> FileIdentity? {
+        guard let number = wait.number, wait.arguments.count == 6 else { return nil }
+        let a = wait.arguments
+        let atCurrentDirectory = UInt64(bitPattern: -100)  // AT_FDCWD
+        let (directory, address): (UInt64, UInt64)
+        switch number {
+        case 2, 85: (directory, address) = (atCurrentDirectory, a[0])  // open, creat
+        case 257, 437: (directory, address) = (UInt64(UInt32(truncatingIfNeeded: a[0])), a[1])  // openat, openat2
+        default: return nil
+        }
+        guard let path = cString(pid, at: address), !path.isEmpty else { return nil }
+        let base: String
+        if path.hasPrefix("/") {
+            base = "/proc/\(pid)/root"
+        } else if directory == UInt64(UInt32(truncatingIfNeeded: atCurrentDirectory)) {
+            base = "/proc/\(pid)/cwd/"
+        } else {
+            guard directory < 1 << 31 else { return nil }
+            base = "/proc/\(pid)/fd/\(directory)/"
+        }
+        var info = stat()
+        guard stat(base + path, &info) == 0 else { return nil }
+        let type = info.st_mode & S_IFMT
+        guard type == S_IFREG || type == S_IFBLK else { return nil }
+        return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// A NUL-terminated string of at most `PATH_MAX` bytes at `address` in process `pid`'s memory.
+    private static func cString(_ pid: Int32, at address: UInt64) -> String? {
+        guard address != 0 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        // A string near the end of its mapping reads short: what was read is enough if it holds the NUL.
+        let read = bytes.withUnsafeMutableBytes { sw_read_memory(pid, address, $0.baseAddress, UInt($0.count)) }
+        guard read > 0, let end = bytes.prefix(Int(read)).firstIndex(of: 0) else { return nil }
+        return String(decoding: bytes[..<end], as: UTF8.self)
     }
 }
 
@@ -56,10 +98,20 @@ package struct FileWork: Sendable, Equatable {
         fetchedCredit = previous.fetchedCredit
     }
 
-    /// A look saw the thread in a call on this work's file.
+    /// The work began with the call that opened its file by its path (`file` is what the path named).
+    package var beganWithOpen = false
+
+    /// A look saw the thread in a call on this work's file: on its descriptor, or the call that opened it.
     package func isOn(_ wait: ThreadWait?) -> Bool {
-        guard let descriptor, file != nil, let wait, Self.isFileCall(wait) else { return false }
-        return wait.descriptor == descriptor
+        guard file != nil, let wait else { return false }
+        if Self.isOpenCall(wait) { return beganWithOpen }
+        guard let descriptor else { return false }
+        return Self.isFileCall(wait) && wait.descriptor == descriptor
+    }
+
+    /// A call that opens a file by its path: its descriptor is known only once it returns.
+    package static func isOpenCall(_ wait: ThreadWait) -> Bool {
+        wait.number.map { [2, 85, 257, 437].contains($0) } ?? false
     }
 
     /// A call on a descriptor that works on the file's data or its life: a read or write, a sync, a truncation,

@@ -176,6 +176,11 @@ package struct ProcProgressProbe: Sendable {
             if let wait, FileWork.isFileCall(wait), let descriptor = wait.descriptor {
                 next.descriptor = descriptor
                 next.file = FileIdentity.of(pid: processID, descriptor: descriptor)
+            } else if let wait, FileWork.isOpenCall(wait) {
+                // Opening a file (truncating it, waiting for its writeback) and then working on it is one piece of
+                // work: the descriptor its next calls use must name the file the path named.
+                next.file = FileIdentity.opened(by: wait, pid: processID)
+                next.beganWithOpen = next.file != nil
             }
             work = next
         }
@@ -264,6 +269,10 @@ package struct ProcProgressProbe: Sendable {
                 ? work.file : FileIdentity.of(pid: processID, descriptor: descriptor)
             if let known = work.descriptor {
                 anotherFile = known != descriptor || (file != nil && work.file != nil && file != work.file)
+            } else if let opened = work.file {
+                // The work began with the call that opened its file: its descriptor is the first one naming it.
+                anotherFile = file != opened
+                if !anotherFile { work.descriptor = descriptor }
             } else {
                 work.descriptor = descriptor
                 work.file = file
@@ -432,6 +441,10 @@ package struct ProcProgressProbe: Sendable {
             // Out of a call on a file the thread works on, into the kernel ("running") or user space, having done
             // nothing but that work: between its calls (a write's end, then its fsync).
             if !(after?.inSyscall ?? false), work.isOn(before), fileWorkOnly { return false }
+            // From the call that opened the work's file straight into a call on the descriptor it gave.
+            if let after, FileWork.isOpenCall(before), work.isOn(before), work.isOn(after), fileWorkOnly {
+                return false
+            }
             // Left the call (into user space or another call).
             return true
         }
