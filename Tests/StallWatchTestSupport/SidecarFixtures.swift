@@ -79,6 +79,8 @@ package final class Spawned: @unchecked Sendable {
     private let lock = NSLock()
     private var outData = Data()
     private var errData = Data()
+    /// Entered for each pipe, left by its handler at its end of file: every byte the process wrote has been read.
+    private let drained = DispatchGroup()
 
     package init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: path)
@@ -88,12 +90,25 @@ package final class Spawned: @unchecked Sendable {
         process.environment = env
         process.standardOutput = outPipe
         process.standardError = errPipe
+        let drained = drained
+        drained.enter()
+        drained.enter()
         outPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
+            guard !d.isEmpty else {
+                h.readabilityHandler = nil
+                drained.leave()
+                return
+            }
             self?.lock.withLock { self?.outData.append(d) }
         }
         errPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
+            guard !d.isEmpty else {
+                h.readabilityHandler = nil
+                drained.leave()
+                return
+            }
             self?.lock.withLock { self?.errData.append(d) }
         }
         try process.run()
@@ -103,13 +118,17 @@ package final class Spawned: @unchecked Sendable {
     package var stdout: String { lock.withLock { String(decoding: outData, as: UTF8.self) } }
     package var stderr: String { lock.withLock { String(decoding: errData, as: UTF8.self) } }
 
-    /// Waits for exit up to `timeout`; returns the termination status (or nil on timeout).
+    /// Waits for exit up to `timeout`, then for both pipes' end of file (all the output read: a process that
+    /// leaves a child holding them keeps them open, so this too is bounded by `timeout`); returns the termination
+    /// status (or nil on timeout).
     @discardableResult
     package func wait(timeout: Duration = .seconds(30)) -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
         if process.isRunning { return nil }
-        usleep(50_000)  // let the readability handlers drain
+        let left = max(.zero, deadline - ContinuousClock.now)
+        let nanos = left.components.seconds * 1_000_000_000 + left.components.attoseconds / 1_000_000_000
+        _ = drained.wait(timeout: .now() + .nanoseconds(Int(nanos)))
         return process.terminationStatus
     }
 
