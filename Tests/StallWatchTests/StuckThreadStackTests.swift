@@ -32,13 +32,18 @@ final class BlindFirstSampler: StackSampling {
 
 /// A loop stuck in one phase on `thread` until the sampler has taken `samples` samples; it then turns once and ends.
 struct StuckUntilSampled: ProgressSource {
-    let sampler: BlindFirstSampler
+    /// How many samples of the loop thread the sampler has taken.
+    let taken: @Sendable () -> Int
     let thread: Int32
     let samples: Int
     let phaseStart = sw_monotonic_ns() &- 1_000_000_000
 
     init(sampler: BlindFirstSampler, thread: Int32, samples: Int) {
-        self.sampler = sampler
+        self.init(taken: { sampler.count.withLock { $0 } }, thread: thread, samples: samples)
+    }
+
+    init(taken: @escaping @Sendable () -> Int, thread: Int32, samples: Int) {
+        self.taken = taken
         self.thread = thread
         self.samples = samples
     }
@@ -50,7 +55,7 @@ struct StuckUntilSampled: ProgressSource {
 
     mutating func read(now: UInt64) -> ProgressReading {
         guard !turned else { return .ended(reason: nil) }
-        guard sampler.count.withLock({ $0 }) >= samples else {
+        guard taken() >= samples else {
             return .progress(LoopSnapshot(sequence: 1, activity: .afterWaiting, phaseStartNanos: phaseStart))
         }
         turned = true
@@ -125,5 +130,93 @@ struct StuckUntilSampled: ProgressSource {
         #expect(stuck.frames.isEmpty)
         #expect(stuck.error == "the thread did not stop")
         #expect(!report.notes.contains { $0.hasPrefix("the stuck thread's first sample has no stack") })
+    }
+}
+
+/// A sampler of a loop thread that waits for a lock, whose first capture of each other thread fails (a loaded
+/// machine left it no time) and whose later ones give a two-frame stack.
+final class FirstThreadCaptureFailsSampler: StackSampling {
+    let tries = Mutex<[Int32: Int]>([:])
+    /// Samples of the loop thread taken.
+    let samples = Mutex(0)
+    var captureMethod: CaptureMethod { "test" }
+
+    func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+        samples.withLock { $0 += 1 }
+        return StackSample(frames: [.programCounter(0x1000), .returnAddress(0x2000)], pauseNanos: 1)
+    }
+
+    func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        let attempt = tries.withLock { counts in
+            defer { counts[id, default: 0] += 1 }
+            return counts[id, default: 0]
+        }
+        guard attempt > 0 else { return StackSample(error: "the capture timed out", failure: "timed out") }
+        return StackSample(frames: [.programCounter(0x3000), .returnAddress(0x4000)], pauseNanos: 1)
+    }
+}
+
+extension StuckThreadStackTests {
+    /// The thread holding the lock the stuck loop waits for is the stack a reader wants most: a first capture of it
+    /// that failed is taken again while the stall lasts; other threads keep their one try.
+    @Test func aLockHoldersFailedCaptureIsTakenAgain() throws {
+        let directory = Fixtures.temporaryDirectory("holder-capture-again")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let lock = Mutex(0)
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        let ids = Mutex<(holder: Int32, waiter: Int32)>((0, 0))
+        Thread {
+            lock.withLock { _ in
+                ids.withLock { $0.holder = sw_gettid() }
+                held.signal()
+                release.wait()
+            }
+            done.signal()
+        }.start()
+        held.wait()
+        Thread {
+            ids.withLock { $0.waiter = sw_gettid() }
+            lock.withLock { _ in }
+            done.signal()
+        }.start()
+        defer {
+            release.signal()
+            done.wait()
+            done.wait()
+        }
+        // The waiter is in its futex wait for the lock (Swift's Mutex records its owner's thread id in the word).
+        #expect(
+            pollUntil {
+                let waiter = ids.withLock { $0.waiter }
+                return waiter != 0 && ProcDirectory(processID: getpid(), threadID: waiter).syscall()?.number == 202
+            })
+        let (holder, waiter) = ids.withLock { $0 }
+        var configuration = StallWatchConfiguration()
+        configuration.reportDirectory = directory
+        configuration.symbolication = .off
+        configuration.sampleIntervalMs = 2
+        let sampler = FirstThreadCaptureFailsSampler()
+        let recorder = StallRecorder(
+            configuration: configuration, loopName: "holder",
+            target: .init(
+                processID: getpid(), detectionSource: "test", sampler: sampler, process: ProcessIdentity.current,
+                phaseKnown: true),
+            emit: { _ in })
+        var follower = StallFollower(
+            source: StuckUntilSampled(taken: { sampler.samples.withLock { $0 } }, thread: waiter, samples: 3),
+            recorder: recorder, configuration: configuration.detectorConfiguration, watcher: .watchdog)
+        #expect(follower.run(while: { true }) == .sourceEnded)
+        recorder.flush()
+        let report = try #require(try Fixtures.reports(in: directory).first)
+        let threads = try #require(report.threads)
+        let holding = try #require(threads.first { $0.threadId == holder }, "\(threads.map(\.threadId))")
+        #expect(holding.frames.first?.address == 0x3000, "\(holding)")
+        #expect(holding.error?.contains("taken again") == true, "\(String(describing: holding.error))")
+        #expect(sampler.tries.withLock { $0[holder] } == 2)
+        // A thread that holds nothing keeps its one try (this test's own thread, for one).
+        let others = sampler.tries.withLock { $0 }.filter { $0.key != holder }
+        #expect(!others.isEmpty && others.values.allSatisfy { $0 == 1 }, "\(others)")
     }
 }

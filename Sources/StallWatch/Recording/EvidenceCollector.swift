@@ -396,7 +396,16 @@ struct EvidenceCollector {
             } else if withStack, over {
                 snapshot.error = "the stall ended before this thread's stack was taken"
             } else if withStack, let sampler = target.sampler {
-                let taken = sampler.sampleThread(id: tid, configuration: configuration)
+                var taken = sampler.sampleThread(id: tid, configuration: configuration)
+                // What holds the stuck thread up is the stack a reader wants most: a capture of a holder that
+                // failed (a loaded machine can leave the capture no time) is tried once more while the stall lasts.
+                if taken.frames.isEmpty, holders.contains(tid) || tid == sampledOwner, isOngoing() {
+                    var again = sampler.sampleThread(id: tid, configuration: configuration)
+                    if !again.frames.isEmpty {
+                        again.error = taken.error.map { "first capture: \($0); taken again" } ?? again.error
+                        taken = again
+                    }
+                }
                 frames = taken.frames
                 snapshot.error = taken.error
             }
