@@ -91,6 +91,7 @@ kinds=(io sort lock deadlock reentrant)
 start_service() {
     local log=$1 dir=$2
     shift 2
+    : >"$log"  # exists before the background redirect opens it, for the grep below
     "$bin/stallwatch-demo" serve --port 0 --sessions 2000 --threshold-ms 250 --report-dir "$dir" "$@" >"$log" &
     service_pid=$!
     pids+=("$service_pid")
