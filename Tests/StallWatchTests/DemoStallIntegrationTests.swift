@@ -94,7 +94,11 @@ import Testing
         #expect(result.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }.count == 5)
         // …but the repeats of one signature are counted in the first report instead of written again.
         let reports = try Fixtures.reports(in: directory)
-        try #require(reports.count == 1, "\(reports.map(\.id))")
+        // On failure, what kept the stalls apart: each report's signature, cause, duration and point stack's top.
+        try #require(
+            reports.count == 1,
+            "\(reports.map { ($0.id, $0.signature, $0.cause?.kind.rawValue ?? "-", $0.durationMs, $0.pointStack?.frames.first?.symbol ?? "-") })"
+        )
         #expect(reports[0].occurrences == 5)
         #expect(reports[0].status == .ended)
         let first = try #require(reports[0].firstSeen)
