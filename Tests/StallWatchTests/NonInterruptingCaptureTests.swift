@@ -102,10 +102,14 @@ import Testing
         #expect(result.errno == 0, "\(wait.name) failed with errno \(result.errno) after \(result.ms) ms")
         // A restarted call would last at least threshold + its full time again, far past 1.1×.
         let ranMs = result.ms - result.runQueueMs
+        let report = try #require(try Fixtures.reports(in: directory).first)
+        // On failure, how the captures held the thread (a stop that lasted is time neither run nor queued).
+        let pauses =
+            "\(report.samples.count) samples by \(report.capture.method), pause max "
+            + "\(report.capture.pauseMicrosMax.map { "\($0) µs" } ?? "-"), errors \(report.capture.errors.prefix(3))"
         #expect(
             result.ms >= Double(waitMs) * 0.9 && ranMs <= Double(waitMs) * 1.1,
-            "\(wait.name) took \(result.ms) ms, \(result.runQueueMs) ms of it waiting for a CPU")
-        let report = try #require(try Fixtures.reports(in: directory).first)
+            "\(wait.name) took \(result.ms) ms, \(result.runQueueMs) ms of it waiting for a CPU; \(pauses)")
         #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
         #expect(report.samples.count >= 3)
         // Unwound past the wait into the loop that called it.
