@@ -82,26 +82,34 @@ struct StuckUntilSampled: ProgressSource {
         thread.start()
         parked.wait()
         defer { release.signal() }
+        let sampler = BlindFirstSampler(blind: blind)
+        let source = StuckUntilSampled(sampler: sampler, thread: tid.withLock { $0 }, samples: samples)
+        let reports = try Self.follow(source, sampler: sampler, maxThreads: 1, directory: directory)
+        try #require(reports.count == 1, "\(reports.map(\.id))")
+        return reports[0]
+    }
+
+    /// Follows `source`'s stalls to their end with `sampler`, sampling every 2 ms; returns the reports written.
+    static func follow(
+        _ source: StuckUntilSampled, sampler: any StackSampling, maxThreads: Int? = nil, directory: String
+    ) throws -> [StallReport] {
         var configuration = StallWatchConfiguration()
         configuration.reportDirectory = directory
-        configuration.maxThreads = 1
+        if let maxThreads { configuration.maxThreads = maxThreads }
         configuration.symbolication = .off
         configuration.sampleIntervalMs = 2
-        let sampler = BlindFirstSampler(blind: blind)
         let recorder = StallRecorder(
-            configuration: configuration, loopName: "blind",
+            configuration: configuration, loopName: "stuck",
             target: .init(
                 processID: getpid(), detectionSource: "test", sampler: sampler, process: ProcessIdentity.current,
                 phaseKnown: true),
             emit: { _ in })
         var follower = StallFollower(
-            source: StuckUntilSampled(sampler: sampler, thread: tid.withLock { $0 }, samples: samples),
-            recorder: recorder, configuration: configuration.detectorConfiguration, watcher: .watchdog)
+            source: source, recorder: recorder, configuration: configuration.detectorConfiguration,
+            watcher: .watchdog)
         #expect(follower.run(while: { true }) == .sourceEnded)
         recorder.flush()
-        let reports = try Fixtures.reports(in: directory)
-        try #require(reports.count == 1, "\(reports.map(\.id))")
-        return reports[0]
+        return try Fixtures.reports(in: directory)
     }
 
     @Test func aFirstSampleWithoutAStackIsStoodInForByTheFirstLaterSampleWithOne() throws {
@@ -193,23 +201,9 @@ extension StuckThreadStackTests {
                 return waiter != 0 && ProcDirectory(processID: getpid(), threadID: waiter).syscall()?.number == 202
             })
         let (holder, waiter) = ids.withLock { $0 }
-        var configuration = StallWatchConfiguration()
-        configuration.reportDirectory = directory
-        configuration.symbolication = .off
-        configuration.sampleIntervalMs = 2
         let sampler = FirstThreadCaptureFailsSampler()
-        let recorder = StallRecorder(
-            configuration: configuration, loopName: "holder",
-            target: .init(
-                processID: getpid(), detectionSource: "test", sampler: sampler, process: ProcessIdentity.current,
-                phaseKnown: true),
-            emit: { _ in })
-        var follower = StallFollower(
-            source: StuckUntilSampled(taken: { sampler.samples.withLock { $0 } }, thread: waiter, samples: 3),
-            recorder: recorder, configuration: configuration.detectorConfiguration, watcher: .watchdog)
-        #expect(follower.run(while: { true }) == .sourceEnded)
-        recorder.flush()
-        let report = try #require(try Fixtures.reports(in: directory).first)
+        let source = StuckUntilSampled(taken: { sampler.samples.withLock { $0 } }, thread: waiter, samples: 3)
+        let report = try #require(try Self.follow(source, sampler: sampler, directory: directory).first)
         let threads = try #require(report.threads)
         let holding = try #require(threads.first { $0.threadId == holder }, "\(threads.map(\.threadId))")
         #expect(holding.frames.first?.address == 0x3000, "\(holding)")
