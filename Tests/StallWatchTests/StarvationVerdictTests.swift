@@ -179,7 +179,7 @@ import Testing
     }
 
     /// 32 MiB written and synced by this process between the two readings: the process's own storage I/O counts
-    /// them, and the busiest disk moved at least that much. Written in the build directory, which is on the disk
+    /// them, and the busiest disk moved at least those 32 MiB. Written in the build directory, which is on the disk
     /// the package is checked out on (a temporary directory may be in memory).
     @Test func theContextCountsTheProcesssOwnDiskIOAndTheBusiestDisks() throws {
         let path = FileManager.default.currentDirectoryPath + "/.build/stallwatch-disk-\(getpid())"
@@ -194,7 +194,9 @@ import Testing
         let context = probe.finish(monotonicNanos: sw_monotonic_ns())
         let own = try #require(context.processDiskMiB)
         #expect(own >= 32)
-        #expect(try #require(context.diskMiB) >= own * 0.9, "\(context)")
+        // The disk moved at least what this test synced. (Not the process's whole figure: other tests in this
+        // process dirty pages meanwhile, counted at once, that reach the disk only later.)
+        #expect(try #require(context.diskMiB) >= 32 * 0.9, "\(context)")
         #expect((0...100).contains(try #require(context.diskBusyPercent)))
     }
 
