@@ -79,7 +79,7 @@ package final class Spawned: @unchecked Sendable {
     private let lock = NSLock()
     private var outData = Data()
     private var errData = Data()
-    /// Entered for each pipe, left by its handler at its end of file: every byte the process wrote has been read.
+    /// Entered for each pipe, left by its reader thread at its end of file: every byte the process wrote is read.
     private let drained = DispatchGroup()
 
     package init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
@@ -90,28 +90,36 @@ package final class Spawned: @unchecked Sendable {
         process.environment = env
         process.standardOutput = outPipe
         process.standardError = errPipe
-        let drained = drained
-        drained.enter()
-        drained.enter()
-        outPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            guard !d.isEmpty else {
-                h.readabilityHandler = nil
-                drained.leave()
-                return
-            }
-            self?.lock.withLock { self?.outData.append(d) }
+        // One thread a pipe, blocking reads until end of file (a readability handler's `availableData` was seen
+        // to stop short of the end under load, leaving a dump's JSON cut at 8 or 16 KiB).
+        read(outPipe.fileHandleForReading.fileDescriptor) { [weak self] bytes in
+            self?.lock.withLock { self?.outData.append(contentsOf: bytes) }
         }
-        errPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            guard !d.isEmpty else {
-                h.readabilityHandler = nil
-                drained.leave()
-                return
-            }
-            self?.lock.withLock { self?.errData.append(d) }
+        read(errPipe.fileHandleForReading.fileDescriptor) { [weak self] bytes in
+            self?.lock.withLock { self?.errData.append(contentsOf: bytes) }
         }
         try process.run()
+    }
+
+    /// Reads `fd` on a thread of its own until end of file, passing each chunk to `append`. The thread reads a
+    /// duplicate of its own, closed at the end: the pipe's handle may be closed (this object gone) before a
+    /// process that inherited the write end lets go of it.
+    private func read(_ fd: Int32, _ append: @escaping @Sendable (ArraySlice<UInt8>) -> Void) {
+        let drained = drained
+        let own = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        guard own >= 0 else { return }
+        drained.enter()
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(own, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                append(buffer[..<count])
+            }
+            close(own)
+            drained.leave()
+        }.start()
     }
 
     package var pid: Int32 { process.processIdentifier }
@@ -147,8 +155,6 @@ package final class Spawned: @unchecked Sendable {
             kill(pid, SIGKILL)
             process.waitUntilExit()
         }
-        outPipe.fileHandleForReading.readabilityHandler = nil
-        errPipe.fileHandleForReading.readabilityHandler = nil
     }
 }
 
