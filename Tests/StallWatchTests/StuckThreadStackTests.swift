@@ -214,3 +214,63 @@ extension StuckThreadStackTests {
         #expect(!others.isEmpty && others.values.allSatisfy { $0 == 1 }, "\(others)")
     }
 }
+
+/// A sampler whose first capture wakes the sampled thread out of its futex wait into a spin in user space before
+/// it returns, as a stop can leave a thread on a loaded machine: runnable, on its way back into its wait.
+final class WakesTheThreadSampler: StackSampling {
+    let wake = DispatchSemaphore(value: 0)
+    let spinning = Atomic<Bool>(false)
+    let samples = Mutex(0)
+    var captureMethod: CaptureMethod { "test" }
+
+    func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+        let first = samples.withLock { count in
+            defer { count += 1 }
+            return count == 0
+        }
+        if first {
+            wake.signal()
+            _ = pollUntil { spinning.load(ordering: .acquiring) }
+        }
+        return StackSample(frames: [.programCounter(0x1000), .returnAddress(0x2000)], pauseNanos: 1)
+    }
+
+    func sampleThread(id: Int32, configuration: StallWatchConfiguration) -> StackSample {
+        StackSample(error: "not sampled in this test")
+    }
+}
+
+extension StuckThreadStackTests {
+    /// Read as it runs again after the first sample, the stuck thread is listed in the call its first sample's
+    /// probe saw it in, not as running.
+    @Test func theStuckThreadSeenOutOfItsCallAfterTheFirstSampleIsListedInThatCall() throws {
+        let directory = Fixtures.temporaryDirectory("stuck-thread-listed-in-its-call")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let sampler = WakesTheThreadSampler()
+        let stop = Atomic<Bool>(false)
+        let tid = Atomic<Int32>(0)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            tid.store(sw_gettid(), ordering: .releasing)
+            sampler.wake.wait()
+            sampler.spinning.store(true, ordering: .releasing)
+            while !stop.load(ordering: .relaxed) {}
+            done.signal()
+        }.start()
+        defer {
+            stop.store(true, ordering: .relaxed)
+            done.wait()
+        }
+        #expect(
+            pollUntil {
+                let thread = tid.load(ordering: .acquiring)
+                return thread != 0 && ProcDirectory(processID: getpid(), threadID: thread).syscall()?.number == 202
+            })
+        let thread = tid.load(ordering: .acquiring)
+        let source = StuckUntilSampled(taken: { sampler.samples.withLock { $0 } }, thread: thread, samples: 3)
+        let report = try #require(try Self.follow(source, sampler: sampler, directory: directory).first)
+        let listed = try #require(report.threads?.first)
+        #expect(listed.threadId == thread)
+        #expect(listed.syscall == "futex", "\(listed)")
+    }
+}

@@ -372,10 +372,12 @@ struct EvidenceCollector {
             if !over, isOngoing() { takeSampleIfDue() } else { over = true }
             guard var probe = graph.probes[tid] else { continue }
             // The stuck thread read right after the first sample's stop may show `restart_syscall` (the stop ends a
-            // timed wait, which the kernel resumes): the first sample's own probe, read just before the capture,
-            // has the call and what it waits on.
-            if tid == loopTID, probe.wait?.isRestart == true, let before = evidence?.samples.first?.probe,
-                before.wait?.isRestart == false
+            // timed wait, which the kernel resumes), or no call at all (runnable on its way back into the wait the
+            // stop interrupted, which a loaded machine makes last): the first sample's own probe, read just before
+            // the capture, has the call and what it waits on.
+            if tid == loopTID, probe.wait?.isRestart == true || probe.wait?.inSyscall != true,
+                let before = evidence?.samples.first?.probe, before.wait?.isRestart == false,
+                before.wait?.inSyscall == true
             {
                 probe = before
             }
