@@ -35,11 +35,10 @@ extension StallCommand {
     var timeLimit: Duration { (stallOffsets.last ?? .zero) + .milliseconds(durationMs) * 2 + .seconds(30) }
 
     func makeWatchdog(loop: any WatchedLoop, onFinished: @escaping @Sendable () -> Void) -> Watchdog {
-        let finished = EndedCounter()
         let repeatCount = repeatCount
         let watchdog = Watchdog(loop: loop, configuration: configuration) { event in
             EventPrinter.print(event)
-            guard case .ended = event, finished.increment() == repeatCount else { return }
+            guard case .ended(let report) = event, InjectedStalls.shared.cover(report) == repeatCount else { return }
             Stalls.printRunQueueWaitSinceLastStall()
             onFinished()
         }

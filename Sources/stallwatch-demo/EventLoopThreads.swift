@@ -127,7 +127,6 @@ extension StallCommand {
         } catch {
             fail("\(error)", code: 1)
         }
-        let finished = EndedCounter()
         let done = DispatchSemaphore(value: 0)
         let repeatCount = repeatCount
         var watchdog: ThreadWatchdog?
@@ -137,7 +136,9 @@ extension StallCommand {
                     threadsNamed: EventLoopThreads.namePrefix + "*", configuration: configuration
                 ) { event in
                     EventPrinter.print(event)
-                    if case .ended = event, finished.increment() == repeatCount { done.signal() }
+                    if case .ended(let report) = event, InjectedStalls.shared.cover(report) == repeatCount {
+                        done.signal()
+                    }
                 }
             } catch {
                 fail(error.message, code: 1)
@@ -157,7 +158,9 @@ extension StallCommand {
         let outcome = done.wait(timeout: .now() + timeLimit.timeInterval)
         watchdog?.stop()
         if outcome == .timedOut {
-            fail("timed out waiting for \(repeatCount) final report(s); \(finished.value) arrived", code: 1)
+            fail(
+                "timed out waiting for the reports of \(repeatCount) stall(s); "
+                    + "\(InjectedStalls.shared.reported) arrived", code: 1)
         }
         exit(0)
     }

@@ -27,6 +27,8 @@ enum Stalls {
         let tid = sw_gettid()
         let waitAtStart = runQueueWaitNanos(thread: tid)
         lastStall.withLock { $0 = waitAtStart.map { (tid, $0) } }
+        let injected = InjectedStalls.shared.begin()
+        defer { InjectedStalls.shared.end(injected) }
         let start = DispatchTime.now().uptimeNanoseconds
         defer {
             let ran = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6

@@ -14,7 +14,8 @@ let usage = """
 
     Runs a StallWatch loop with the watchdog embedded, waits --delay-ms (default 500) with the loop idle, then
     stalls the loop --repeat times (default 1) for --duration-ms (default 750) inside a function named after the
-    kind, idle in between; exits 0 once the last report is final. One JSON line per stall event on stdout.
+    kind, idle in between; exits 0 once every injected stall has a final report (other stalls a loaded machine
+    adds are reported, not counted). One JSON line per stall event on stdout.
     --no-watchdog: no embedded watchdog (a target for `stallwatch watch`); the heartbeat segment is still
     published, and the demo exits twice the threshold after the last stall. --no-heartbeat: publish none.
     --loop picks the loop: StallWatch's EventLoop (default), Foundation's RunLoop.main, or dispatchMain() alone
@@ -92,11 +93,10 @@ struct StallCommand {
         } catch {
             fail(error.message, code: 1)
         }
-        let finished = EndedCounter()
         let kind = kind, durationMs = durationMs, repeatCount = repeatCount, delayMs = delayMs
         let watchdog = Watchdog(loop: loop, configuration: configuration) { event in
             EventPrinter.print(event)
-            if case .ended = event, finished.increment() == repeatCount {
+            if case .ended(let report) = event, InjectedStalls.shared.cover(report) == repeatCount {
                 loop.perform { loop.stop() }
             }
         }
@@ -129,7 +129,9 @@ struct StallCommand {
         watchdog.stop()
         heartbeat?.withdraw()
         if result == .timedOut {
-            fail("timed out waiting for \(repeatCount) final report(s); \(finished.value) arrived", code: 1)
+            fail(
+                "timed out waiting for the reports of \(repeatCount) stall(s); "
+                    + "\(InjectedStalls.shared.reported) arrived", code: 1)
         }
         exit(0)
     }
@@ -141,6 +143,39 @@ final class EndedCounter: Sendable {
     /// - Returns: The count after this one.
     func increment() -> Int { count.add(1, ordering: .acquiringAndReleasing).newValue }
     var value: Int { count.load(ordering: .acquiring) }
+}
+
+/// The stalls this run injected (``Stalls/run(_:durationMs:)``), by their wall-clock times, and which of them an
+/// ended report covers: a `--repeat N` run ends once each of its N stalls is reported, whatever other stalls a
+/// loaded machine adds (a queue waiting for a pool thread, a loop starved of a CPU), which must not count.
+final class InjectedStalls: Sendable {
+    static let shared = InjectedStalls()
+    private let state = Mutex<(intervals: [(start: Date, end: Date?)], covered: Set<Int>)>(([], []))
+
+    /// An injected stall begins now; returns its index for ``end(_:)``.
+    func begin() -> Int {
+        state.withLock { state in
+            state.intervals.append((Date(), nil))
+            return state.intervals.count - 1
+        }
+    }
+
+    func end(_ index: Int) { state.withLock { $0.intervals[index].end = Date() } }
+
+    /// How many injected stalls an ended report has covered.
+    var reported: Int { state.withLock { $0.covered.count } }
+
+    /// Marks the injected stalls `report` overlaps as reported; returns how many have been so far.
+    func cover(_ report: StallReport) -> Int {
+        let start = report.startedAt
+        let end = report.endedAt ?? Date()
+        return state.withLock { state in
+            for (index, stall) in state.intervals.enumerated() where stall.start <= end && (stall.end ?? end) >= start {
+                state.covered.insert(index)
+            }
+            return state.covered.count
+        }
+    }
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
