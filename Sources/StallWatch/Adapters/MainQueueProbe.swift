@@ -56,7 +56,8 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// next ping up is most often that one: its run-queue wait over a stall with nobody draining the queue says
     /// whether the machine held the queue up. One `schedstat` read per ping, on the probe's own thread.
     private let lastDrainerAtPing = Mutex<(sequence: UInt64, threadID: Int32, schedule: ThreadSchedule)?>(nil)
-    /// The threads that answered the last few pings, by the sequence of the busy phase each answer ended.
+    /// The threads that answered the last 64 pings, by the sequence of the busy phase each answer ended (a watcher
+    /// held up by a loaded machine may look at a stall's end after many more pings were answered).
     private let answeredBy = Mutex<[(sequence: UInt64, threadID: Int32)]>([])
     private let answered = Atomic<UInt64>(0)
     /// Bumped by start and stop: a ping or timer of an older generation does nothing.
@@ -208,11 +209,7 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
         let tid = sw_gettid()
         owner.confirm(drainingThread: tid)
         learnCurrentThread()
-        guard let idle = record(.beforeWaiting, busyEdge: false, generation: sent) else { return }
-        answeredBy.withLock { answers in
-            if answers.count >= 8 { answers.removeFirst() }
-            answers.append((idle &- 1, tid))
-        }
+        guard record(.beforeWaiting, busyEdge: false, generation: sent, answeredBy: tid) != nil else { return }
         answered.add(1, ordering: .relaxed)
         clock.arm(at: DispatchTime.now().uptimeNanoseconds + interval.nanoseconds, generation: sent)
     }
@@ -240,10 +237,21 @@ public final class MainQueueProbe: WatchedLoop, SampledLoop, @unchecked Sendable
     /// same lock stop() bumps it with, so a late ping never republishes a busy phase after `exit`). Returns the
     /// sequence recorded; nil when it did not publish.
     @discardableResult
-    private func record(_ activity: LoopActivity, busyEdge: Bool, generation expected: UInt64?) -> UInt64? {
+    /// `answeredBy`: the thread whose answer ends the busy phase, noted before the end is published (a watchdog
+    /// that sees the end at once asks who took the queue up).
+    private func record(
+        _ activity: LoopActivity, busyEdge: Bool, generation expected: UInt64?, answeredBy taker: Int32? = nil
+    ) -> UInt64? {
         sequence.withLock { value in
             if let expected, generation.load(ordering: .acquiring) != expected { return nil }
             value &+= 1
+            if let taker {
+                let busy = value &- 1
+                answeredBy.withLock { answers in
+                    if answers.count >= 64 { answers.removeFirst() }
+                    answers.append((busy, taker))
+                }
+            }
             state.record(activity, sequence: value, busyEdge: busyEdge, timeMoved: true)
             return value
         }
