@@ -79,6 +79,10 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
                 // one worker is usually this thread writing another's report, not the process going unscheduled
                 // (the worker measures its job's duration itself either way; the suspend guard still applies).
                 _ = looks.fold(followers[index].look(timedOut: false))
+                // The saturation again after each worker: a worker's stall that began in this look (its first
+                // sample, the snapshot of every thread, on a loaded machine hundreds of ms) must not hide a
+                // saturation that reached the threshold meanwhile, and may end before the next round of looks.
+                looks.fold(saturation.look(now: sw_monotonic_ns(), symbolicator: Self.quickSymbolicator))
             }
             // The task table, after the workers: a job that ended before their look has its end in a ring by now
             // (a worker wakes this thread when its ring is half full, so a busy pool is drained in time too).
