@@ -73,9 +73,10 @@ enum CorpusHarness {
         var targetStderr: String
         var targetStdout = ""
         /// With `monitorTracing`: the spans (CLOCK_REALTIME nanoseconds, first and last look) over which every
-        /// look saw the main thread traced or in a tracing stop, and when the watcher told the stall's end.
+        /// look saw the main thread traced or in a tracing stop, and when the watcher told each stall's end, by
+        /// report id.
         var tracedSpans: [(first: UInt64, last: UInt64)] = []
-        var endedAt: UInt64?
+        var endedAt: [String: UInt64] = [:]
     }
 
     /// Spawns the program, waits for READY, watches it from /proc until it exits, and checks the reports.
@@ -106,9 +107,11 @@ enum CorpusHarness {
         options.thresholdFixed = true
         options.mode = .proc
         let monitor = c.monitorTracing ? TracingMonitor(pid: target.pid) : nil
-        let endedAt = Locked<UInt64?>(nil)
+        let endedAt = Locked<[String: UInt64]>([:])
         let (watcher, events, done, badStates) = try SidecarIntegrationTests.watch(options) { event in
-            if case .stall(.ended) = event { endedAt.withLock { $0 = $0 ?? TracingMonitor.now() } }
+            if case .stall(.ended(let report)) = event {
+                endedAt.withLock { $0[report.id] = $0[report.id] ?? TracingMonitor.now() }
+            }
         }
         let status = target.wait(timeout: .seconds(40))
         monitor?.stop()
