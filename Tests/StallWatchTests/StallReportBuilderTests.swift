@@ -226,3 +226,27 @@ final class TableResolver: FrameResolving {
         #expect(cause.kind == .starved, "\(cause)")
     }
 }
+
+extension StallReportBuilderTests {
+    /// A stall a capture saw end (the thread back in its idle wait) long before the final reading: the figures end
+    /// at the last sample read by the end, not at that reading, which counts the thread's next piece of work.
+    @Test func figuresEndByTheStallsEndWhenTheFinalReadingCameLongAfterIt() throws {
+        var evidence = Self.onCPUEvidence()
+        evidence.stallStartSchedule = ThreadSchedule(
+            cpuNanos: 500 * Self.ms, runQueueWaitNanos: 0, monotonicNanos: 1_000 * Self.ms)
+        evidence.samples[0].probe?.cpuNanos = 502 * Self.ms
+        evidence.samples[0].probe?.runQueueWaitNanos = 240 * Self.ms
+        evidence.samples[1].probe?.cpuNanos = 503 * Self.ms
+        evidence.samples[1].probe?.runQueueWaitNanos = 290 * Self.ms
+        // Read 370 ms after the end, once the thread had run 150 ms of its next work.
+        var next = Self.probe(cpuMs: 650)
+        next.runQueueWaitNanos = 300 * Self.ms
+        evidence.lastProbe = (next, 1_700 * Self.ms)
+        let report = Self.builder().build(
+            evidence, status: .ended, endNanos: 1_330 * Self.ms, final: true, now: 1_700 * Self.ms,
+            symbols: TableResolver())
+        let cause = try #require(report.cause)
+        #expect(cause.kind == .starved, "\(cause)")
+        #expect(cause.evidence.contains { $0.contains("waited 290 ms for a CPU") }, "\(cause.evidence)")
+    }
+}

@@ -134,7 +134,8 @@ struct StallReportBuilder {
         // Only /proc evidence dates a stall it did not see begin by bounds; a loop's own words (in-process, the
         // heartbeat, a pool worker's job stamp) give its exact start, however late the watching began.
         if stall.startedBeforeWatching, detectionSource == .proc { report.startedBeforeAttach = true }
-        report.cause = classify(evidence, wallNanos: durationNanos, reportSamples: reportSamples, threads: threads)
+        report.cause = classify(
+            evidence, wallNanos: durationNanos, endNanos: endNanos, reportSamples: reportSamples, threads: threads)
         if final { report.context = evidence.context }
         report.task = evidence.task
         if let capture = evidence.leadUp {
@@ -200,7 +201,7 @@ struct StallReportBuilder {
     static let lateStopNanos: UInt64 = 10_000_000
 
     private func classify(
-        _ evidence: StallEvidence, wallNanos: UInt64, reportSamples: [StallReport.Sample],
+        _ evidence: StallEvidence, wallNanos: UInt64, endNanos: UInt64?, reportSamples: [StallReport.Sample],
         threads: [StallReport.ThreadSnapshot]
     ) -> StallReport.Cause? {
         guard let tid = evidence.threadID else { return nil }
@@ -245,11 +246,23 @@ struct StallReportBuilder {
         // From the stall's very start when the source read it: a stall with one sample, or whose thread waited for
         // a CPU before it was detected, still has its run-queue evidence.
         if let start = evidence.stallStartSchedule {
-            let end =
-                finalProbe.map { ($0.probe, $0.monoNanos) }
-                ?? lastMeasured.flatMap { sample in
-                    sample.probe.map { ($0, evidence.stall.startNanos &+ sample.offsetNanos) }
-                }
+            let reading = { (sample: StallEvidence.Sample) in
+                sample.probe.map { ($0, evidence.stall.startNanos &+ sample.offsetNanos) }
+            }
+            var end = finalProbe.map { ($0.probe, $0.monoNanos) } ?? lastMeasured.flatMap(reading)
+            // A stall a capture saw end (the thread back in its idle wait) may end well before the final reading
+            // (a sample interval or more, the watcher being late), which then counts what the thread did after it
+            // (its next piece of work): the last sample read by the end is taken instead, when it covers at least
+            // half the stall.
+            if let endNanos, let (_, at) = end, at > endNanos &+ evidence.intervalNanos,
+                endNanos > start.monotonicNanos,
+                let before = samples.last(where: {
+                    $0.probe?.scheduleRead == true && evidence.stall.startNanos &+ $0.offsetNanos <= endNanos
+                }).flatMap(reading),
+                (before.1 &- start.monotonicNanos) * 2 >= endNanos - start.monotonicNanos
+            {
+                end = before
+            }
             if let (last, at) = end, at > start.monotonicNanos, last.cpuNanos >= start.cpuNanos,
                 last.runQueueWaitNanos >= start.runQueueWaitNanos
             {
