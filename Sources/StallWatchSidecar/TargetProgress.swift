@@ -65,6 +65,9 @@ struct TargetProgress: ProgressSource {
 
     mutating func noteCapture() { proc?.noteCapture() }
 
+    mutating func stallBegan() { proc?.stallBegan() }
+    mutating func stallEnded() { proc?.stallEnded() }
+
     mutating func noteCapture(waitBefore: ThreadWait?, capturedAt: UInt64?) {
         proc?.noteCapture(waitBefore: waitBefore, capturedAt: capturedAt)
     }

@@ -150,6 +150,23 @@ import Testing
         #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: end, work: work))
         // Without the pages dirtied before the last look, the completed write is not this file's work.
         #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: end))
+        // The looks saw the call dirty only part of its pages (it began before the work's first look, on a loaded
+        // machine): still the one write they saw in flight.
+        var late = FileWork()
+        late.account(Self.moves(dirtied: 98 * Self.mib))
+        let partly = Self.moves(writes: 1, written: 512 * Self.mib, dirtied: 6 * Self.mib)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: partly, work: late))
+        // The looks saw none of its pages dirtied (all were before the work's first look): still one write going
+        // straight into the sync of the file the work is on; not into a sync of another, nor after user-space work.
+        let unseen = Self.moves(writes: 1, written: 512 * Self.mib)
+        let onFile = FileWork(descriptor: 5, file: Self.file)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: unseen, work: onFile))
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: unseen))
+        let worked = Self.moves(writes: 1, written: 512 * Self.mib, user: 6, system: 1)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: worked, work: onFile))
+        // Two calls completing: the second may be a reply on a socket, the loop's own work.
+        let andAnother = Self.moves(writes: 2, written: 512 * Self.mib + 4096, dirtied: 6 * Self.mib)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: andAnother, work: late))
     }
 
     @Test func leavingACallOnTheFileForTheKernelOrUserSpaceIsNotProgress() {

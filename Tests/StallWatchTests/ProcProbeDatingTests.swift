@@ -19,6 +19,8 @@ import Testing
     final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
         let threadID = Atomic<Int32>(0)
         let started = Atomic<UInt64>(0)
+        /// CLOCK_MONOTONIC as its last piece of work ended, just before it went back to its `poll`.
+        let ended = Atomic<UInt64>(0)
         /// How many times its `poll` returned, timed out or not.
         let wakes = Atomic<Int>(0)
         let done = DispatchSemaphore(value: 0)
@@ -43,6 +45,7 @@ import Testing
                     } else {
                         usleep(400_000)
                     }
+                    ended.store(sw_monotonic_ns(), ordering: .releasing)
                 }
                 done.signal()
             }.start()
@@ -111,6 +114,53 @@ import Testing
             busy.phaseStartNanos <= startedAt + 20_000_000 + UInt64(stealMs) * 1_000_000,
             "dated \((Int64(busy.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own start (steal up to \(stealMs) ms; \(evidence))"
         )
+    }
+
+    /// A followed stall seen over only by a late look (the watcher busy, or waiting for a CPU): it ended when the
+    /// thread went back into its idle wait — the kernel's figure of when it last ran — not at that look, within
+    /// 20 ms (and the hypervisor's steal) after the thread's own reading of its end, and never before it.
+    @Test func aStallSeenOverByALateLookEndsWhenTheThreadWentBackToItsIdleWait() throws {
+        let loop = try PipeLoop()
+        defer { loop.stop() }
+        let pid = getpid()
+        #expect(
+            pollUntil {
+                let tid = loop.threadID.load(ordering: .acquiring)
+                return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
+            })
+        let tid = loop.threadID.load(ordering: .acquiring)
+        let directory = ProcDirectory(processID: pid, threadID: tid)
+        var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
+        for _ in 0..<3 {
+            #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == false)
+            usleep(20_000)
+        }
+        loop.send(1)
+        #expect(pollUntil { loop.started.load(ordering: .acquiring) != 0 })
+        usleep(50_000)
+        #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == true)
+        probe.stallBegan()
+        #expect(pollUntil { loop.ended.load(ordering: .acquiring) != 0 && directory.syscall()?.number == 7 })
+        let endedAt = loop.ended.load(ordering: .acquiring)
+        let stealBefore = Self.stealTicks()
+        usleep(300_000)
+        let lookAt = sw_monotonic_ns()
+        guard case .progress(let snapshot, let stallEnd, _) = probe.read(now: lookAt) else {
+            Issue.record("the thread was not read")
+            return
+        }
+        let stealMs =
+            Self.stealTicks().enumerated().map { cpu, ticks in
+                Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
+            }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+        #expect(!snapshot.isBusy)
+        #expect(stallEnd >= endedAt, "ended \(Int64(endedAt) - Int64(stallEnd)) ns before the thread's own end")
+        let lateMs = (Int64(stallEnd) - Int64(endedAt)) / 1_000_000
+        let lookMs = (Int64(lookAt) - Int64(endedAt)) / 1_000_000
+        let bound: UInt64 = endedAt + 20_000_000 + UInt64(stealMs) * 1_000_000
+        #expect(
+            stallEnd <= bound,
+            "ended \(lateMs) ms after the thread's own end, the look \(lookMs) ms after it (steal up to \(stealMs) ms)")
     }
 
     /// Each CPU's steal time so far, in /proc/stat's clock ticks (`_SC_CLK_TCK` per second).

@@ -114,6 +114,11 @@ package struct FileWork: Sendable, Equatable {
         wait.number.map { [2, 85, 257, 437].contains($0) } ?? false
     }
 
+    /// A call that makes a file's written data durable: `fsync`, `fdatasync`, `sync_file_range`.
+    package static func isSyncCall(_ wait: ThreadWait) -> Bool {
+        wait.number.map { [74, 75, 277].contains($0) } ?? false
+    }
+
     /// A call on a descriptor that works on the file's data or its life: a read or write, a sync, a truncation,
     /// an allocation, the close.
     package static func isFileCall(_ wait: ThreadWait) -> Bool {
@@ -142,8 +147,13 @@ package struct FileWork: Sendable, Equatable {
             // Once the work has dirtied file pages, a short write that dirties nothing is an append into a page
             // already dirty (a log line, a JIT runtime's symbol map) made as part of it.
             let small = (touchedFilePages ? Self.appendBytes : Self.wakeupBytes) * moves.writeCalls
-            guard moves.bytesKnown, dirtied > 0 || moves.writtenBytes <= small,
-                moves.writtenBytes <= 2 * dirtied + small
+            // One call completing that the looks before saw dirtying file pages while it ran (a long write into
+            // the page cache) is this work's whatever share of its bytes they saw dirtied: it may have begun
+            // before the work's first look (a loaded machine's looks come late), or dirtied pages before they did.
+            let oneWriteSeenInFlight = moves.writeCalls == 1 && callInFlight
+            guard moves.bytesKnown,
+                oneWriteSeenInFlight
+                    || ((dirtied > 0 || moves.writtenBytes <= small) && moves.writtenBytes <= 2 * dirtied + small)
             else { return false }
         }
         if moves.readCalls > 0 {

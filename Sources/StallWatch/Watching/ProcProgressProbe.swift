@@ -84,6 +84,11 @@ package struct ProcProgressProbe: Sendable {
     private var provisional: (wait: ThreadWait, leftAt: UInt64?, leftCPU: UInt64?)?
     /// Why the stall being followed is withdrawn, set by the look that proved its wait the loop's idle wait.
     package private(set) var withdrawal: String?
+    /// A stall is being followed (between ``stallBegan()`` and ``stallEnded()``).
+    private var followingStall = false
+    /// The thread's CPU time when a capture found it in its idle wait: until it has run since, the call it is
+    /// restarting after the stop is that wait.
+    private var restartAfterCapture: UInt64?
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -126,8 +131,17 @@ package struct ProcProgressProbe: Sendable {
                 wait, cameBack: cameBack(to: wait, status: status), lockOwned: lockOwned || inLockCycle)
         if inIdleWait {
             provisional = nil
+            restartAfterCapture = nil
             return idleLook(wait, now: now, directory, status)
         }
+        // Stopped in its idle wait by a capture and not run since: what reads "running" is the restart of that wait,
+        // queued for a CPU, not work of the loop's.
+        if idle, let cpuAtCapture = restartAfterCapture, !(wait?.inSyscall ?? false),
+            let cpu = directory.schedstat(now: now)?.cpuNanos, cpu <= cpuAtCapture
+        {
+            return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
+        }
+        restartAfterCapture = nil
         let current = ThreadCounters.read(directory, status: status, stat: stat)
         let allowance = captureAllowance
         captureAllowance = CaptureAllowance()
@@ -197,6 +211,9 @@ package struct ProcProgressProbe: Sendable {
     private mutating func idleLook(
         _ wait: ThreadWait?, now: UInt64, _ directory: ProcDirectory, _ status: ProcFields
     ) -> LoopSnapshot {
+        if !idle, followingStall, idleSeenAt == nil, let entered = enteredWaitAt(now: now, directory) {
+            idleSeenAt = entered
+        }
         enterIdleWait(wait)
         if let schedule = directory.schedstat(now: now), let switches = status.voluntarySwitches {
             idleLook = (now, schedule, switches)
@@ -213,6 +230,19 @@ package struct ProcProgressProbe: Sendable {
         case held
         /// Still in it, or gone on to other work: the judgement stands. `leftAt`: when a held look saw it leave.
         case busy(leftAt: UInt64?)
+    }
+
+    /// When a thread found back in its idle wait, at the look that ends a followed stall, went into it: it has
+    /// been blocked since it last ran (the kernel's figure), so the stall ended then — or later, if it turned
+    /// unseen since and blocked again; never earlier. A look that comes late (the watcher busy sampling, or
+    /// waiting for a CPU) then neither lengthens the stall nor counts the samples it took of the idle loop. Nil
+    /// when the figure is unreadable or the thread ran after `now`.
+    private func enteredWaitAt(now: UInt64, _ directory: ProcDirectory) -> UInt64? {
+        guard let state = directory.status()?.state, state == "S" || state == "D",
+            let notRun = ThreadSchedule.notRun(directory), notRun.nanos <= notRun.at
+        else { return nil }
+        let entered = notRun.at - notRun.nanos
+        return entered > phaseStart && entered <= now ? entered : nil
     }
 
     /// Whether the loop proved its ``provisional`` wait to be its idle wait: back in that same wait (same place,
@@ -380,6 +410,7 @@ package struct ProcProgressProbe: Sendable {
         }
         if !idle, let capturedAt { idleSeenAt = capturedAt }
         enterIdleWait(wait)
+        restartAfterCapture = ProcDirectory(processID: processID, threadID: threadID).schedstat(now: 0)?.cpuNanos
     }
 
     /// Whether `wait` is one of the thread's learned idle waits.
@@ -451,7 +482,17 @@ package struct ProcProgressProbe: Sendable {
         // Was in user space: system calls made since (a blocking call adds a voluntary switch) are progress, unless
         // they were the file work's own (a write that completed into the page cache before its fsync); entering
         // the call it now sits in is not, by itself.
-        if let after, after.inSyscall { return moves.madeCalls && !fileWorkOnly }
+        if let after, after.inSyscall {
+            // One write completed, then straight (no user-space work between) into the sync of a file that makes
+            // it durable: one piece of work, whatever share of the write's pages the looks saw it dirty (it may
+            // have begun before the first of them, and the kernel counts pages when first dirtied).
+            if FileWork.isSyncCall(after), work.isOn(after), moves.writeCalls == 1, moves.readCalls == 0,
+                !moves.ticksKnown || moves.userTicks <= moves.systemTicks + 1
+            {
+                return false
+            }
+            return moves.madeCalls && !fileWorkOnly
+        }
         return (moves.switches > 0 || moves.madeCalls) && !fileWorkOnly
     }
 
@@ -476,4 +517,7 @@ extension ProcProgressProbe: ProgressSource {
     package func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
+
+    package mutating func stallBegan() { followingStall = true }
+    package mutating func stallEnded() { followingStall = false }
 }
