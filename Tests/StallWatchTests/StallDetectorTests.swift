@@ -112,6 +112,27 @@ import Testing
         #expect(stall.notes[0].contains("late"))
     }
 
+    /// A late wake-up the watching thread's own wait for a CPU explains: the process was scheduled, only the
+    /// machine was busy, so the loop is judged at once (its own figures say whether the machine held it up), with
+    /// the lateness noted. A lateness that wait does not explain (the process stopped) still defers.
+    @Test func aLateWakeupSpentWaitingForACPUBeginsAtOnceAndAnUnexplainedOneDefers() throws {
+        let configuration = StallDetector.Configuration(thresholdNanos: 250 * ms, lateWakeupToleranceNanos: 50 * ms)
+        let busy = snapshot(5, .beforeSources, since: 0)
+        var detector = StallDetector(configuration: configuration)
+        _ = detector.observe(.init(snapshot: busy, now: 10 * ms, watcherRunQueueNanos: 1_000 * ms))
+        let late = detector.observe(.init(snapshot: busy, now: 400 * ms, watcherRunQueueNanos: 1_140 * ms))
+        #expect(late.events.first == .lateWakeup(delayNanos: 150 * ms))
+        let stall = try #require(began(late.events))
+        #expect(stall.notes.count == 1 && stall.notes[0].contains("140 ms of it waiting for a CPU"), "\(stall.notes)")
+
+        var stopped = StallDetector(configuration: configuration)
+        _ = stopped.observe(.init(snapshot: busy, now: 10 * ms, watcherRunQueueNanos: 1_000 * ms))
+        let frozen = stopped.observe(.init(snapshot: busy, now: 400 * ms, watcherRunQueueNanos: 1_010 * ms))
+        #expect(frozen.events == [.lateWakeup(delayNanos: 150 * ms)])
+        #expect(frozen.wait == .until(500 * ms))
+        #expect(stopped.current == nil)
+    }
+
     /// A watcher of another process: its own lateness is no evidence about the loop, which is judged at once
     /// with the lateness noted; a suspend of the whole machine still defers judgement.
     @Test func aWatcherThatDoesNotShareTheLoopsFateBeginsAtOnceAfterALateWakeupButNotAfterASuspend() throws {

@@ -55,16 +55,20 @@ package struct StallDetector: Sendable {
         var stallEndNanos: UInt64
         /// The wait ended by timeout rather than by a signal from the loop.
         var timedOut: Bool
+        /// How long the watching thread has waited for a CPU in all (its schedstat), when read: a late wake-up
+        /// that this wait explains was the machine's other work, not the process going unscheduled.
+        var watcherRunQueueNanos: UInt64?
 
         init(
             snapshot: LoopSnapshot, now: UInt64, suspendedNanos: UInt64 = 0, stallEndNanos: UInt64 = 0,
-            timedOut: Bool = true
+            timedOut: Bool = true, watcherRunQueueNanos: UInt64? = nil
         ) {
             self.snapshot = snapshot
             self.now = now
             self.suspendedNanos = suspendedNanos
             self.stallEndNanos = stallEndNanos
             self.timedOut = timedOut
+            self.watcherRunQueueNanos = watcherRunQueueNanos
         }
     }
 
@@ -123,6 +127,10 @@ package struct StallDetector: Sendable {
     private var grace: (sequence: UInt64, until: UInt64, note: String)?
     /// The last observation found the machine suspended since the one before.
     private var suspendedDuringLook = false
+    /// The last observation's late wake-up was the watching thread waiting for a CPU (the machine busy), which
+    /// says nothing of the process being stopped: it does not defer judgement.
+    private var lateForACPU = false
+    private var lastWatcherRunQueue: UInt64?
     private var classicSequence: UInt64?
     private var classicTimeouts = 0
     /// The time of the first observation: nothing before it was watched.
@@ -172,7 +180,7 @@ package struct StallDetector: Sendable {
         if o.now < crossAt { return wake(at: crossAt) }
         if let lateNote {
             grace = (snap.sequence, o.now &+ min(configuration.thresholdNanos, 100_000_000), lateNote)
-            if configuration.lateWakeupDefers || suspendedDuringLook { return wake(at: grace!.until) }
+            if (configuration.lateWakeupDefers && !lateForACPU) || suspendedDuringLook { return wake(at: grace!.until) }
         } else if let g = grace, g.sequence == snap.sequence, o.now < g.until {
             return wake(at: g.until)
         }
@@ -229,11 +237,26 @@ package struct StallDetector: Sendable {
         var delay: UInt64 = 0
         var note: String?
         suspendedDuringLook = false
+        lateForACPU = false
+        // The watching thread's wait for a CPU since the last observation (nil: unknown).
+        let waitedForACPU = o.watcherRunQueueNanos.flatMap { now in
+            lastWatcherRunQueue.flatMap { now >= $0 ? now - $0 : nil }
+        }
+        lastWatcherRunQueue = o.watcherRunQueueNanos
         if o.timedOut, let expected = expectedWake, o.now > expected,
             o.now - expected > configuration.lateWakeupToleranceNanos
         {
             delay = o.now - expected
-            note = "watchdog woke \(delay / 1_000_000) ms late: the process may not have been scheduled"
+            if let waited = waitedForACPU, delay <= waited + configuration.lateWakeupToleranceNanos {
+                // Runnable all along, queued behind other work: the process was scheduled, the loop's own thread
+                // competed for the CPUs too, and its figures say whether that, not the loop, held it up.
+                lateForACPU = true
+                note =
+                    "watchdog woke \(delay / 1_000_000) ms late, \(waited / 1_000_000) ms of it waiting for a CPU: "
+                    + "the machine was busy"
+            } else {
+                note = "watchdog woke \(delay / 1_000_000) ms late: the process may not have been scheduled"
+            }
         }
         if let last = lastSuspended, o.suspendedNanos > last,
             o.suspendedNanos - last > configuration.lateWakeupToleranceNanos

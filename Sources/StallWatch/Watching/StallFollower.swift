@@ -128,7 +128,8 @@ package struct StallFollower<Source: ProgressSource> {
         }
         let observation = StallDetector.Observation(
             snapshot: snapshot, now: now, suspendedNanos: sw_boottime_ns() &- sw_monotonic_ns(),
-            stallEndNanos: stallEnd, timedOut: timedOut)
+            stallEndNanos: stallEnd, timedOut: timedOut,
+            watcherRunQueueNanos: ThreadSchedule.callingThreadRunQueueWaitNanos())
         var (events, wait) = detector.observe(observation)
         // A late wake-up reported with a stall's beginning is part of that stall's evidence (the stall's own notes
         // say it): its figure is applied after the beginning.

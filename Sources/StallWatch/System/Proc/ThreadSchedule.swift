@@ -25,6 +25,11 @@ package struct ThreadSchedule: Sendable, Equatable {
 }
 
 extension ThreadSchedule {
+    /// How long the calling thread has waited for a CPU in all (its own `schedstat`); nil when unreadable.
+    static func callingThreadRunQueueWaitNanos() -> UInt64? {
+        ProcDirectory(processID: getpid(), threadID: sw_gettid()).schedstat(now: 0)?.runQueueWaitNanos
+    }
+
     /// The `se.exec_start` of a `sched` file: the run-queue clock (milliseconds, fractional) at which the thread
     /// last started running.
     static func lastStartedRunning(inSched text: String) -> Double? {
