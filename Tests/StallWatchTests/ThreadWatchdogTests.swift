@@ -183,7 +183,9 @@ import Testing
         // for the report's date precision.)
         let span = handlerSpan.values
         let endedAt = try #require(report.endedAt)
-        try #require(span.count == 2 && beganSeen.values.count == 1 && endedSeen.values.count == 1)
+        try #require(
+            span.count == 2 && beganSeen.values.count == 1 && endedSeen.values.count == 1,
+            "handler span \(span), began \(beganSeen.values), ended \(endedSeen.values)")
         let atHandler = try #require(handlerSchedule.values.first)
         let wokenBeforeHandler =
             Double(
