@@ -174,10 +174,20 @@ import Testing
         return String(decoding: response, as: UTF8.self)
     }
 
+    /// This process's threads named `stallwatch-http…` (the metrics server's acceptor and connection workers), by id.
+    static func serverThreads() -> Set<String> {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return Set(
+            tasks.filter {
+                ProcFile.text("/proc/self/task/\($0)/comm")?.hasPrefix("stallwatch-http") == true
+            })
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func theEndpointServesTheTextOnLoopbackAndStopsCleanly() throws {
         let (metrics, _) = try Self.populated()
-        let threadsBefore = WatchdogTests.threadCount()
+        // The server's own threads, by name and id: other tests of this process start and end threads meanwhile.
+        let threadsBefore = Self.serverThreads()
         let server = try MetricsHTTPServer(address: "127.0.0.1:0") { metrics.exposition() }
         #expect(server.port != 0)
         #expect(server.url == "http://127.0.0.1:\(server.port)/metrics")
@@ -188,8 +198,13 @@ import Testing
         #expect(ok.contains("# TYPE stallwatch_stalls_total counter"))
         let missing = try Self.fetch(port: server.port, request: "GET / HTTP/1.0\r\n\r\n")
         #expect(missing.hasPrefix("HTTP/1.0 404"))
+        let started = Self.serverThreads().subtracting(threadsBefore)
+        #expect(!started.isEmpty, "no stallwatch-http thread while serving")
         server.stop()
-        #expect(WatchdogTests.threadCount() <= threadsBefore)
+        // Joined by `stop()`; the kernel drops a joined thread's /proc entry a moment after the join returns.
+        #expect(
+            pollUntil(timeout: .seconds(5)) { started.isDisjoint(with: Self.serverThreads()) },
+            "threads left after stop: \(started.intersection(Self.serverThreads()))")
         #expect(throws: StallWatchError.self) { try server.start() }
         #expect(throws: StallWatchError.self) { try MetricsHTTPServer(address: "nonsense") { "" } }
     }
