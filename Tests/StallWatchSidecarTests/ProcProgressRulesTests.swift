@@ -212,6 +212,34 @@ import Testing
                 from: open, to: Self.running, moves: writes, work: FileWork(descriptor: 5, file: Self.file)))
     }
 
+    /// An open that creates its file, seen before the file existed: nothing is known of its path then; once the
+    /// thread has left the call the path is read again, and the work begins with the file it names.
+    @Test func anOpenThatCreatesItsFileBeginsTheWorkOnceTheFileExists() throws {
+        let path =
+            FileManager.default.temporaryDirectory.path
+            + "/stallwatch-created-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try path.withCString { name in
+            let open = Self.openat(path: UInt64(UInt(bitPattern: name)))
+            var work = FileWork()
+            work.resolveOpen(open, pid: getpid())
+            #expect(work.file == nil && !work.beganWithOpen)
+            #expect(FileManager.default.createFile(atPath: path, contents: nil))
+            var info = stat()
+            try #require(stat(path, &info) == 0)
+            work.resolveOpen(open, pid: getpid())
+            #expect(work.file == FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+            #expect(work.beganWithOpen)
+            // Leaving it for the writes into that file is then not progress.
+            let writes = Self.moves(switches: 2, writes: 30, written: 30 * Self.mib, dirtied: 30 * Self.mib)
+            #expect(!ProcProgressProbe.isProgress(from: open, to: Self.running, moves: writes, work: work))
+            // Work already on a descriptor is never taken over by an open.
+            var onDescriptor = FileWork(descriptor: 5)
+            onDescriptor.resolveOpen(open, pid: getpid())
+            #expect(onDescriptor.file == nil)
+        }
+    }
+
     /// The file an `openat` names is read from the calling process's memory and resolved in its working directory.
     @Test func theFileAnOpenCallNamesIsReadFromItsArguments() throws {
         let name = "stallwatch-opened-\(getpid())"

@@ -101,6 +101,17 @@ package struct FileWork: Sendable, Equatable {
     /// The work began with the call that opened its file by its path (`file` is what the path named).
     package var beganWithOpen = false
 
+    /// Work that began in an open call whose path named no file while the call ran (an open that creates its
+    /// file, seen sleeping before it did: a directory's journal on a busy disk): once the thread has left the call,
+    /// the path is read again, and the work begins with the file it names now.
+    package mutating func resolveOpen(_ call: ThreadWait?, pid: Int32) {
+        guard let call, Self.isOpenCall(call), file == nil, descriptor == nil,
+            let opened = FileIdentity.opened(by: call, pid: pid)
+        else { return }
+        file = opened
+        beganWithOpen = true
+    }
+
     /// A look saw the thread in a call on this work's file: on its descriptor, or the call that opened it.
     package func isOn(_ wait: ThreadWait?) -> Bool {
         guard file != nil, let wait else { return false }

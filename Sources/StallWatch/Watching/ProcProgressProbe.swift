@@ -291,6 +291,10 @@ package struct ProcProgressProbe: Sendable {
     ) -> Bool {
         var work = self.work
         var anotherFile = false
+        // Out of an open whose file did not exist yet when a look saw the call: the work begins with it now.
+        if let before, !(after.map { $0.isSameCall(as: before) } ?? false) {
+            work.resolveOpen(before, pid: processID)
+        }
         if let after, FileWork.isFileCall(after), let descriptor = after.descriptor {
             // A call on another file, or on the same descriptor naming another file now, is another piece of work
             // (a close is let be: its descriptor is gone from the table while the call runs).
