@@ -64,13 +64,8 @@ import Testing
         }
     }
 
-    /// Seen idle in its `poll`, then, 150 ms after it left it, busy on a CPU or in a sleep: the phase starts when
-    /// it left the wait (never before the byte that woke it was sent, within 20 ms of the thread's own reading of
-    /// its start), not at the look that saw it busy.
-    @Test(arguments: [UInt8(1), 2])
-    func aThreadSeenLeavingItsIdleWaitIsDatedFromWhenItLeftIt(work: UInt8) throws {
-        let loop = try PipeLoop()
-        defer { loop.stop() }
+    /// A probe of `loop`'s thread once it waits in its `poll`, which three looks 20 ms apart have seen idle.
+    static func probeSeeingIdle(_ loop: PipeLoop) -> ProcProgressProbe {
         let pid = getpid()
         #expect(
             pollUntil {
@@ -80,10 +75,22 @@ import Testing
         let tid = loop.threadID.load(ordering: .acquiring)
         var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
         for _ in 0..<3 {
-            let idle = probe.observe(now: sw_monotonic_ns())
-            #expect(idle?.isBusy == false)
+            #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == false)
             usleep(20_000)
         }
+        return probe
+    }
+
+    /// Seen idle in its `poll`, then, 150 ms after it left it, busy on a CPU or in a sleep: the phase starts when
+    /// it left the wait (never before the byte that woke it was sent, within 20 ms of the thread's own reading of
+    /// its start), not at the look that saw it busy.
+    @Test(arguments: [UInt8(1), 2])
+    func aThreadSeenLeavingItsIdleWaitIsDatedFromWhenItLeftIt(work: UInt8) throws {
+        let loop = try PipeLoop()
+        defer { loop.stop() }
+        let pid = getpid()
+        var probe = Self.probeSeeingIdle(loop)
+        let tid = loop.threadID.load(ordering: .acquiring)
         let directory = ProcDirectory(processID: pid, threadID: tid)
         let switchesBefore = directory.status()?.voluntarySwitches ?? 0
         let wakesBefore = loop.wakes.load(ordering: .relaxed)
@@ -122,19 +129,8 @@ import Testing
     @Test func aStallSeenOverByALateLookEndsWhenTheThreadWentBackToItsIdleWait() throws {
         let loop = try PipeLoop()
         defer { loop.stop() }
-        let pid = getpid()
-        #expect(
-            pollUntil {
-                let tid = loop.threadID.load(ordering: .acquiring)
-                return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
-            })
-        let tid = loop.threadID.load(ordering: .acquiring)
-        let directory = ProcDirectory(processID: pid, threadID: tid)
-        var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
-        for _ in 0..<3 {
-            #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == false)
-            usleep(20_000)
-        }
+        var probe = Self.probeSeeingIdle(loop)
+        let directory = ProcDirectory(processID: getpid(), threadID: loop.threadID.load(ordering: .acquiring))
         loop.send(1)
         #expect(pollUntil { loop.started.load(ordering: .acquiring) != 0 })
         usleep(50_000)
