@@ -156,14 +156,20 @@ import Testing
         late.account(Self.moves(dirtied: 98 * Self.mib))
         let partly = Self.moves(writes: 1, written: 512 * Self.mib, dirtied: 6 * Self.mib)
         #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: partly, work: late))
-        // The looks saw none of its pages dirtied (all were before the work's first look): still one write going
-        // straight into the sync of the file the work is on; not into a sync of another, nor after user-space work.
-        let unseen = Self.moves(writes: 1, written: 512 * Self.mib)
+        // The looks saw a tenth of its pages dirtied, all in the last interval (the rest before the work's first
+        // look): still one write going straight into the sync or the close of the file the work is on; not into a
+        // call on another, nor after user-space work, nor one that dirtied no file page (a socket's).
+        let unseen = Self.moves(writes: 1, written: 512 * Self.mib, dirtied: 50 * Self.mib)
         let onFile = FileWork(descriptor: 5, file: Self.file)
         #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: unseen, work: onFile))
+        let close = ThreadWait(
+            number: 3, arguments: [5, 0, 0, 0, 0, 0], stackPointer: 0x7ffe_1000, programCounter: 0x7f00)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: close, moves: unseen, work: onFile))
         #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: unseen))
-        let worked = Self.moves(writes: 1, written: 512 * Self.mib, user: 6, system: 1)
+        let worked = Self.moves(writes: 1, written: 512 * Self.mib, dirtied: 50 * Self.mib, user: 6, system: 1)
         #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: worked, work: onFile))
+        let reply = Self.moves(writes: 1, written: 64 << 10)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: reply, work: onFile))
         // Two calls completing: the second may be a reply on a socket, the loop's own work.
         let andAnother = Self.moves(writes: 2, written: 512 * Self.mib + 4096, dirtied: 6 * Self.mib)
         #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(5), moves: andAnother, work: late))

@@ -125,11 +125,6 @@ package struct FileWork: Sendable, Equatable {
         wait.number.map { [2, 85, 257, 437].contains($0) } ?? false
     }
 
-    /// A call that makes a file's written data durable: `fsync`, `fdatasync`, `sync_file_range`.
-    package static func isSyncCall(_ wait: ThreadWait) -> Bool {
-        wait.number.map { [74, 75, 277].contains($0) } ?? false
-    }
-
     /// A call on a descriptor that works on the file's data or its life: a read or write, a sync, a truncation,
     /// an allocation, the close.
     package static func isFileCall(_ wait: ThreadWait) -> Bool {

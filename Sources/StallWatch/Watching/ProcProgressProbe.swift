@@ -487,10 +487,12 @@ package struct ProcProgressProbe: Sendable {
         // they were the file work's own (a write that completed into the page cache before its fsync); entering
         // the call it now sits in is not, by itself.
         if let after, after.inSyscall {
-            // One write completed, then straight (no user-space work between) into the sync of a file that makes
-            // it durable: one piece of work, whatever share of the write's pages the looks saw it dirty (it may
-            // have begun before the first of them, and the kernel counts pages when first dirtied).
-            if FileWork.isSyncCall(after), work.isOn(after), moves.writeCalls == 1, moves.readCalls == 0,
+            // One write into file pages completed, then straight (no user-space work between) into a call on the
+            // work's file — its sync, its close, its next write: one piece of work, whatever share of the write's
+            // pages the looks saw it dirty (it may have begun before the first of them, and the kernel counts
+            // pages when first dirtied).
+            if FileWork.isFileCall(after), work.isOn(after), moves.writeCalls == 1, moves.readCalls == 0,
+                moves.dirtiedBytes > 0 || work.touchedFilePages,
                 !moves.ticksKnown || moves.userTicks <= moves.systemTicks + 1
             {
                 return false
