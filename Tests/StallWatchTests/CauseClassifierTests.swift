@@ -88,6 +88,15 @@ import Testing
         #expect(KernelStack.syscall(in: ["vfs_write", "do_syscall_64"]) == nil)
     }
 
+    @Test func aKernelStackEndingInAnInterruptsExitIsAPreemptedThread() {
+        #expect(KernelStack.isPreempted(["irqentry_exit_to_user_mode", "asm_sysvec_apic_timer_interrupt"]))
+        #expect(KernelStack.isPreempted(["irqentry_exit", "asm_sysvec_reschedule_ipi", "generic_perform_write"]))
+        #expect(
+            !KernelStack.isPreempted(["do_nanosleep", "hrtimer_nanosleep", "__x64_sys_nanosleep", "do_syscall_64"]))
+        #expect(!KernelStack.isPreempted(["futex_wait_queue", "futex_wait", "do_futex", "do_syscall_64"]))
+        #expect(!KernelStack.isPreempted([]))
+    }
+
     @Test(arguments: [
         ("__write", 1), ("__GI___libc_write", 1), ("fsync", 74), ("ftruncate64", 77), ("__lll_lock_wait", 202),
         ("clock_nanosleep@GLIBC_2.2.5", 230), ("__nanosleep", 35), ("__pthread_mutex_lock@GLIBC_2.2.5", -1),

@@ -159,6 +159,68 @@ import Testing
             "ended \(lateMs) ms after the thread's own end, the look \(lookMs) ms after it (steal up to \(stealMs) ms)")
     }
 
+    /// Threads of this process spinning on CPU 0 until told to stop, one of them niced to 19 behind the others.
+    final class Spinners: @unchecked Sendable {  // Everything shared is atomic.
+        let nicedThreadID = Atomic<Int32>(0)
+        let stop = Atomic<Bool>(false)
+        let exited = DispatchSemaphore(value: 0)
+        let count: Int
+
+        init(competing: Int) {
+            count = competing + 1
+            for index in 0..<count {
+                Thread { [self] in
+                    var saved = [UInt8](repeating: 0, count: 128)
+                    _ = sw_pin_to_cpu(0, &saved, 128)
+                    if index == 0 {
+                        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(sw_gettid()), 19)
+                        nicedThreadID.store(sw_gettid(), ordering: .releasing)
+                    }
+                    while !stop.load(ordering: .relaxed) {}
+                    exited.signal()
+                }.start()
+            }
+        }
+
+        func end() {
+            stop.store(true, ordering: .relaxed)
+            for _ in 0..<count { exited.wait() }
+        }
+    }
+
+    /// A niced thread behind two spinners on its CPU is preempted and waits long for its next turn, which the
+    /// kernel's run-queue figure counts only once it runs: the wait under way is read from when it last ran — at
+    /// least since the first reading that found its CPU time where it is, at most since the last that found it
+    /// lower.
+    @Test func aPreemptedThreadsWaitForACPUIsMeasuredWhileItLasts() throws {
+        let spinners = Spinners(competing: 2)
+        defer { spinners.end() }
+        #expect(pollUntil { spinners.nicedThreadID.load(ordering: .acquiring) != 0 })
+        let (pid, tid) = (getpid(), spinners.nicedThreadID.load(ordering: .acquiring))
+        try #require(
+            KernelStack.read(pid: pid, tid: sw_gettid()) != nil, "the kernel stack needs CAP_SYS_ADMIN (run as root)")
+        var (cpu, sameSince, lowerAt) = (UInt64.max, UInt64(0), UInt64(0))
+        var measured: (queued: UInt64, at: UInt64, after: UInt64)?
+        let found = pollUntil(timeout: .seconds(10), every: .milliseconds(10)) {
+            guard var probe = ThreadProbe.read(pid: pid, tid: tid) else { return false }
+            let at = sw_monotonic_ns()
+            if probe.cpuNanos != cpu { (cpu, lowerAt, sameSince) = (probe.cpuNanos, sameSince, at) }
+            guard probe.state == "R", lowerAt != 0, at - sameSince >= 100_000_000 else { return false }
+            probe.readWaitUnderWay(pid: pid)
+            guard let queued = probe.queuedNanos else { return false }
+            measured = (queued, at, sw_monotonic_ns())
+            return true
+        }
+        try #require(found, "the niced thread was never seen waiting 100 ms for a CPU with its wait readable")
+        let (queued, at, after) = try #require(measured)
+        #expect(
+            queued >= at - sameSince,
+            "waited \(queued / 1_000_000) ms, unchanged for \((at - sameSince) / 1_000_000) ms")
+        #expect(
+            queued <= after - lowerAt, "waited \(queued / 1_000_000) ms, ran within \((after - lowerAt) / 1_000_000) ms"
+        )
+    }
+
     /// Each CPU's steal time so far, in /proc/stat's clock ticks (`_SC_CLK_TCK` per second).
     static func stealTicks() -> [UInt64] {
         let text = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""

@@ -249,4 +249,49 @@ extension StallReportBuilderTests {
         #expect(cause.kind == .starved, "\(cause)")
         #expect(cause.evidence.contains { $0.contains("waited 290 ms for a CPU") }, "\(cause.evidence)")
     }
+
+    /// A niced loop that ran 18 ms of its work and was then preempted for seconds: the kernel's run-queue figure
+    /// has none of that wait yet (it is added once the thread runs), and every capture timed out (a thread with no
+    /// CPU cannot reach the stop). The reading's own measure of the wait under way makes it starved.
+    static func preemptedEvidence(queuedAtEnd: UInt64?, waitedBeforeMs: UInt64 = 0) -> StallEvidence {
+        var evidence = StallEvidence(
+            stall: stall, threadID: 42, reportID: "r1", wallAtBegin: 1_790_000_000_000 * ms, monoAtBegin: 1_260 * ms,
+            intervalNanos: 500 * ms)
+        evidence.stallStartSchedule = ThreadSchedule(
+            cpuNanos: 500 * ms, runQueueWaitNanos: 0, monotonicNanos: 1_000 * ms)
+        var queued = probe(cpuMs: 518)
+        queued.runQueueWaitNanos = waitedBeforeMs * ms
+        evidence.firstProbe = queued
+        evidence.samples = stride(from: 260, through: 3_260, by: 500).map { offset in
+            var sample = StallEvidence.Sample(offsetNanos: UInt64(offset) * ms, frames: [], probe: queued)
+            sample.unstopped = .timedOut
+            return sample
+        }
+        var last = queued
+        last.queuedNanos = queuedAtEnd
+        evidence.lastProbe = (last, 4_300 * ms)
+        return evidence
+    }
+
+    @Test func aLoopStillWaitingForACPUAtTheFinalReadingCountsThatWait() throws {
+        let report = Self.builder().build(
+            Self.preemptedEvidence(queuedAtEnd: 3_280 * Self.ms), status: .ended, endNanos: 4_300 * Self.ms,
+            final: true, now: 4_300 * Self.ms, symbols: TableResolver())
+        let cause = try #require(report.cause)
+        #expect(cause.kind == .starved, "\(cause)")
+        #expect(cause.evidence.contains { $0.contains("waited 3280 ms for a CPU") }, "\(cause.evidence)")
+    }
+
+    /// Without the reading's own measure (no kernel stack to read), the readings that found the thread runnable
+    /// with its figures unchanged bound the wait from below: 3 040 ms since the first of them, after the 100 ms the
+    /// kernel counted before it.
+    @Test func withoutItsMeasureTheWaitUnderWayIsAtLeastTheTimeSinceTheFirstUnchangedReading() throws {
+        let report = Self.builder().build(
+            Self.preemptedEvidence(queuedAtEnd: nil, waitedBeforeMs: 100), status: .ended, endNanos: 4_300 * Self.ms,
+            final: true,
+            now: 4_300 * Self.ms, symbols: TableResolver())
+        let cause = try #require(report.cause)
+        #expect(cause.kind == .starved, "\(cause)")
+        #expect(cause.evidence.contains { $0.contains("waited 3140 ms for a CPU") }, "\(cause.evidence)")
+    }
 }

@@ -120,9 +120,21 @@ struct EvidenceCollector {
     /// Reads the context's end state (for the final report).
     mutating func closeContext(now: UInt64) {
         evidence?.context = contextProbe?.finish(monotonicNanos: now)
-        if let tid = thread?.threadID, let probe = ThreadProbe.read(pid: pid, tid: tid) {
-            evidence?.lastProbe = (probe, sw_monotonic_ns())
+        if let tid = thread?.threadID {
+            var probe = ThreadProbe.read(pid: pid, tid: tid)
+            let at = sw_monotonic_ns()
+            readWaitUnderWay(
+                &probe, since: evidence?.samples.last?.probe?.cpuNanos ?? evidence?.stallStartSchedule?.cpuNanos)
+            if let probe { evidence?.lastProbe = (probe, at) }
         }
+    }
+
+    /// The wait for a CPU under way at a reading of a runnable thread whose CPU time has not moved since the
+    /// reading before (`cpuBefore`): one that is not running. A thread that ran since is left alone — the read
+    /// moves the watcher onto the thread's CPU, which a running thread would then share.
+    private func readWaitUnderWay(_ probe: inout ThreadProbe?, since cpuBefore: UInt64?) {
+        guard probe?.state == "R", let cpuBefore, probe?.cpuNanos == cpuBefore else { return }
+        probe?.readWaitUnderWay(pid: pid)
     }
 
     /// The stall ended at `endNanos` (CLOCK_MONOTONIC): samples captured at or after it show the thread after the
@@ -191,6 +203,8 @@ struct EvidenceCollector {
         // The wait target is read before the capture: a stop turns a timed futex wait or sleep into
         // restart_syscall. A restart at the place of the previous sample's call continues that call.
         sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
+        readWaitUnderWay(
+            &sample.probe, since: evidence.samples.last?.probe?.cpuNanos ?? evidence.stallStartSchedule?.cpuNanos)
         if var probe = sample.probe, let wait = probe.wait, wait.isRestart,
             let before = evidence.samples.last?.probe?.wait, !before.isRestart, wait.isSameCall(as: before)
         {

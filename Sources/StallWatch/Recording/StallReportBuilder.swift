@@ -221,6 +221,12 @@ struct StallReportBuilder {
         }
         var loopCPU: UInt64?
         var runQueueWait: UInt64?
+        // A reading's run-queue wait with the wait still under way then (the kernel adds it only once the thread
+        // runs): what a difference of two readings must take.
+        func waitSoFar(_ probe: ThreadProbe, at: UInt64) -> UInt64 {
+            probe.runQueueWaitNanos &+ Self.waitUnderWay(at: probe, at, in: evidence)
+        }
+        func at(_ sample: StallEvidence.Sample) -> UInt64 { evidence.stall.startNanos &+ sample.offsetNanos }
         // The figures end at the last reading that has them: a thread read as it exits (its process ending the
         // stall) has no schedstat, and stat's coarser CPU time and no run-queue wait are nothing to subtract from.
         let lastMeasured = samples.last { $0.probe?.scheduleRead == true }
@@ -228,47 +234,46 @@ struct StallReportBuilder {
         if let first = evidence.firstProbe?.cpuNanos, let last = lastMeasured?.probe?.cpuNanos, last >= first {
             loopCPU = last - first
         }
-        if let first = evidence.firstProbe?.runQueueWaitNanos, let last = lastMeasured?.probe?.runQueueWaitNanos,
-            last >= first
+        if let first = evidence.firstProbe, let lastSample = lastMeasured, let last = lastSample.probe,
+            let firstAt = samples.first.map(at)
         {
-            runQueueWait = last - first
+            let (from, to) = (waitSoFar(first, at: firstAt), waitSoFar(last, at: at(lastSample)))
+            if to >= from { runQueueWait = to - from }
         }
         // The CPU delta covers first → last measured sample, not the whole stall: compare it with that span.
         var span = (lastMeasured?.offsetNanos ?? 0) &- (samples.first?.offsetNanos ?? 0)
-        if span == 0, let first = evidence.firstProbe, let (last, at) = finalProbe, at > evidence.monoAtBegin {
+        if span == 0, let first = evidence.firstProbe, let (last, lastAt) = finalProbe, lastAt > evidence.monoAtBegin {
             // One sample only: detection → the final report.
-            span = at - evidence.monoAtBegin
+            span = lastAt - evidence.monoAtBegin
             if last.cpuNanos >= first.cpuNanos { loopCPU = last.cpuNanos - first.cpuNanos }
-            if last.runQueueWaitNanos >= first.runQueueWaitNanos {
-                runQueueWait = last.runQueueWaitNanos - first.runQueueWaitNanos
-            }
+            let (from, to) = (
+                waitSoFar(first, at: samples.first.map(at) ?? evidence.monoAtBegin), waitSoFar(last, at: lastAt)
+            )
+            if to >= from { runQueueWait = to - from }
         }
         // From the stall's very start when the source read it: a stall with one sample, or whose thread waited for
         // a CPU before it was detected, still has its run-queue evidence.
         if let start = evidence.stallStartSchedule {
-            let reading = { (sample: StallEvidence.Sample) in
-                sample.probe.map { ($0, evidence.stall.startNanos &+ sample.offsetNanos) }
-            }
+            let reading = { (sample: StallEvidence.Sample) in sample.probe.map { ($0, at(sample)) } }
             var end = finalProbe.map { ($0.probe, $0.monoNanos) } ?? lastMeasured.flatMap(reading)
             // A stall a capture saw end (the thread back in its idle wait) may end well before the final reading
             // (a sample interval or more, the watcher being late), which then counts what the thread did after it
             // (its next piece of work): the last sample read by the end is taken instead, when it covers at least
             // half the stall.
-            if let endNanos, let (_, at) = end, at > endNanos &+ evidence.intervalNanos,
+            if let endNanos, let (_, endAt) = end, endAt > endNanos &+ evidence.intervalNanos,
                 endNanos > start.monotonicNanos,
-                let before = samples.last(where: {
-                    $0.probe?.scheduleRead == true && evidence.stall.startNanos &+ $0.offsetNanos <= endNanos
-                }).flatMap(reading),
+                let before = samples.last(where: { $0.probe?.scheduleRead == true && at($0) <= endNanos })
+                    .flatMap(reading),
                 (before.1 &- start.monotonicNanos) * 2 >= endNanos - start.monotonicNanos
             {
                 end = before
             }
-            if let (last, at) = end, at > start.monotonicNanos, last.cpuNanos >= start.cpuNanos,
+            if let (last, endAt) = end, endAt > start.monotonicNanos, last.cpuNanos >= start.cpuNanos,
                 last.runQueueWaitNanos >= start.runQueueWaitNanos
             {
-                span = at - start.monotonicNanos
+                span = endAt - start.monotonicNanos
                 loopCPU = last.cpuNanos - start.cpuNanos
-                runQueueWait = last.runQueueWaitNanos - start.runQueueWaitNanos
+                runQueueWait = min(span, waitSoFar(last, at: endAt) - start.runQueueWaitNanos)
             }
         }
         var input = CauseClassifier.Evidence(
@@ -322,6 +327,27 @@ struct StallReportBuilder {
                     + "thread still stuck, and sampled it after it had moved on)")
         }
         return CauseClassifier.classify(input)
+    }
+
+    /// The wait for a CPU still under way at `reading` (read at `at`), which the kernel adds to the run-queue
+    /// figure only once the thread runs again: a niced loop behind busier work can wait seconds for its next turn,
+    /// and its figures would show none of it. The wait the reading measured (``ThreadProbe/queuedNanos``), or at
+    /// least the time since the earliest of the unbroken run of readings up to this one that found the thread
+    /// runnable with the same CPU time and run-queue wait: a thread that did not run in between cannot have gone
+    /// to sleep (only a running thread puts itself to sleep), so it waited for a CPU all along. Zero for a thread
+    /// not runnable at the reading.
+    static func waitUnderWay(at reading: ThreadProbe, _ at: UInt64, in evidence: StallEvidence) -> UInt64 {
+        guard reading.state == "R", reading.scheduleRead else { return 0 }
+        var earliest = at
+        for sample in evidence.samples.reversed() {
+            let when = evidence.stall.startNanos &+ sample.offsetNanos
+            guard when <= at else { continue }
+            guard let probe = sample.probe, probe.state == "R", probe.scheduleRead,
+                probe.cpuNanos == reading.cpuNanos, probe.runQueueWaitNanos == reading.runQueueWaitNanos
+            else { break }
+            earliest = when
+        }
+        return max(reading.queuedNanos ?? 0, at - earliest)
     }
 
     private func threadState(_ probe: ThreadProbe, first: ThreadProbe?) -> StallReport.ThreadState {

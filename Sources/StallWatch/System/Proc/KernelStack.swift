@@ -37,6 +37,17 @@ enum KernelStack {
         return nil
     }
 
+    /// Whether the stack is that of a thread switched out on the way back from an interrupt or exception (the
+    /// timer's, say): preempted, not sleeping. The scheduler's own functions are left out of the file, so the
+    /// innermost frame is the exit path that called it; a thread that went to sleep shows the call it sleeps in.
+    static func isPreempted(_ names: [String]) -> Bool {
+        guard let innermost = names.first else { return false }
+        return [
+            "irqentry_exit", "exit_to_user_mode", "syscall_exit_to_user_mode", "asm_sysvec_", "asm_common_interrupt",
+        ]
+        .contains { innermost.hasPrefix($0) }
+    }
+
     /// `__x64_sys_fsync` → 74, `ksys_write` → 1, `do_sys_poll` → 7; nil for a function that names no call.
     static func number(ofKernelFunction name: String) -> Int? {
         for prefix in ["__x64_sys_", "__ia32_sys_", "__se_sys_", "__do_sys_", "ksys_", "do_sys_", "sys_"]

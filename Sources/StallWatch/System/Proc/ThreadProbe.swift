@@ -24,6 +24,10 @@ package struct ThreadProbe: Sendable, Equatable {
     var scheduleRead = true
     /// The whole `syscall` reading: arguments, stack pointer and program counter.
     package var wait: ThreadWait? = nil
+    /// For a thread runnable but not running at the reading, how long it had waited for a CPU then: a wait the
+    /// kernel adds to `runQueueWaitNanos` only once the thread runs again. Nil when not read
+    /// (``readWaitUnderWay(pid:)``).
+    var queuedNanos: UInt64? = nil
 
     package var syscallName: String? { syscall.map(SyscallTable.name) }
     /// The call's class, judged by its content where it has one (a `select` on no descriptor is a sleep).
@@ -57,6 +61,22 @@ package struct ThreadProbe: Sendable, Equatable {
             probe.scheduleRead = false
         }
         return probe
+    }
+
+    /// Reads ``queuedNanos`` for a runnable thread that was taken off its CPU on the way back from an interrupt —
+    /// preempted, its kernel stack ending in the interrupt's exit path — and so has waited for a CPU since it last
+    /// ran: the time since then (``ThreadSchedule/notRun(_:)``). A thread woken from a sleep and not yet run is
+    /// runnable too, but its stack is still in the call it slept in, and its last run ended with the sleep: it gets
+    /// none. A running thread's stack is the one of its last switch, so its caller reads this only when the
+    /// thread's CPU time has not moved since an earlier reading. Needs the kernel stack (`CAP_SYS_ADMIN`).
+    mutating func readWaitUnderWay(pid: Int32) {
+        guard state == "R", let names = KernelStack.read(pid: pid, tid: threadID), KernelStack.isPreempted(names)
+        else { return }
+        let directory = ProcDirectory(processID: pid, threadID: threadID)
+        // Not run since this reading (its CPU time unchanged): the figure is of the same wait.
+        guard let notRun = ThreadSchedule.notRun(directory), directory.schedstat(now: 0)?.cpuNanos == cpuNanos
+        else { return }
+        queuedNanos = notRun.nanos
     }
 
     /// The thread ids of process `pid`.
