@@ -40,11 +40,22 @@ final class PoolWorkerStackSampling: StackSampling, @unchecked Sendable {  // Us
     func beginThreadSnapshot() { inner?.beginThreadSnapshot() }
 
     /// The stacks of a saturation's workers, symbolicated, one per worker in order (frames, or why there are none).
+    ///
+    /// A worker that did not stop in time was runnable (waiting for a CPU on a busy machine: its job just started,
+    /// it has yet to reach the call that blocks it) or working inside the kernel; it is tried once more after every
+    /// other worker, which gave it that time to get a CPU, and keeps the first try's reason if that fails too.
     func workerStacks(
         _ threadIDs: [Int32], configuration: StallWatchConfiguration, symbolicator: Symbolicator
     ) -> [(frames: [StackFrame], error: String?)] {
-        threadIDs.map { id in
-            let taken = sample(SampledThread(threadID: id, stackLow: 0, stackHigh: 0), configuration: configuration)
+        let take = { (id: Int32) in
+            self.sample(SampledThread(threadID: id, stackLow: 0, stackHigh: 0), configuration: configuration)
+        }
+        var taken = threadIDs.map(take)
+        for index in taken.indices where taken[index].frames.isEmpty && taken[index].timedOut {
+            let again = take(threadIDs[index])
+            if !again.frames.isEmpty { taken[index] = again }
+        }
+        return taken.map { taken in
             let frames = symbolicator.symbolicate(taken.frames)
             return (frames, frames.isEmpty ? (taken.error ?? "stack not captured") : taken.error)
         }
