@@ -61,7 +61,7 @@ import Testing
             let blocking = try #require(cause.blockingThreadId, "no blocking thread: \(cause.evidence)")
             let thread = try #require(threads.first { $0.threadId == blocking })
             #expect(thread.name == name)
-            #expect(!thread.frames.isEmpty, "the blocking thread's stack is in the report")
+            #expect(!thread.frames.isEmpty, "the blocking thread's stack is in the report: \(thread.error ?? "")")
         }
         if c.kind == "deadlock" {
             let cycle = try #require(cause.deadlockedThreadIds)

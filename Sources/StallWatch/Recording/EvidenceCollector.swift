@@ -414,11 +414,16 @@ struct EvidenceCollector {
             } else if withStack, let sampler = target.sampler {
                 var taken = sampler.sampleThread(id: tid, configuration: configuration)
                 // What holds the stuck thread up is the stack a reader wants most: a capture of a holder that
-                // failed (a loaded machine can leave the capture no time) is tried once more while the stall lasts.
-                if taken.frames.isEmpty, holders.contains(tid) || tid == sampledOwner, isOngoing() {
+                // failed (a loaded machine can leave a woken thread no CPU to reach the stop in time) is tried
+                // again while the stall lasts, up to four times, the stuck thread's samples kept up in between.
+                var tries = 1
+                while taken.frames.isEmpty, holders.contains(tid) || tid == sampledOwner, tries < 5, isOngoing() {
+                    takeSampleIfDue()
+                    tries += 1
                     var again = sampler.sampleThread(id: tid, configuration: configuration)
                     if !again.frames.isEmpty {
-                        again.error = taken.error.map { "first capture: \($0); taken again" } ?? again.error
+                        again.error =
+                            taken.error.map { "first capture: \($0); taken again (try \(tries))" } ?? again.error
                         taken = again
                     }
                 }
