@@ -140,11 +140,16 @@ package final class Spawned: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// Waits until `text` appears in stdout (or stderr).
+    /// Waits until `text` appears in a whole line of stdout (or stderr): one its writer has ended with a newline.
+    /// A line may arrive in parts (an unbuffered Python `print` writes each argument on its own), and what follows
+    /// the text is often what the caller reads next.
     package func waitFor(_ text: String, timeout: Duration = .seconds(20)) -> Bool {
         let deadline = ContinuousClock.now + timeout
+        let inWholeLines = { (output: String) in
+            output.lastIndex(of: "\n").map { output[...$0].contains(text) } ?? false
+        }
         while ContinuousClock.now < deadline {
-            if stdout.contains(text) || stderr.contains(text) { return true }
+            if inWholeLines(stdout) || inWholeLines(stderr) { return true }
             usleep(10_000)
         }
         return false
