@@ -16,9 +16,11 @@ struct TargetProgress: ProgressSource {
     /// Told when the heartbeat is lost and watching goes on from /proc.
     private let onHeartbeatLost: (SidecarError) -> Void
 
+    /// - Parameter judgedOnceSeenIdle: From /proc, the thread is judged only once seen in an idle wait of its own
+    ///   (``ProcProgressProbe/judgedOnceSeenIdle``).
     init(
         processID: Int32, threadID: Int32, startTimeTicks: UInt64?, heartbeat: HeartbeatReader?, polling: PollingWait,
-        now: UInt64, onHeartbeatLost: @escaping (SidecarError) -> Void
+        now: UInt64, judgedOnceSeenIdle: Bool = false, onHeartbeatLost: @escaping (SidecarError) -> Void
     ) {
         self.processID = processID
         self.threadID = threadID
@@ -30,6 +32,7 @@ struct TargetProgress: ProgressSource {
                 reader: heartbeat, processID: processID, threadID: threadID, polling: polling)
         } else {
             proc = ProcProgressProbe(processID: processID, threadID: threadID, now: now, polling: polling)
+            proc?.judgedOnceSeenIdle = judgedOnceSeenIdle
         }
     }
 

@@ -62,6 +62,9 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         public var heartbeatDirectory = HeartbeatPublisher.defaultDirectory
         /// Time between looks; nil: threshold / 5, at least 10 ms.
         package var pollIntervalMs: Int?
+        /// From /proc, judge the thread only once it has been seen in an idle wait of its own: a thread whose name
+        /// an older thread of the process has, which may have its creator's name and be no loop at all.
+        package var judgedOnceSeenIdle = false
 
         public init(pid: Int32, configuration: StallWatchConfiguration) {
             self.pid = pid
@@ -190,7 +193,8 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
         let poll = pollIntervalNanos
         let progress = TargetProgress(
             processID: options.pid, threadID: threadID, startTimeTicks: startTimeTicks, heartbeat: heartbeat,
-            polling: PollingWait(intervalNanos: poll, wakeup: wakeup), now: sw_monotonic_ns()
+            polling: PollingWait(intervalNanos: poll, wakeup: wakeup), now: sw_monotonic_ns(),
+            judgedOnceSeenIdle: options.judgedOnceSeenIdle
         ) { [onEvent] in onEvent(.heartbeatRejected($0)) }
         var follower = StallFollower(
             source: progress, recorder: recorder, configuration: detector,

@@ -12,6 +12,11 @@ import Synchronization
 /// watcher, one renamed away loses its watcher (``SidecarEvent/threadDropped(pid:threadID:reason:)``), one that
 /// exited has already ended its own. Between rescans the group sleeps on a semaphore; without rules it does not
 /// wake at all until a watcher ends.
+///
+/// A thread starts with its creator's name on Linux: a thread that a loop thread starts and never names (a
+/// background worker of an event loop's handler) matches the loop's rule without being a loop. So of several
+/// matching threads with one name, all but the oldest are judged only once seen in an idle wait of their own
+/// (``TargetWatcher/Options/judgedOnceSeenIdle``); a loop shows one within its first looks.
 package final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop() from any.
     package struct Options: Sendable {
         /// What every watcher starts from: the pid, mode, configuration; `threadID` is set per thread.
@@ -68,8 +73,10 @@ package final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop
             made[watcher.threadID] = Entry(watcher: watcher, fixed: true)
         }
         entries.withLock { $0 = made }
-        for (tid, _) in matchingThreads() where made[tid] == nil {
-            if let watcher = makeRuleWatcher(tid) {
+        let matching = matchingThreads()
+        let inherited = ThreadProbe.namedAfterAnOlderThread(of: options.base.pid, among: matching)
+        for (tid, _) in matching where made[tid] == nil {
+            if let watcher = makeRuleWatcher(tid, nameInherited: inherited.contains(tid)) {
                 entries.withLock { $0[tid] = Entry(watcher: watcher, fixed: false) }
             }
         }
@@ -117,10 +124,11 @@ package final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop
     /// Matches the rules again: watches threads that now match, drops those renamed away.
     private func rescan() {
         let matching = matchingThreads()
+        let inherited = ThreadProbe.namedAfterAnOlderThread(of: processID, among: matching)
         var dropped: [(TargetWatcher, String)] = []
         var added: [Int32] = []
         for (tid, _) in matching where entries.withLock({ $0[tid] == nil }) {
-            guard let watcher = makeRuleWatcher(tid) else { continue }
+            guard let watcher = makeRuleWatcher(tid, nameInherited: inherited.contains(tid)) else { continue }
             entries.withLock { $0[tid] = Entry(watcher: watcher, fixed: false) }
             added.append(tid)
         }
@@ -144,9 +152,12 @@ package final class ThreadGroupWatcher: Sendable {  // run() on one thread; stop
         LoopThreadRule.matchingThreads(of: processID, rules: options.rules)
     }
 
-    private func makeRuleWatcher(_ tid: Int32) -> TargetWatcher? {
+    /// A watcher of rule-matched thread `tid`; one whose name an older thread has (`nameInherited`) is judged
+    /// only once seen in an idle wait of its own.
+    private func makeRuleWatcher(_ tid: Int32, nameInherited: Bool) -> TargetWatcher? {
         var threadOptions = options.base
         threadOptions.threadID = tid
+        threadOptions.judgedOnceSeenIdle = nameInherited
         if let mode = options.ruleMode { threadOptions.mode = mode }
         return try? TargetWatcher(options: threadOptions, onEvent: onEvent)
     }

@@ -77,6 +77,37 @@ import Testing
         #expect(reports.allSatisfy { $0.cause?.kind == .sleep && $0.detection.source == "proc" })
     }
 
+    /// A thread a loop starts and leaves unnamed has the loop's name (a Linux thread starts with its creator's):
+    /// it is watched, and its sleep, no loop's, gives no report; the loop's own stall still does.
+    @Test(.timeLimit(.minutes(3)))
+    func aThreadALoopStartedAndLeftUnnamedIsNotTakenForALoop() throws {
+        let directory = SidecarFixtures.temporaryDirectory("threads-inherited")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let target = try Spawned(
+            "/usr/bin/python3", [CorpusHarness.fixture("asyncio_service.py"), "loop-starts-worker", "1.0"])
+        try #require(target.waitFor("READY"), "target: \(target.stderr)")
+        let sidecar = try Spawned(
+            SidecarFixtures.executable("stallwatch"),
+            [
+                "watch", "--pid", "\(target.pid)", "--threads", "loop-*", "--proc", "--threshold-ms", "250",
+                "--rescan-ms", "50", "--report-dir", directory,
+            ])
+        try #require(target.waitFor("WORKER"), "target: \(target.stderr)")
+        let tids = Self.threadIDs(in: target.stdout)
+        let loop = try #require(tids["loop-a"]).description
+        let worker = try #require(tids["worker"]).description
+        #expect(
+            Self.waitUntil { Set(Self.lines(sidecar, "watching").map(\.tid)) == [loop, worker] },
+            "the worker matches the loop's rule and is watched: \(sidecar.stdout) \(sidecar.stderr)")
+        #expect(target.wait(timeout: .seconds(30)) == 0, "target: \(target.stderr)")
+        #expect(sidecar.wait(timeout: .seconds(10)) != nil, "the sidecar ends when its target is gone")
+        let reports = SidecarFixtures.reports(in: directory)
+        #expect(
+            reports.map { "\($0.loop.name)=\($0.loop.threadId)" } == ["loop-a=\(loop)"],
+            "\(reports.map { ($0.loop.name, $0.loop.threadId, $0.cause?.kind) })")
+        #expect(reports.allSatisfy { $0.cause?.kind == .sleep })
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func theDaemonGivesEachThreadItsRulesNameADetectorOfItsOwn() throws {
         let directory = SidecarFixtures.temporaryDirectory("daemon-threads")

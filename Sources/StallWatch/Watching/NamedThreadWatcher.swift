@@ -99,17 +99,24 @@ final class NamedThreadWatcher: @unchecked Sendable {  // Runs on the thread wat
     private func rescan(excluding me: Int32) {
         let pid = getpid()
         var added = false
-        for tid in ThreadProbe.threadIDs(pid: pid) where tid != me && followers[tid] == nil {
-            guard let name = ProcDirectory(processID: pid, threadID: tid).comm(), Self.matches(name, pattern) else {
-                continue
+        var matching: [Int32: String] = [:]
+        for tid in ThreadProbe.threadIDs(pid: pid) where tid != me {
+            if let name = ProcDirectory(processID: pid, threadID: tid).comm(), Self.matches(name, pattern) {
+                matching[tid] = name
             }
+        }
+        // A thread a loop started and never named has the loop's name: judged once seen idle like a loop.
+        let inherited = ThreadProbe.namedAfterAnOlderThread(of: pid, among: matching)
+        for (tid, name) in matching.sorted(by: { $0.key < $1.key }) where followers[tid] == nil {
+            var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
+            probe.judgedOnceSeenIdle = inherited.contains(tid)
             let recorder = StallRecorder(configuration: configuration, loopName: name, target: target, emit: emit)
             if !warmedUp {
                 recorder.warmUp()
                 warmedUp = true
             }
             followers[tid] = StallFollower(
-                source: ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns()), recorder: recorder,
+                source: probe, recorder: recorder,
                 configuration: configuration.detectorConfiguration, watcher: .threadWatchdog)
             watched.withLock { $0.append(Watched(threadID: tid, name: name)) }
             added = true

@@ -68,6 +68,10 @@ package struct ProcProgressProbe: Sendable {
     private var lastWait: ThreadWait?
     /// The piece of file work the thread may be in the middle of since the last progress.
     private var work = FileWork()
+    /// The thread is judged only once it has been seen in an idle wait of its own (one the learner took for the
+    /// loop's): until then every look reads idle. For a thread that may be no loop at all — one whose name is an
+    /// older thread's, as a thread gets its creator's name on Linux until it sets its own.
+    package var judgedOnceSeenIdle = false
     /// The thread's own idle wait, learned as it idles.
     private(set) var idleWaits = IdleWaitLearner()
     /// The thread's schedule at `phaseStart`.
@@ -517,6 +521,12 @@ extension ProcProgressProbe: ProgressSource {
     package mutating func read(now: UInt64) -> ProgressReading {
         guard let snapshot = observe(now: now) else { return .ended(reason: "the watched thread \(threadID) exited") }
         defer { idleSeenAt = nil }
+        if judgedOnceSeenIdle, idleWaits.learned.isEmpty {
+            return .progress(
+                LoopSnapshot(
+                    sequence: snapshot.sequence, activity: .beforeWaiting, phaseStartNanos: snapshot.phaseStartNanos),
+                stallEndNanos: 0)
+        }
         return .progress(snapshot, stallEndNanos: idleSeenAt ?? 0)
     }
 

@@ -363,6 +363,36 @@ elif MODE == "queue-idle":
     threading.Thread(target=feeder, daemon=True).start()
     while (job := jobs.get()) is not None:
         job()
+elif MODE == "loop-starts-worker":
+    # An event-loop thread (loop-a) whose callback starts a worker thread and leaves it unnamed: on Linux it carries
+    # loop-a's name. The worker sleeps STALL seconds (on nothing the loop waits for) and ends; after it, the loop
+    # itself stalls once (a STALL-second sleep in a callback), idles again and exits.
+    def serve():
+        name_thread("loop-a")
+
+        async def run():
+            loop = asyncio.get_running_loop()
+
+            def tick():
+                loop.call_later(0.1, tick)
+
+            tick()
+            await asyncio.sleep(0.5)
+            worker = threading.Thread(target=time.sleep, args=(STALL,))
+            worker.start()
+            print("WORKER", f"loop-a={threading.get_native_id()}", f"worker={worker.native_id}", flush=True)
+            while worker.is_alive():
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)
+            time.sleep(STALL)
+            await asyncio.sleep(1.0)
+
+        asyncio.run(run())
+
+    loop_thread = threading.Thread(target=serve)
+    loop_thread.start()
+    print("READY", flush=True)
+    loop_thread.join()
 else:
     asyncio.run(main())
 # The service's work is done: skip interpreter finalization, which on a loaded machine can itself take longer
