@@ -114,15 +114,15 @@ import Testing
         let watchdog = Watchdog(loop: loop, configuration: config) { if case .ended = $0 { ended.signal() } }
         try watchdog.start()
         _ = startLoopThread(loop)
-        // The loop thread's clock: the phase start (as the watchdog reads it), then each function's entry and return.
+        // The loop thread's clock: the phase start (as the watchdog reads it), then each function's start and end,
+        // read inside the function itself (a mark read outside it leaves the caller's own code — and any wait for
+        // a CPU there — between the mark and the function).
         let marks = Mutex<[UInt64]>([])
         loop.perform {
-            var times = [loop.state.snapshot().phaseStartNanos, sw_monotonic_ns()]
-            WatchdogTests.computeFirstHalf(milliseconds: 600)
-            times += [sw_monotonic_ns(), sw_monotonic_ns()]
-            WatchdogTests.computeSecondHalf(milliseconds: 600)
-            times.append(sw_monotonic_ns())
-            marks.withLock { $0 = times }
+            let phaseStart = loop.state.snapshot().phaseStartNanos
+            let first = WatchdogTests.computeFirstHalf(milliseconds: 600)
+            let second = WatchdogTests.computeSecondHalf(milliseconds: 600)
+            marks.withLock { $0 = [phaseStart, first.start, first.end, second.start, second.end] }
         }
         // A missed stall fails here rather than hanging the suite.
         let endedInTime = ended.wait(timeout: .now() + 30) == .success
@@ -281,11 +281,19 @@ import Testing
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
     }
 
+    /// Spins for `milliseconds`; returns the loop thread's clock as it began and as it ended, read in its frame.
     @inline(never)
-    static func computeFirstHalf(milliseconds: Int) { spin(milliseconds: milliseconds) }
+    static func computeFirstHalf(milliseconds: Int) -> (start: UInt64, end: UInt64) { timedSpin(milliseconds) }
 
     @inline(never)
-    static func computeSecondHalf(milliseconds: Int) { spin(milliseconds: milliseconds) }
+    static func computeSecondHalf(milliseconds: Int) -> (start: UInt64, end: UInt64) { timedSpin(milliseconds) }
+
+    @inline(never)
+    static func timedSpin(_ milliseconds: Int) -> (start: UInt64, end: UInt64) {
+        let start = sw_monotonic_ns()
+        spin(milliseconds: milliseconds)
+        return (start, sw_monotonic_ns())
+    }
 
     @inline(never)
     static func spin(milliseconds: Int) {
