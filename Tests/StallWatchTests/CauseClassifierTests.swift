@@ -115,6 +115,24 @@ import Testing
         #expect(cause.evidence.contains { $0.contains("held by thread 200 (db-writer)") })
     }
 
+    /// Contention on a busy machine: the loop is woken at each unlock, waits for a CPU and finds the lock taken
+    /// again, so most samples catch it runnable in user space inside the mutex's lock, between two futex waits.
+    /// With 2% of the stall in CPU those samples are the lock wait, named with its holder; with 95% (a lock spun on)
+    /// they are the loop's own work.
+    @Test func samplesInsideAMutexLockWithLittleCPUAreTheLockWait() {
+        let between = O(state: "R", syscall: nil, wchan: nil, symbols: ["___pthread_mutex_lock", "update", "main"])
+        let waiting = O(
+            state: "S", syscall: 202, wchan: "futex_wait_queue", symbols: ["__lll_lock_wait"], lockOwner: 200)
+        let threads = [StallReport.ThreadSnapshot(threadId: 200, name: "db-writer", state: "S", syscall: "nanosleep")]
+        let contended = CauseClassifier.classify(
+            evidence([between, between, between, waiting], cpuMs: 20, threads: threads))
+        #expect(contended.kind == .lock, "\(contended.evidence)")
+        #expect(contended.blockingThreadId == 200)
+        let spun = CauseClassifier.classify(
+            evidence([between, between, between, waiting], cpuMs: 950, threads: threads))
+        #expect(spun.kind == .cpu, "\(spun.evidence)")
+    }
+
     @Test func ownerWaitingBackOnTheLoopIsADeadlockNamingBothThreads() {
         let o = Array(repeating: O(state: "S", syscall: 202, wchan: "futex_wait_queue", lockOwner: 200), count: 10)
         let threads = [

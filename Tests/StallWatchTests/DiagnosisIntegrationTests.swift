@@ -47,7 +47,10 @@ import Testing
         let cause = try #require(report.cause)
         // The demo's CPU stall spins until its time is up: on a machine that gave the loop less than a CPU's
         // share, the documented verdict is `starved`, with the run queue's figures as its evidence.
-        #expect(cause.matches(c.cause), "evidence: \(cause.evidence)")
+        let samples = report.samples.map {
+            "\($0.thread?.state ?? "?") \($0.thread?.syscall ?? "-") \($0.frames.prefix(2).compactMap(\.symbol)) \($0.error ?? "")"
+        }
+        #expect(cause.matches(c.cause), "evidence: \(cause.evidence); samples: \(samples)")
         #expect(!cause.evidence.isEmpty)
 
         // Every sample carries the loop thread's kernel-side state.

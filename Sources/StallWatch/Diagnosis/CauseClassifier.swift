@@ -124,8 +124,18 @@ package enum CauseClassifier {
         var evidence: [String] = []
         let total = e.observations.count
         var counts: [Activity: Int] = [:]
-        for o in e.observations { counts[activity(of: o), default: 0] += 1 }
         let cpuShare = e.loopCPUNanos.map { e.wallNanos > 0 ? Double($0) / Double(e.wallNanos) : 0 }
+        for o in e.observations {
+            var kind = activity(of: o)
+            // In user space inside a lock's acquisition (a mutex's lock between two of its futex waits) while the
+            // thread used under half the stall in CPU: the lock wait seen between two sleeps — under contention
+            // the thread is woken, waits for a CPU, and finds the lock taken again — not work of its own. A thread
+            // spinning on a lock with most of the CPU stays `cpu`.
+            if kind == .cpu, let cpuShare, cpuShare < 0.5, restartedActivity(symbols: o.symbols) == .lock {
+                kind = .lock
+            }
+            counts[kind, default: 0] += 1
+        }
         if let fact = cpuFact(e) { evidence.append(fact) }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
@@ -318,7 +328,11 @@ package enum CauseClassifier {
                     + (holder.name.isEmpty ? "" : " (\(holder.name))") + ", \(holder.source)")
             return .init(kind: .lock, evidence: evidence, blockingProcess: .fileLock(holder))
         }
-        evidence.append("\(lockSamples) of \(total) samples: waiting in futex" + (wchan.map { " (wchan \($0))" } ?? ""))
+        // Samples taken between two futex waits of the same lock (in user space inside its lock call) count too.
+        let between = lockSamples - e.observations.filter { activity(of: $0) == .lock }.count
+        evidence.append(
+            "\(lockSamples) of \(total) samples: waiting in futex" + (wchan.map { " (wchan \($0))" } ?? "")
+                + (between > 0 ? "; \(between) of them runnable between two waits, inside the lock call" : ""))
         guard let owner = mostCommon(e.observations.compactMap(\.lockOwner)) else {
             // No readable owner: a synchronous hand-off to another thread (a dispatch sync, a condition) or a lock
             // of unknown layout.
