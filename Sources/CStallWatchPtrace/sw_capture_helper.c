@@ -95,7 +95,7 @@ static void fail(sw_ptrace_record *r, sw_ptrace_step step, long result) {
 // cannot stop soon (in state D, or running inside a system call: sw_ptrace_stop_hopeless; the reason goes to
 // *unstopped), -ESRCH if the thread is gone.
 static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns, char state_at_seize,
-                      uint64_t run_before, uint64_t run_at_interrupt, int spin, int *signal, int *unstopped) {
+                      uint64_t run_at_interrupt, int spin, int *signal, int *unstopped) {
     for (int checked = 0;; checked = 1) {
         int status = 0;
         long got = RAW(SYS_wait4, tid, &status, __WALL | WNOHANG, 0, 0);
@@ -124,13 +124,6 @@ static int await_stop(pid_t pid, pid_t tid, uint64_t start, uint64_t timeout_ns,
             }
         }
         if (now - start >= timeout_ns) {
-            // Waiting for a CPU: waited for a while longer, checked every millisecond.
-            if (now - start < timeout_ns + sw_ptrace_cpu_wait_extension_ns(timeout_ns) &&
-                sw_ptrace_waiting_for_cpu(pid, tid, run_before)) {
-                struct timespec pause = {0, SW_PTRACE_CPU_WAIT_POLL_NS};
-                RAW(SYS_nanosleep, &pause, 0, 0, 0, 0);
-                continue;
-            }
             *unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
             return -ETIMEDOUT;
         }
@@ -181,10 +174,9 @@ static int capture(channel *c) {
     // Spin only for a running thread: a sleeping one, woken by the interrupt, may be placed on this CPU to reach its
     // stop, and must find it free.
     int spin = other_cpu && state_at_seize == 'R';
-    int stopped = await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, c->run_ns, run_at_interrupt,
-                             spin, &pending, &r->unstopped);
+    int stopped = await_stop(c->parent, c->tid, start, c->timeout_ns, state_at_seize, run_at_interrupt, spin, &pending,
+                             &r->unstopped);
     if (stopped != 0) {
-        if (stopped == -ETIMEDOUT) r->stop_wait_ns = sw_monotonic_ns() - start;
         fail(r, SW_PTRACE_STEP_STOP, stopped);
         return stopped == -ETIMEDOUT || stopped == -EAGAIN;  // seized but not stopped: only an exit releases it
     }
@@ -463,8 +455,7 @@ int sw_helper_capture(pid_t tid, uint64_t stack_low, uint64_t stack_high, uint64
     shared->tid = tid;
     // Read here, before the helper wakes up: on the thread's CPU, everything the helper does is part of the pause.
     shared->state = sw_stop_task_state_cpu(shared->parent, tid, &shared->cpu);
-    // Running or asleep: a thread the interrupt wakes may then wait for a CPU (sw_ptrace_waiting_for_cpu).
-    shared->run_ns = shared->state == 'R' || shared->state == 'S' ? sw_stop_task_run_ns(shared->parent, tid) : UINT64_MAX;
+    shared->run_ns = shared->state == 'R' ? sw_stop_task_run_ns(shared->parent, tid) : UINT64_MAX;
     shared->run_read_at_ns = sw_monotonic_ns();
     place_helper(shared->cpu);
     shared->stack_low = stack_low;

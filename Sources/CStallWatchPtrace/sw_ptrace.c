@@ -52,8 +52,6 @@ typedef struct job {
     /// /proc/PID/task/TID/schedstat (or -1), and the target's run_delay and CPU time just before the interrupt.
     int stats_fd;
     uint64_t delay_at_interrupt, run_at_interrupt, interrupt_at_ns;
-    /// The thread's CPU time read before the interrupt (UINT64_MAX: unknown), as read.
-    uint64_t run_before;
     /// The thread's state letter and CPU, read before the tracer starts (on the target's CPU, everything the
     /// tracer does is part of the pause), and when its CPU time was read.
     char state_at_seize;
@@ -135,14 +133,7 @@ static int await_stop(job *j, uint64_t start, struct user_regs_struct *regs) {
             }
         }
         if (now >= deadline) {
-            // Waiting for a CPU: waited for a while longer, checked every millisecond.
-            if (now < deadline + sw_ptrace_cpu_wait_extension_ns(j->timeout_ns) &&
-                sw_ptrace_waiting_for_cpu(j->pid, j->tid, j->run_before)) {
-                nanosleep(&(struct timespec){0, SW_PTRACE_CPU_WAIT_POLL_NS}, NULL);
-                continue;
-            }
             j->record->unstopped = SW_PTRACE_UNSTOPPED_TIMEOUT;
-            j->record->stop_wait_ns = now - start;
             return -ETIMEDOUT;
         }
         // Spin at first for a running target on another CPU; otherwise yield between polls: it may need this CPU.
@@ -338,7 +329,6 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
     j.stats_fd = have_before ? stats : -1;
     j.delay_at_interrupt = before.delay_ns;
     j.run_at_interrupt = have_before ? before.run_ns : UINT64_MAX;
-    j.run_before = j.run_at_interrupt;
     j.run_read_at_ns = sw_monotonic_ns();
     record->target_cpu = j.target_cpu;
     // The copy lands in pages touched now, not while the target is stopped: a first touch is a page fault (tens of

@@ -95,24 +95,6 @@ static inline uint64_t sw_stop_task_run_ns(pid_t pid, pid_t tid) {
 /// 10 ms apart) and context switches, so the figure read at the interrupt may lag by a tick. Five ticks at 250 Hz.
 #define SW_PTRACE_IN_KERNEL_RUN_NS 20000000ull
 
-/// Whether an interrupted thread that has not stopped is waiting for a CPU: runnable, and its CPU time has not
-/// grown since `run_ns_before` (read before the interrupt). It has run none of its code since, so it has not been
-/// paused by the capture yet, and it stops as soon as it runs: waiting on costs it nothing (a capture released
-/// instead would leave the samples of a busy machine to the threads that get a CPU).
-static inline int sw_ptrace_waiting_for_cpu(pid_t pid, pid_t tid, uint64_t run_ns_before) {
-    if (run_ns_before == UINT64_MAX || sw_stop_task_state(pid, tid) != 'R') return 0;
-    uint64_t run = sw_stop_task_run_ns(pid, tid);
-    return run != UINT64_MAX && run <= run_ns_before;
-}
-
-/// How long past its stop timeout a capture waits for a thread that is waiting for a CPU
-/// (sw_ptrace_waiting_for_cpu): four timeouts, at most a second. Checked every SW_PTRACE_CPU_WAIT_POLL_NS.
-static inline uint64_t sw_ptrace_cpu_wait_extension_ns(uint64_t timeout_ns) {
-    uint64_t four = timeout_ns * 4;
-    return four < 1000000000ull ? four : 1000000000ull;
-}
-#define SW_PTRACE_CPU_WAIT_POLL_NS 1000000L
-
 /// Whether a seized, interrupted thread that has not stopped yet never will soon, and why:
 /// - SW_PTRACE_UNSTOPPED_UNINTERRUPTIBLE: it sleeps in state D (an fsync waiting for writeback, a read from a
 ///   disk): only the end of its call wakes it, and a ptrace stop is reached only after that.

@@ -100,8 +100,7 @@ package final class PtraceSampler: Sendable {
         case ETIMEDOUT, EAGAIN:
             let state = ProcDirectory(processID: processID, threadID: threadID).stat()?.state
             let why = UnstoppedThread(record: record) ?? .timedOut
-            return why.error(
-                target: target, state: state, timeoutNanos: max(timeoutNanos, record.stop_wait_ns), context: context)
+            return why.error(target: target, state: state, timeoutNanos: timeoutNanos, context: context)
         default:
             return Syscall.error(call, errno: err)
         }

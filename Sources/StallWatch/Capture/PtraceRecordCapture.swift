@@ -61,8 +61,7 @@ extension UnstoppedThread {
         }
     }
 
-    /// The error a capture that did not stop `target` ends in (`state`: the thread's /proc state letter now;
-    /// `timeoutNanos`: how long the capture waited, past its timeout for a thread that was waiting for a CPU).
+    /// The error a capture that did not stop `target` ends in (`state`: the thread's /proc state letter now).
     package func error(target: String, state: Character?, timeoutNanos: UInt64, context: [String: String])
         -> StallWatchError
     {

@@ -133,8 +133,7 @@ package final class ThreadCaptureHelper: Sendable {
             let state = ProcDirectory(processID: getpid(), threadID: threadID).stat()?.state
             let why = UnstoppedThread(record: record) ?? .timedOut
             return why.error(
-                target: "thread \(threadID)", state: state, timeoutNanos: max(timeoutNanos, record.stop_wait_ns),
-                context: context)
+                target: "thread \(threadID)", state: state, timeoutNanos: timeoutNanos, context: context)
         default:
             return Syscall.error("ptrace (capture helper)", errno: err)
         }
