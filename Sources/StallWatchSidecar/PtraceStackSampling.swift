@@ -5,6 +5,11 @@ import StallWatch
 /// never SIGSTOP), copies registers and stack and detaches at once; ``StackUnwinder`` unwinds the copy while the
 /// target runs again. Failures (the target exited mid-capture, permission, a thread that would not stop) become
 /// the sample's error.
+///
+/// A thread blocked in a call that even a ptrace stop cuts short (`epoll_wait`, a socket call with a timeout,
+/// `semtimedop`, …: the restart after the stop would start its timeout over, and a loop's timers would fire late)
+/// is not stopped: its stack is copied as it sits in the call. Nor is one still leaving such a call
+/// (``CallExitGuard``): that sample is skipped and says why.
 package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
     package let captureMethod = CaptureMethod.ptrace
     package let processID: Int32
@@ -15,6 +20,8 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
     private(set) var setupError: String?
     /// The target's maps, shared by the captures of a snapshot and of the samples that follow it.
     private var maps: PtraceMaps?
+    /// Each thread's last system call, so that no stop cuts short a call the thread is still leaving.
+    private var calls: CallExitGuard
     /// Maps older than this are read again before the next capture (a thread's stack does not move, but
     /// threads come and go).
     static let mapsLifetimeNanos: UInt64 = 2_000_000_000
@@ -23,6 +30,7 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
     package init(processID: Int32, captureTimeoutNanos: UInt64) {
         self.processID = processID
         sampler = PtraceSampler(processID: processID, timeoutNanos: captureTimeoutNanos)
+        calls = CallExitGuard(processID: processID)
         do {
             unwinder = try StackUnwinder(processID: processID)
         } catch {
@@ -34,6 +42,19 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
     package func beginThreadSnapshot() { maps = PtraceMaps(processID: processID) }
 
     package func sample(_ thread: SampledThread, configuration: StallWatchConfiguration) -> StackSample {
+        switch calls.look(thread.threadID) {
+        case .inCall(let call, cutShortByStop: .some):
+            let frozen = BlockedThreadCapture.capture(
+                thread, call, maxStackBytes: configuration.maxStackBytes, processID: processID)
+            guard let frozen, let unwinder else {
+                return StackSample(error: setupError ?? "the thread left its system call during the stack copy")
+            }
+            return StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
+        case .leaving(let call, cutShortByStop: true):
+            return CallExitGuard.leavingSample(call)
+        default:
+            break
+        }
         // Read before stopping anyone: it is the slowest step and must not lengthen the pause.
         if maps?.isOlder(thanNanos: Self.mapsLifetimeNanos) ?? true { maps = PtraceMaps(processID: processID) }
         let result = sampler.capture(

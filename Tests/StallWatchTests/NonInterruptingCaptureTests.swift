@@ -174,6 +174,94 @@ import Testing
         #expect(failure == 0 && ms >= 790, "nanosleep: errno \(failure) after \(ms) ms")
     }
 
+    /// A thread woken when its socket read's timeout ends stays inside the call until it gets a CPU, while `/proc`
+    /// already says it runs; a stop then cuts the read short, and the restart would start its whole timeout again.
+    /// Held off its CPU by a real-time spinner from inside the read until past its timeout, the thread is sampled
+    /// every 5 ms: the samples taken while it leaves the read skip it and say so, and the read lasts its own time.
+    @Test(.timeLimit(.minutes(3)))
+    func aThreadLeavingASocketReadWhoseTimeoutEndedIsNotStoppedAndTheReadLastsItsTime() throws {
+        let sampler = InProcessStackSampling(
+            helper: try ThreadCaptureHelper.shared(), signal: nil, unwinder: try StackUnwinder(processID: getpid()),
+            helperUnavailable: nil)
+        try #require(sysconf(Int32(_SC_NPROCESSORS_ONLN)) >= 2, "the reader and the spinner share CPU 1")
+        let timeoutMs = 500
+        let readerID = Atomic<Int32>(0)
+        let readStart = Atomic<UInt64>(0)
+        let outcome = Mutex<(errno: Int32, ms: Double, runQueueMs: Double)?>(nil)
+        let spinnerReady = Atomic<Int32>(0)  // 1: real-time and waiting; -errno: not allowed
+        let go = DispatchSemaphore(value: 0)
+        let spinnerDone = DispatchSemaphore(value: 0)
+        Thread {
+            var saved = [UInt8](repeating: 0, count: 128)
+            _ = sw_pin_to_cpu(1, &saved, 128)
+            var parameters = sched_param(sched_priority: 1)
+            guard sched_setscheduler(0, SCHED_FIFO, &parameters) == 0 else {
+                spinnerReady.store(-errno, ordering: .releasing)
+                spinnerDone.signal()
+                return
+            }
+            spinnerReady.store(1, ordering: .releasing)
+            go.wait()
+            // Spins on CPU 1 until 100 ms past the read's timeout: the reader, woken at the timeout, waits.
+            let until = readStart.load(ordering: .acquiring) + UInt64(timeoutMs + 100) * 1_000_000
+            while DispatchTime.now().uptimeNanoseconds < until {}
+            parameters.sched_priority = 0
+            sched_setscheduler(0, SCHED_OTHER, &parameters)
+            spinnerDone.signal()
+        }.start()
+        #expect(pollUntil { spinnerReady.load(ordering: .acquiring) != 0 })
+        try #require(
+            spinnerReady.load(ordering: .acquiring) == 1,
+            "SCHED_FIFO refused (errno \(-spinnerReady.load(ordering: .acquiring))): needs CAP_SYS_NICE (run as root)")
+        Thread {
+            var saved = [UInt8](repeating: 0, count: 128)
+            _ = sw_pin_to_cpu(1, &saved, 128)
+            var pair: [Int32] = [-1, -1]
+            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair)
+            defer { pair.forEach { close($0) } }
+            var timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: (timeoutMs % 1000) * 1000)
+            setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            func runQueueNanos() -> Double {
+                let text = (try? String(contentsOfFile: "/proc/thread-self/schedstat", encoding: .utf8)) ?? ""
+                return Double(text.split(separator: " ").dropFirst().first ?? "0") ?? 0
+            }
+            let queuedBefore = runQueueNanos()
+            readerID.store(sw_gettid(), ordering: .releasing)
+            readStart.store(DispatchTime.now().uptimeNanoseconds, ordering: .releasing)
+            var byte: UInt8 = 0
+            let failure = recv(pair[0], &byte, 1, 0) < 0 ? errno : 0
+            let ms = Double(DispatchTime.now().uptimeNanoseconds - readStart.load(ordering: .acquiring)) / 1e6
+            outcome.withLock { $0 = (failure, ms, (runQueueNanos() - queuedBefore) / 1e6) }
+        }.start()
+        #expect(
+            pollUntil {
+                let tid = readerID.load(ordering: .acquiring)
+                return tid != 0
+                    && ProcDirectory.current.thread(tid).syscall()?.number.map(SyscallTable.name) == "recvfrom"
+            })
+        go.signal()
+        let reader = SampledThread(threadID: readerID.load(ordering: .acquiring), stackLow: 0, stackHigh: 0)
+        var errors: [String] = []
+        var leaving: Set<String> = []
+        var sampled = 0
+        while outcome.withLock({ $0 }) == nil {
+            let sample = sampler.sample(reader, configuration: StallWatchConfiguration())
+            if let error = sample.error { errors.append(error) } else { sampled += 1 }
+            if let call = sample.leavingCall?.number { leaving.insert(SyscallTable.name(call)) }
+            usleep(5000)
+        }
+        #expect(spinnerDone.wait(timeout: .now() + 10) == .success)
+        let result = try #require(outcome.withLock { $0 })
+        #expect(result.errno == EAGAIN, "recv ended with errno \(result.errno) after \(result.ms) ms")
+        // A restart after the timeout would last a second timeout, far past 1.1×.
+        let ranMs = result.ms - result.runQueueMs
+        #expect(
+            result.ms >= Double(timeoutMs) * 0.9 && ranMs <= Double(timeoutMs) * 1.1,
+            "recv took \(result.ms) ms, \(result.runQueueMs) ms of it waiting for a CPU; errors \(Set(errors))")
+        #expect(sampled > 0, "no sample while the thread sat in its read: \(Set(errors))")
+        #expect(leaving.contains("recvfrom"), "errors \(Set(errors))")
+    }
+
     /// The race the choice of capture cannot close: a thread may enter a call that any stop cuts short (a socket
     /// read with SO_RCVTIMEO) between the look at its state and the stop. Captured through the helper again and
     /// again while it does nothing but such reads, it never sees EINTR: each call the stop cut short runs again.

@@ -29,7 +29,7 @@ package enum BlockedThreadCapture {
     }
 
     /// The name of the call if a ptrace stop would make it return EINTR, else nil.
-    static func interruptedByStop(_ call: ThreadWait) -> String? {
+    static func interruptedByStop(_ call: ThreadWait, processID: Int32 = getpid()) -> String? {
         guard let number = call.number else { return nil }
         let name = SyscallTable.name(number)
         switch name {
@@ -41,7 +41,7 @@ package enum BlockedThreadCapture {
             // On a socket (a timeout may be set) or an inotify descriptor.
             let fd = Int32(truncatingIfNeeded: call.arguments[0])
             var buffer = [CChar](repeating: 0, count: 64)
-            let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+            let length = readlink("/proc/\(processID)/fd/\(fd)", &buffer, buffer.count - 1)
             guard length > 0 else { return nil }
             let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             return target.hasPrefix("socket:") || target.contains("inotify") ? "\(name) on \(target)" : nil

@@ -18,11 +18,10 @@ import CStallWatchSignal
 /// blocking call is never cut short and a signal that now belongs to the application (or to `SIG_DFL`) is
 /// never sent.
 ///
-/// A thread seen in a system call is still inside it, on its way out, while `syscall` already says `running`: woken
-/// from its call, it waits for a CPU and then returns to user space, and a signal meanwhile makes the call return
-/// EINTR (`poll`, `epoll_wait`, … are never restarted after a handler). So a thread the previous look found in a
-/// call is signalled only once it has run ``leftCallCPUNanos`` on a CPU since (schedstat), far more than any
-/// return from a call takes.
+/// A thread seen in a system call is still inside it, on its way out, while `syscall` already says `running`
+/// (``CallExitGuard``): it is signalled only once it has run 1 ms on a CPU since (a signal would make `poll`,
+/// `epoll_wait`, … return EINTR), and not stopped while it leaves a call that a stop cuts short (the restart would
+/// start the call's timeout over): that sample is skipped and says why.
 ///
 /// - Note: In the fallback, a thread may enter a system call in the microseconds between the check and the
 ///   signal; that call can then return EINTR. The helper path has no such window.
@@ -33,10 +32,8 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     /// Why the helper is not used (nil when it is); repeated in every report's setup errors.
     let helperUnavailable: String?
     private var lastRefusal: String?
-    /// The on-CPU time (schedstat) of each thread a look last found in a system call, for the signal path.
-    private var cpuNanosInCall: [Int32: UInt64] = [:]
-    /// How long a thread seen in a call must have run since before it is taken to be out of it: 1 ms.
-    static let leftCallCPUNanos: UInt64 = 1_000_000
+    /// Each thread's last system call, so that no capture cuts short a call the thread is still leaving.
+    private var calls = CallExitGuard(processID: getpid())
 
     init(helper: ThreadCaptureHelper?, signal: SignalSampler?, unwinder: StackUnwinder, helperUnavailable: String?) {
         self.helper = helper
@@ -75,18 +72,20 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         waitForRunnable: Bool
     ) -> StackSample {
         let result: Result<StackCapture, StallWatchError>
-        if let call = BlockedThreadCapture.blocked(thread.threadID), BlockedThreadCapture.interruptedByStop(call) != nil
-        {
+        let look = calls.look(thread.threadID)
+        if case .inCall(let call, cutShortByStop: .some) = look {
             // Neither a signal nor a ptrace stop: either would make this call fail with EINTR.
             guard
                 let capture = BlockedThreadCapture.capture(thread, call, maxStackBytes: maxStackBytes)
             else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
             result = .success(capture)
+        } else if case .leaving(let call, cutShortByStop: true) = look {
+            return CallExitGuard.leavingSample(call)
         } else if let helper {
             result = helper.capture(
                 thread, maxStackBytes: maxStackBytes,
                 timeoutNanos: waitForRunnable ? Self.stopTimeout(thread, timeout) : timeout)
-        } else if let refusal = signalRefusal(thread) {
+        } else if let refusal = signalRefusal(thread, look) {
             // Listed in capture.errors once per new reason, not once per sample.
             defer { lastRefusal = refusal }
             return StackSample(error: refusal, failure: refusal == lastRefusal ? nil : refusal)
@@ -123,8 +122,8 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
     /// A runnable thread's stop waits up to a second.
     static let runnableStopTimeoutNanos: UInt64 = 1_000_000_000
 
-    /// Why `thread` must not be signalled now, or nil if the signal path may be used.
-    func signalRefusal(_ thread: SampledThread) -> String? {
+    /// Why `thread` must not be signalled now (as `look` found it), or nil if the signal path may be used.
+    func signalRefusal(_ thread: SampledThread, _ look: CallExitGuard.Look) -> String? {
         guard let signal else { return "no sampling signal is installed" }
         switch Int(sw_capture_disposition()) {
         case Int(SW_DISPOSITION_OURS): break
@@ -139,20 +138,17 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         if ThreadStackLocator.blocks(thread.threadID, signal: signal.signal) {
             return "the thread blocks the sampling signal, and ptrace is not available: not sampled"
         }
-        let cpuNanos = ProcDirectory.current.thread(thread.threadID).schedstat(now: 0)?.cpuNanos
-        if let call = Self.systemCall(thread.threadID) {
-            cpuNanosInCall[thread.threadID] = cpuNanos ?? 0
-            return "the thread is in system call \(call); a signal would interrupt it (EINTR) and ptrace is not "
+        switch look {
+        case .inCall(let call, _):
+            let name = call.number.map(SyscallTable.name) ?? "?"
+            return "the thread is in system call \(name); a signal would interrupt it (EINTR) and ptrace is not "
                 + "available: not sampled"
+        case .leaving:
+            return "the thread is leaving a system call; a signal would interrupt it (EINTR) and ptrace is not "
+                + "available: not sampled"
+        case .outside:
+            return nil
         }
-        if let inCall = cpuNanosInCall[thread.threadID] {
-            guard let cpuNanos, cpuNanos &- inCall >= Self.leftCallCPUNanos, cpuNanos >= inCall else {
-                return "the thread is leaving a system call; a signal would interrupt it (EINTR) and ptrace is not "
-                    + "available: not sampled"
-            }
-            cpuNanosInCall[thread.threadID] = nil
-        }
-        return nil
     }
 
     /// The system call thread `tid` is blocked in (its name or number), or nil when it runs in user space.

@@ -31,6 +31,8 @@ package struct StackSample: Sendable {
     var stopWaitNanos: UInt64?
     /// When the captured state was the thread's (``StackCapture/capturedAtNanoseconds``); nil when unknown.
     var capturedAtNanos: UInt64?
+    /// The call a skipped sample's thread was still leaving (``CallExitGuard``): woken from it, not yet out of it.
+    package var leavingCall: ThreadWait?
 
     package init(
         frames: [UnwoundFrame] = [], pauseNanos: UInt64? = nil, unwindNanos: UInt64? = nil, error: String? = nil,

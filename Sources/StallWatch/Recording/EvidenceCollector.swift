@@ -243,6 +243,12 @@ struct EvidenceCollector {
                 sample.probe?.syscall = call
                 sample.stopCall = true
             }
+            // Left alone while it leaves a call (woken from it, waiting for a CPU, while /proc says "running"): still
+            // in that call.
+            if sample.probe != nil, sample.probe?.syscall == nil, let call = taken.leavingCall {
+                sample.probe?.wait = call
+                sample.probe?.syscall = call.number
+            }
             // A thread that would not stop is working inside the kernel, where /proc/…/syscall says only
             // "running": its kernel stack, read while it is still there, names the call.
             if taken.timedOut, sample.probe != nil, sample.probe?.syscall == nil,
