@@ -51,7 +51,12 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
             }
             return StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
         case .leaving(let call, cutShortByStop: true):
-            return CallExitGuard.leavingSample(call)
+            // Not on a CPU since it was seen in the call: its stack is still the one it had there.
+            guard let unwinder, let frozen = calls.unmovedCapture(thread, maxStackBytes: configuration.maxStackBytes)
+            else { return CallExitGuard.leavingSample(call) }
+            var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
+            sample.leavingCall = call
+            return sample
         default:
             break
         }
@@ -71,9 +76,13 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
                 error.code == .noSuchProcess ? "the target exited during the capture (\(error.message))" : error.message
             let failed = StackSample(failed: error, message: message)
             guard let unwinder else { return failed }
-            // In uninterruptible sleep the thread was left alone; its user stack is read as it sleeps.
+            // In uninterruptible sleep the thread was left alone; its user stack is read as it sleeps. One that had no
+            // CPU to reach the stop is read as it was in the call it was seen in.
             return failed.readingStackAsItSleeps(
                 thread, processID: processID, unwinder: unwinder, maxFrames: configuration.maxFrames,
+                maxStackBytes: configuration.maxStackBytes
+            ).readingUnmovedStack(
+                thread, calls: calls, unwinder: unwinder, maxFrames: configuration.maxFrames,
                 maxStackBytes: configuration.maxStackBytes)
         }
     }

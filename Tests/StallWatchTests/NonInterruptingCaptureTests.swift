@@ -174,92 +174,166 @@ import Testing
         #expect(failure == 0 && ms >= 790, "nanosleep: errno \(failure) after \(ms) ms")
     }
 
+    /// A real-time spinner pinned to CPU 1, started on demand: while it spins, no ordinary thread pinned there runs
+    /// (its run-queue wait grows, its CPU time and timeslices stand still). Needs CAP_SYS_NICE (root).
+    final class CPUHog: @unchecked Sendable {  // Everything shared is atomic or a semaphore.
+        private let ready = Atomic<Int32>(0)  // 1: real-time and waiting; -errno: refused
+        private let spinning = Atomic<Bool>(false)
+        private let until = Atomic<UInt64>(0)
+        private let go = DispatchSemaphore(value: 0)
+        private let done = DispatchSemaphore(value: 0)
+
+        init() throws {
+            Thread { [self] in
+                var saved = [UInt8](repeating: 0, count: 128)
+                _ = sw_pin_to_cpu(1, &saved, 128)
+                var parameters = sched_param(sched_priority: 1)
+                guard sched_setscheduler(0, SCHED_FIFO, &parameters) == 0 else {
+                    ready.store(-errno, ordering: .releasing)
+                    done.signal()
+                    return
+                }
+                ready.store(1, ordering: .releasing)
+                go.wait()
+                spinning.store(true, ordering: .releasing)
+                while DispatchTime.now().uptimeNanoseconds < until.load(ordering: .acquiring) {}
+                parameters.sched_priority = 0
+                sched_setscheduler(0, SCHED_OTHER, &parameters)
+                done.signal()
+            }.start()
+            try #require(sysconf(Int32(_SC_NPROCESSORS_ONLN)) >= 2, "the hog takes CPU 1 and leaves CPU 0")
+            #expect(pollUntil { ready.load(ordering: .acquiring) != 0 })
+            try #require(
+                ready.load(ordering: .acquiring) == 1,
+                "SCHED_FIFO refused (errno \(-ready.load(ordering: .acquiring))): needs CAP_SYS_NICE (run as root)")
+        }
+
+        /// Spins on CPU 1 from now until `end` (DispatchTime uptime nanoseconds); returns once it spins.
+        func spin(until end: UInt64) {
+            until.store(end, ordering: .releasing)
+            go.signal()
+            #expect(pollUntil { spinning.load(ordering: .acquiring) })
+        }
+
+        /// Waits for the spin to end.
+        func finished() -> Bool { done.wait(timeout: .now() + 10) == .success }
+    }
+
+    /// The run-queue wait of the calling thread so far, in nanoseconds (schedstat's second field).
+    static func runQueueNanos() -> Double {
+        let text = (try? String(contentsOfFile: "/proc/thread-self/schedstat", encoding: .utf8)) ?? ""
+        return Double(text.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+
+    /// A thread pinned to CPU 1 that runs one call: its id, and the call's outcome once it returned (errno, 0 for
+    /// success; wall ms; ms of it waiting for a CPU).
+    final class PinnedCall: Sendable {
+        private let id = Atomic<Int32>(0)
+        let outcome = Mutex<(errno: Int32, ms: Double, runQueueMs: Double)?>(nil)
+        var threadID: Int32 { id.load(ordering: .acquiring) }
+        var result: (errno: Int32, ms: Double, runQueueMs: Double)? { outcome.withLock { $0 } }
+
+        /// Starts the thread; returns once it is in system call `named`.
+        init(inCall named: String, _ call: @escaping @Sendable () -> Int32) {
+            Thread { [self] in
+                var saved = [UInt8](repeating: 0, count: 128)
+                _ = sw_pin_to_cpu(1, &saved, 128)
+                let queuedBefore = NonInterruptingCaptureTests.runQueueNanos()
+                id.store(sw_gettid(), ordering: .releasing)
+                let start = DispatchTime.now().uptimeNanoseconds
+                let failure = call()
+                let ms = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+                let queued = (NonInterruptingCaptureTests.runQueueNanos() - queuedBefore) / 1e6
+                outcome.withLock { $0 = (failure, ms, queued) }
+            }.start()
+            #expect(
+                pollUntil {
+                    let tid = threadID
+                    return tid != 0
+                        && ProcDirectory.current.thread(tid).syscall()?.number.map(SyscallTable.name) == named
+                })
+        }
+    }
+
+    static func inProcessSampler() throws -> InProcessStackSampling {
+        InProcessStackSampling(
+            helper: try ThreadCaptureHelper.shared(), signal: nil, unwinder: try StackUnwinder(processID: getpid()),
+            helperUnavailable: nil)
+    }
+
     /// A thread woken when its socket read's timeout ends stays inside the call until it gets a CPU, while `/proc`
     /// already says it runs; a stop then cuts the read short, and the restart would start its whole timeout again.
     /// Held off its CPU by a real-time spinner from inside the read until past its timeout, the thread is sampled
-    /// every 5 ms: the samples taken while it leaves the read skip it and say so, and the read lasts its own time.
+    /// every 5 ms: the samples taken while it leaves the read do not stop it and say which call it is in, and the
+    /// read lasts its own time.
     @Test(.timeLimit(.minutes(3)))
     func aThreadLeavingASocketReadWhoseTimeoutEndedIsNotStoppedAndTheReadLastsItsTime() throws {
-        let sampler = InProcessStackSampling(
-            helper: try ThreadCaptureHelper.shared(), signal: nil, unwinder: try StackUnwinder(processID: getpid()),
-            helperUnavailable: nil)
-        try #require(sysconf(Int32(_SC_NPROCESSORS_ONLN)) >= 2, "the reader and the spinner share CPU 1")
+        let sampler = try Self.inProcessSampler()
+        let hog = try CPUHog()
         let timeoutMs = 500
-        let readerID = Atomic<Int32>(0)
-        let readStart = Atomic<UInt64>(0)
-        let outcome = Mutex<(errno: Int32, ms: Double, runQueueMs: Double)?>(nil)
-        let spinnerReady = Atomic<Int32>(0)  // 1: real-time and waiting; -errno: not allowed
-        let go = DispatchSemaphore(value: 0)
-        let spinnerDone = DispatchSemaphore(value: 0)
-        Thread {
-            var saved = [UInt8](repeating: 0, count: 128)
-            _ = sw_pin_to_cpu(1, &saved, 128)
-            var parameters = sched_param(sched_priority: 1)
-            guard sched_setscheduler(0, SCHED_FIFO, &parameters) == 0 else {
-                spinnerReady.store(-errno, ordering: .releasing)
-                spinnerDone.signal()
-                return
-            }
-            spinnerReady.store(1, ordering: .releasing)
-            go.wait()
-            // Spins on CPU 1 until 100 ms past the read's timeout: the reader, woken at the timeout, waits.
-            let until = readStart.load(ordering: .acquiring) + UInt64(timeoutMs + 100) * 1_000_000
-            while DispatchTime.now().uptimeNanoseconds < until {}
-            parameters.sched_priority = 0
-            sched_setscheduler(0, SCHED_OTHER, &parameters)
-            spinnerDone.signal()
-        }.start()
-        #expect(pollUntil { spinnerReady.load(ordering: .acquiring) != 0 })
-        try #require(
-            spinnerReady.load(ordering: .acquiring) == 1,
-            "SCHED_FIFO refused (errno \(-spinnerReady.load(ordering: .acquiring))): needs CAP_SYS_NICE (run as root)")
-        Thread {
-            var saved = [UInt8](repeating: 0, count: 128)
-            _ = sw_pin_to_cpu(1, &saved, 128)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let reader = PinnedCall(inCall: "recvfrom") {
             var pair: [Int32] = [-1, -1]
             _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair)
             defer { pair.forEach { close($0) } }
             var timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: (timeoutMs % 1000) * 1000)
             setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            func runQueueNanos() -> Double {
-                let text = (try? String(contentsOfFile: "/proc/thread-self/schedstat", encoding: .utf8)) ?? ""
-                return Double(text.split(separator: " ").dropFirst().first ?? "0") ?? 0
-            }
-            let queuedBefore = runQueueNanos()
-            readerID.store(sw_gettid(), ordering: .releasing)
-            readStart.store(DispatchTime.now().uptimeNanoseconds, ordering: .releasing)
             var byte: UInt8 = 0
-            let failure = recv(pair[0], &byte, 1, 0) < 0 ? errno : 0
-            let ms = Double(DispatchTime.now().uptimeNanoseconds - readStart.load(ordering: .acquiring)) / 1e6
-            outcome.withLock { $0 = (failure, ms, (runQueueNanos() - queuedBefore) / 1e6) }
-        }.start()
-        #expect(
-            pollUntil {
-                let tid = readerID.load(ordering: .acquiring)
-                return tid != 0
-                    && ProcDirectory.current.thread(tid).syscall()?.number.map(SyscallTable.name) == "recvfrom"
-            })
-        go.signal()
-        let reader = SampledThread(threadID: readerID.load(ordering: .acquiring), stackLow: 0, stackHigh: 0)
-        var errors: [String] = []
-        var leaving: Set<String> = []
-        var sampled = 0
-        while outcome.withLock({ $0 }) == nil {
-            let sample = sampler.sample(reader, configuration: StallWatchConfiguration())
+            return recv(pair[0], &byte, 1, 0) < 0 ? errno : 0
+        }
+        // Until 100 ms past the read's timeout: the reader, woken at the timeout, waits for its CPU.
+        hog.spin(until: start + UInt64(timeoutMs + 100) * 1_000_000)
+        let thread = SampledThread(threadID: reader.threadID, stackLow: 0, stackHigh: 0)
+        var (errors, leaving, sampled) = ([String](), Set<String>(), 0)
+        while reader.result == nil {
+            let sample = sampler.sample(thread, configuration: StallWatchConfiguration())
             if let error = sample.error { errors.append(error) } else { sampled += 1 }
             if let call = sample.leavingCall?.number { leaving.insert(SyscallTable.name(call)) }
             usleep(5000)
         }
-        #expect(spinnerDone.wait(timeout: .now() + 10) == .success)
-        let result = try #require(outcome.withLock { $0 })
+        #expect(hog.finished())
+        let result = try #require(reader.result)
         #expect(result.errno == EAGAIN, "recv ended with errno \(result.errno) after \(result.ms) ms")
         // A restart after the timeout would last a second timeout, far past 1.1×.
         let ranMs = result.ms - result.runQueueMs
         #expect(
             result.ms >= Double(timeoutMs) * 0.9 && ranMs <= Double(timeoutMs) * 1.1,
             "recv took \(result.ms) ms, \(result.runQueueMs) ms of it waiting for a CPU; errors \(Set(errors))")
-        #expect(sampled > 0, "no sample while the thread sat in its read: \(Set(errors))")
-        #expect(leaving.contains("recvfrom"), "errors \(Set(errors))")
+        #expect(sampled > 0, "no sample with a stack: \(Set(errors))")
+        #expect(leaving == ["recvfrom"], "errors \(Set(errors))")
+    }
+
+    /// A sleeping thread that the capture's interrupt wakes, but that gets no CPU to reach the stop (a real-time
+    /// spinner holds its only one), is released when the capture times out; it has not run since the look found it
+    /// in its sleep, so its stack is read as it was there: the sample has the sleep's frames, and the sleep lasts
+    /// its full time.
+    @Test(.timeLimit(.minutes(3)))
+    func aSleeperWokenByTheCaptureButGivenNoCPUIsSampledAsItWasInItsSleep() throws {
+        let sampler = try Self.inProcessSampler()
+        let hog = try CPUHog()
+        let sleepMs = 1000
+        let sleeper = PinnedCall(inCall: "clock_nanosleep") {
+            var request = timespec(tv_sec: sleepMs / 1000, tv_nsec: (sleepMs % 1000) * 1_000_000)
+            return nanosleep(&request, nil) < 0 ? errno : 0
+        }
+        var configuration = StallWatchConfiguration()
+        configuration.captureTimeoutMs = 100
+        // Longer than the capture's timeout, shorter than the sleep.
+        hog.spin(until: DispatchTime.now().uptimeNanoseconds + 400_000_000)
+        let sample = sampler.sample(
+            SampledThread(threadID: sleeper.threadID, stackLow: 0, stackHigh: 0), configuration: configuration)
+        #expect(hog.finished())
+        #expect(sample.unstopped == .timedOut, "\(String(describing: sample.unstopped)) \(sample.error ?? "")")
+        #expect(sample.error == nil, "\(sample.error ?? "")")
+        let symbols = Symbolicator(processID: getpid(), mode: .full, cache: SymbolCache()).symbolicate(sample.frames)
+            .compactMap { $0.symbol?.lowercased() }
+        #expect(symbols.contains { $0.contains("nanosleep") } && symbols.count > 3, "\(symbols)")
+        #expect(sample.failure?.contains("had not been on a CPU") == true, "\(sample.failure ?? "")")
+        #expect(pollUntil { sleeper.result != nil })
+        let result = try #require(sleeper.result)
+        #expect(
+            result.errno == 0 && result.ms >= Double(sleepMs) * 0.99 && result.ms - result.runQueueMs <= 1100,
+            "nanosleep: errno \(result.errno) after \(result.ms) ms, \(result.runQueueMs) of it waiting for a CPU")
     }
 
     /// The race the choice of capture cannot close: a thread may enter a call that any stop cuts short (a socket

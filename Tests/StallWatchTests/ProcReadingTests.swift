@@ -97,9 +97,12 @@ import Testing
         #expect(maps.contains { $0.isExecutable && $0.path?.hasPrefix("/") == true })
     }
 
-    @Test func schedstatGivesCPUAndRunQueueWait() throws {
-        let schedule = try #require(ThreadSchedule(parsing: "123456789 2500 17", monotonicNanos: 99))
-        #expect(schedule == ThreadSchedule(cpuNanos: 123_456_789, runQueueWaitNanos: 2500, monotonicNanos: 99))
+    @Test func schedstatGivesCPURunQueueWaitAndTimeslices() throws {
+        let schedule = try #require(ThreadSchedule(parsing: "123456789 2500 17\n", monotonicNanos: 99))
+        var expected = ThreadSchedule(cpuNanos: 123_456_789, runQueueWaitNanos: 2500, monotonicNanos: 99)
+        expected.timeslices = 17
+        #expect(schedule == expected)
+        #expect(ThreadSchedule(parsing: "123456789 2500", monotonicNanos: 0)?.timeslices == nil)
         #expect(ThreadSchedule(parsing: "garbage", monotonicNanos: 0) == nil)
     }
 }

@@ -52,8 +52,12 @@ package enum BlockedThreadCapture {
 
     /// Copies the stack of the blocked thread (of process `processID`) and builds its registers; nil if the stack
     /// cannot be read, or the thread left its call meanwhile.
+    ///
+    /// - Parameter stillThere: Whether the thread is still where `call` found it, asked after the copy; by default,
+    ///   its `syscall` file shows it blocked in the call at the same place.
     package static func capture(
-        _ thread: SampledThread, _ call: ThreadWait, maxStackBytes: Int, processID: Int32 = getpid()
+        _ thread: SampledThread, _ call: ThreadWait, maxStackBytes: Int, processID: Int32 = getpid(),
+        stillThere: (() -> Bool)? = nil
     ) -> StackCapture? {
         let maps = ProcDirectory(processID: processID).maps() ?? []
         var low = thread.stackLow, high = thread.stackHigh
@@ -70,9 +74,13 @@ package enum BlockedThreadCapture {
         guard got > 0 else { return nil }
         stack.removeLast(length - got)
         // Still in the same call at the same place: the copy is of a stack that did not move meanwhile.
-        guard let again = blocked(thread.threadID, processID: processID), again.stackPointer == call.stackPointer,
-            again.programCounter == call.programCounter
-        else { return nil }
+        if let stillThere {
+            guard stillThere() else { return nil }
+        } else {
+            guard let again = blocked(thread.threadID, processID: processID), again.stackPointer == call.stackPointer,
+                again.programCounter == call.programCounter
+            else { return nil }
+        }
         let seenAt = sw_monotonic_ns()
         let code = ExecutableRanges(maps)
         var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)

@@ -1,7 +1,8 @@
 // CallExitGuard: keeps a capture from cutting short a system call the thread was last seen in and may still be leaving.
 
 /// What the samplers of one process remember of each thread's last system call, so that no capture cuts short a
-/// call the thread is still leaving.
+/// call the thread is still leaving, and a thread that has not run since it was seen in a call can be read as it
+/// was there.
 ///
 /// A thread woken from its call (its timeout expired, its data arrived) stays inside the call until it gets a CPU
 /// to return to user space; meanwhile `/proc/…/syscall` already says `running`. A signal then makes the call fail
@@ -11,6 +12,10 @@
 /// after its timeout, would last 1200 ms. So a thread a look found in a call is taken to be out of it only once it has
 /// run ``leftCallCPUNanos`` on a CPU since (schedstat), far more than any return from a call takes; until then it is
 /// "leaving" the call. A thread seen blocked in a call again is simply in that call.
+///
+/// A thread that has not been given a CPU at all since a look found it in a call (schedstat's count of timeslices
+/// unchanged: it moves the moment the thread is switched in) has not run one instruction since: its user stack is
+/// the one it had in the call, and ``unmovedCall(_:)`` returns that call so the stack can be copied as it is.
 ///
 /// Not thread-safe: each sampler keeps its own, used by its one watching thread.
 package struct CallExitGuard {
@@ -31,27 +36,49 @@ package struct CallExitGuard {
     static let maxThreads = 4096
 
     package let processID: Int32
-    private var lastCall: [Int32: (call: ThreadWait, cutShortByStop: Bool, cpuNanos: UInt64)] = [:]
+    private var lastCall: [Int32: (call: ThreadWait, cutShortByStop: Bool, schedule: ThreadSchedule?)] = [:]
 
     package init(processID: Int32) { self.processID = processID }
 
-    /// Looks at thread `threadID` now: its CPU time first, then its call, so that an unchanged CPU time later
+    private func schedule(_ threadID: Int32) -> ThreadSchedule? {
+        ProcDirectory(processID: processID, threadID: threadID).schedstat(now: 0)
+    }
+
+    /// Looks at thread `threadID` now: its schedule first, then its call, so that an unchanged schedule later
     /// proves it has not run since it was seen in the call.
     package mutating func look(_ threadID: Int32) -> Look {
-        let thread = ProcDirectory(processID: processID, threadID: threadID)
-        let cpuNanos = thread.schedstat(now: 0)?.cpuNanos
+        let now = schedule(threadID)
         if let call = BlockedThreadCapture.blocked(threadID, processID: processID) {
             let cutShort = BlockedThreadCapture.interruptedByStop(call, processID: processID)
             if lastCall.count >= Self.maxThreads { lastCall.removeAll() }
-            lastCall[threadID] = (call, cutShort != nil, cpuNanos ?? 0)
+            lastCall[threadID] = (call, cutShort != nil, now)
             return .inCall(call, cutShortByStop: cutShort)
         }
         guard let seen = lastCall[threadID] else { return .outside }
-        guard let cpuNanos, cpuNanos >= seen.cpuNanos, cpuNanos - seen.cpuNanos >= Self.leftCallCPUNanos else {
+        let before = seen.schedule?.cpuNanos ?? 0
+        guard let cpuNanos = now?.cpuNanos, cpuNanos >= before, cpuNanos - before >= Self.leftCallCPUNanos else {
             return .leaving(seen.call, cutShortByStop: seen.cutShortByStop)
         }
         lastCall[threadID] = nil
         return .outside
+    }
+
+    /// The call the last look found thread `threadID` in, if the thread has not been given a CPU since: it is
+    /// still in that call (woken from it perhaps, waiting for a CPU), its user stack as it was there.
+    package func unmovedCall(_ threadID: Int32) -> ThreadWait? {
+        guard let seen = lastCall[threadID], let then = seen.schedule, let slices = then.timeslices,
+            let now = schedule(threadID), now.timeslices == slices, now.cpuNanos == then.cpuNanos
+        else { return nil }
+        return seen.call
+    }
+
+    /// The stack of thread `thread`, copied without touching it, if it has not been on a CPU since the last look
+    /// found it in a call (checked again after the copy); nil otherwise.
+    package func unmovedCapture(_ thread: SampledThread, maxStackBytes: Int) -> StackCapture? {
+        guard let call = unmovedCall(thread.threadID) else { return nil }
+        return BlockedThreadCapture.capture(
+            thread, call, maxStackBytes: maxStackBytes, processID: processID,
+            stillThere: { unmovedCall(thread.threadID) == call })
     }
 
     /// A skipped sample's reason: the thread is leaving `call`, which a stop would make fail.

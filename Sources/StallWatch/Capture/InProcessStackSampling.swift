@@ -80,7 +80,13 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
             else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
             result = .success(capture)
         } else if case .leaving(let call, cutShortByStop: true) = look {
-            return CallExitGuard.leavingSample(call)
+            // Not on a CPU since it was seen in the call: its stack is still the one it had there.
+            guard let frozen = calls.unmovedCapture(thread, maxStackBytes: maxStackBytes) else {
+                return CallExitGuard.leavingSample(call)
+            }
+            var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: maxFrames)
+            sample.leavingCall = call
+            return sample
         } else if let helper {
             result = helper.capture(
                 thread, maxStackBytes: maxStackBytes,
@@ -104,9 +110,12 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
         case .success(let capture):
             return StackSample(unwinding: capture, with: unwinder, maxFrames: maxFrames)
         case .failure(let error):
-            // A thread in uninterruptible sleep was released at once: its stack is read as it sleeps.
+            // A thread in uninterruptible sleep was released at once: its stack is read as it sleeps; one that had
+            // no CPU to reach the stop, as it was in the call it was seen in.
             return StackSample(failed: error).readingStackAsItSleeps(
-                thread, processID: getpid(), unwinder: unwinder, maxFrames: maxFrames, maxStackBytes: maxStackBytes)
+                thread, processID: getpid(), unwinder: unwinder, maxFrames: maxFrames, maxStackBytes: maxStackBytes
+            ).readingUnmovedStack(
+                thread, calls: calls, unwinder: unwinder, maxFrames: maxFrames, maxStackBytes: maxStackBytes)
         }
     }
 

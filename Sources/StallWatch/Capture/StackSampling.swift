@@ -186,10 +186,32 @@ extension StackSample {
             let frozen = BlockedThreadCapture.capture(
                 thread, call, maxStackBytes: maxStackBytes, processID: processID)
         else { return self }
+        return taken(from: frozen, unwinder: unwinder, maxFrames: maxFrames, note: "its stack was read as it sleeps")
+    }
+
+    /// A capture that did not stop `thread` in time (``UnstoppedThread/timedOut``), of a thread not given a CPU since
+    /// the sampler's look found it in a call (``CallExitGuard/unmovedCapture(_:maxStackBytes:)``: woken by the
+    /// interrupt, it waited for a CPU all along), followed by a copy of its stack as it was in that call. Returns self
+    /// for any other failure, or when the thread has run since.
+    package func readingUnmovedStack(
+        _ thread: SampledThread, calls: CallExitGuard, unwinder: StackUnwinder, maxFrames: Int, maxStackBytes: Int
+    ) -> StackSample {
+        guard unstopped == .timedOut, let frozen = calls.unmovedCapture(thread, maxStackBytes: maxStackBytes) else {
+            return self
+        }
+        return taken(
+            from: frozen, unwinder: unwinder, maxFrames: maxFrames,
+            note: "it had not been on a CPU since it was seen in its call: its stack was read as it was there")
+    }
+
+    /// This failed sample's stack taken from `frozen`, a copy made without a stop: no pause, the same reason it did
+    /// not stop, and `note` added to its failure.
+    private func taken(from frozen: StackCapture, unwinder: StackUnwinder, maxFrames: Int, note: String) -> StackSample
+    {
         var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: maxFrames)
         sample.pauseNanos = nil
         sample.unstopped = unstopped
-        sample.failure = failure.map { $0 + "; its stack was read as it sleeps" }
+        sample.failure = failure.map { $0 + "; " + note }
         return sample
     }
 

@@ -9,6 +9,9 @@ package struct ThreadSchedule: Sendable, Equatable {
     var runQueueWaitNanos: UInt64
     /// When it was read (CLOCK_MONOTONIC).
     var monotonicNanos: UInt64
+    /// How many times the thread has been given a CPU (schedstat's third field, counted as it is switched in, so
+    /// unlike the CPU time it moves the moment the thread starts to run); nil when not read.
+    var timeslices: UInt64?
 
     package init(cpuNanos: UInt64, runQueueWaitNanos: UInt64, monotonicNanos: UInt64) {
         self.cpuNanos = cpuNanos
@@ -21,6 +24,7 @@ package struct ThreadSchedule: Sendable, Equatable {
         let parts = text.split(separator: " ")
         guard parts.count >= 2, let cpu = UInt64(parts[0]), let wait = UInt64(parts[1]) else { return nil }
         self.init(cpuNanos: cpu, runQueueWaitNanos: wait, monotonicNanos: monotonicNanos)
+        timeslices = parts.count >= 3 ? UInt64(parts[2].trimmingCharacters(in: .whitespacesAndNewlines)) : nil
     }
 }
 
