@@ -9,7 +9,8 @@ import StallWatch
 /// A thread blocked in a call that even a ptrace stop cuts short (`epoll_wait`, a socket call with a timeout,
 /// `semtimedop`, …: the restart after the stop would start its timeout over, and a loop's timers would fire late)
 /// is not stopped: its stack is copied as it sits in the call. Nor is one still leaving such a call
-/// (``CallExitGuard``): that sample is skipped and says why.
+/// (``CallExitGuard``): if it has not been on a CPU since, its stack is copied as it was in the call; otherwise the
+/// sample is skipped and says why.
 package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  // Used by one watching thread.
     package let captureMethod = CaptureMethod.ptrace
     package let processID: Int32

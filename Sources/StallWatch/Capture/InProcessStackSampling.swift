@@ -21,7 +21,8 @@ import CStallWatchSignal
 /// A thread seen in a system call is still inside it, on its way out, while `syscall` already says `running`
 /// (``CallExitGuard``): it is signalled only once it has run 1 ms on a CPU since (a signal would make `poll`,
 /// `epoll_wait`, … return EINTR), and not stopped while it leaves a call that a stop cuts short (the restart would
-/// start the call's timeout over): that sample is skipped and says why.
+/// start the call's timeout over): if it has not been on a CPU since, its stack is copied as it was in the call;
+/// otherwise the sample is skipped and says why.
 ///
 /// - Note: In the fallback, a thread may enter a system call in the microseconds between the check and the
 ///   signal; that call can then return EINTR. The helper path has no such window.

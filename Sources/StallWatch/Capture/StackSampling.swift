@@ -192,13 +192,13 @@ extension StackSample {
     /// A capture that did not stop `thread` in time (``UnstoppedThread/timedOut``), of a thread not given a CPU since
     /// the sampler's look found it in a call (``CallExitGuard/unmovedCapture(_:maxStackBytes:)``: woken by the
     /// interrupt, it waited for a CPU all along), followed by a copy of its stack as it was in that call. Returns self
-    /// for any other failure, or when the thread has run since.
+    /// for any other failure, a sample that has a stack already, or when the thread has run since.
     package func readingUnmovedStack(
         _ thread: SampledThread, calls: CallExitGuard, unwinder: StackUnwinder, maxFrames: Int, maxStackBytes: Int
     ) -> StackSample {
-        guard unstopped == .timedOut, let frozen = calls.unmovedCapture(thread, maxStackBytes: maxStackBytes) else {
-            return self
-        }
+        guard unstopped == .timedOut, frames.isEmpty,
+            let frozen = calls.unmovedCapture(thread, maxStackBytes: maxStackBytes)
+        else { return self }
         return taken(
             from: frozen, unwinder: unwinder, maxFrames: maxFrames,
             note: "it had not been on a CPU since it was seen in its call: its stack was read as it was there")
