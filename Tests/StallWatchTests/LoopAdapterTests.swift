@@ -251,7 +251,13 @@ import Testing
         #expect(done.wait(timeout: .now() + 30) == .success)
         watchdog.stop()
         probe.stop()
-        #expect(events.values.isEmpty, "\(events.values)")
+        // On failure, each report's cause, its evidence and its samples' top frames, not the whole event.
+        let reports = (try? Fixtures.reports(in: directory)) ?? []
+        let explained = reports.map { report in
+            "\(report.durationMs) ms, \(report.cause?.kind.rawValue ?? "-"): \(report.cause?.evidence ?? []); samples "
+                + "\(report.samples.map { $0.frames.prefix(3).compactMap(\.symbol) })"
+        }
+        #expect(events.values.isEmpty, "\(events.values.count) events; reports: \(explained)")
         #expect(probe.state.snapshot().activity == .exit)
         #expect((probe.iterations ?? 0) > 10)
         // Restart works, and a stopped probe leaves nothing busy behind.
