@@ -50,9 +50,11 @@ import Testing
         for line in ended where !named.contains(line) {
             let report = reports.first { line.contains(#""id":"\#($0.id)""#) }
             let heldByNone = report?.cause?.evidence.contains { $0.hasPrefix("no thread held the loop") } == true
-            #expect(
-                line.contains(#""cause":"starved""#) || heldByNone,
-                "\(line) \(report?.cause?.evidence ?? []) \(report?.notes ?? [])")
+            let samples = report?.samples.map { "\($0.offsetMs) ms: \($0.frames.prefix(4).compactMap(\.symbol))" } ?? []
+            let explained =
+                "\(line) \(report?.cause?.evidence ?? []) \(report?.notes ?? []); thread "
+                + "\(report?.loop.threadId ?? 0), samples \(samples); all events:\n\(events.joined(separator: "\n"))"
+            #expect(line.contains(#""cause":"starved""#) || heldByNone, "\(explained)")
         }
     }
 
