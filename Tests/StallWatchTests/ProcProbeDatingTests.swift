@@ -84,43 +84,63 @@ import Testing
     /// Seen idle in its `poll`, then, 150 ms after it left it, busy on a CPU or in a sleep: the phase starts when
     /// it left the wait (never before the byte that woke it was sent, within 20 ms of the thread's own reading of
     /// its start), not at the look that saw it busy.
+    ///
+    /// The rule dates through the voluntary switches the thread's own work explains (none for the spin, one for the
+    /// sleep) and declines to date through more, erring late. Another test's watchdog in this process may stop the
+    /// thread for an all-threads snapshot meanwhile (two switches more): that attempt is no case of the rule, so it
+    /// is only checked never to date early, and the case is tried again, up to three times; one attempt must be
+    /// clean, and every clean one dated right.
     @Test(arguments: [UInt8(1), 2])
     func aThreadSeenLeavingItsIdleWaitIsDatedFromWhenItLeftIt(work: UInt8) throws {
         let loop = try PipeLoop()
         defer { loop.stop() }
         let pid = getpid()
-        var probe = Self.probeSeeingIdle(loop)
-        let tid = loop.threadID.load(ordering: .acquiring)
-        let directory = ProcDirectory(processID: pid, threadID: tid)
-        let switchesBefore = directory.status()?.voluntarySwitches ?? 0
-        let wakesBefore = loop.wakes.load(ordering: .relaxed)
-        let sentAt = sw_monotonic_ns()
-        let stealBefore = Self.stealTicks()
-        loop.send(work)
-        #expect(pollUntil { loop.started.load(ordering: .acquiring) != 0 })
-        let startedAt = loop.started.load(ordering: .acquiring)
-        usleep(150_000)
-        let seen = probe.observe(now: sw_monotonic_ns())
-        // What the dating rule works from, for a failure to name the path it took.
-        let switches = (directory.status()?.voluntarySwitches ?? 0) &- switchesBefore
-        let notRun = ThreadSchedule.notRunNanos(directory).map { "\($0 / 1_000_000) ms" } ?? "unreadable"
-        let evidence =
-            "\(switches) voluntary switches and \(loop.wakes.load(ordering: .relaxed) - wakesBefore) poll returns "
-            + "since the last idle look, not run for \(notRun)"
-        let stealMs =
-            Self.stealTicks().enumerated().map { cpu, ticks in
-                Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
-            }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
-        let busy = try #require(seen)
-        #expect(busy.isBusy)
-        #expect(busy.phaseStartNanos >= sentAt, "dated \(Int64(sentAt) - Int64(busy.phaseStartNanos)) ns too early")
-        // The kernel's task clock (`se.exec_start`) leaves out the time the hypervisor took from the CPU (steal):
-        // the start errs late by up to that time, read here from /proc/stat (in clock ticks, one more for
-        // its rounding down), on top of 20 ms.
-        #expect(
-            busy.phaseStartNanos <= startedAt + 20_000_000 + UInt64(stealMs) * 1_000_000,
-            "dated \((Int64(busy.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own start (steal up to \(stealMs) ms; \(evidence))"
-        )
+        let ownSwitches: UInt64 = work == 1 ? 0 : 1
+        var unclean: [String] = []
+        var clean = false
+        for _ in 0..<3 where !clean {
+            var probe = Self.probeSeeingIdle(loop)
+            let tid = loop.threadID.load(ordering: .acquiring)
+            let directory = ProcDirectory(processID: pid, threadID: tid)
+            let switchesBefore = directory.status()?.voluntarySwitches ?? 0
+            let wakesBefore = loop.wakes.load(ordering: .relaxed)
+            let startedBefore = loop.started.load(ordering: .acquiring)
+            let sentAt = sw_monotonic_ns()
+            let stealBefore = Self.stealTicks()
+            loop.send(work)
+            #expect(pollUntil { loop.started.load(ordering: .acquiring) != startedBefore })
+            let startedAt = loop.started.load(ordering: .acquiring)
+            usleep(150_000)
+            let seen = probe.observe(now: sw_monotonic_ns())
+            // What the dating rule works from, for a failure to name the path it took.
+            let switches = (directory.status()?.voluntarySwitches ?? 0) &- switchesBefore
+            let notRun = ThreadSchedule.notRunNanos(directory).map { "\($0 / 1_000_000) ms" } ?? "unreadable"
+            let evidence =
+                "\(switches) voluntary switches and \(loop.wakes.load(ordering: .relaxed) - wakesBefore) poll returns "
+                + "since the last idle look, not run for \(notRun)"
+            let stealMs =
+                Self.stealTicks().enumerated().map { cpu, ticks in
+                    Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
+                }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+            let busy = try #require(seen)
+            #expect(busy.isBusy)
+            #expect(busy.phaseStartNanos >= sentAt, "dated \(Int64(sentAt) - Int64(busy.phaseStartNanos)) ns too early")
+            // The piece of work ends before the next attempt sends its byte.
+            #expect(pollUntil { loop.ended.load(ordering: .acquiring) > startedAt })
+            guard switches <= ownSwitches else {
+                unclean.append(evidence)
+                continue
+            }
+            // The kernel's task clock (`se.exec_start`) leaves out the time the hypervisor took from the CPU
+            // (steal): the start errs late by up to that time, read here from /proc/stat (in clock ticks, one more
+            // for its rounding down), on top of 20 ms.
+            #expect(
+                busy.phaseStartNanos <= startedAt + 20_000_000 + UInt64(stealMs) * 1_000_000,
+                "dated \((Int64(busy.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own start (steal up to \(stealMs) ms; \(evidence))"
+            )
+            clean = true
+        }
+        #expect(clean, "no attempt of three was clean (its own work explains \(ownSwitches) switches): \(unclean)")
     }
 
     /// A followed stall seen over only by a late look (the watcher busy, or waiting for a CPU): it ended when the
