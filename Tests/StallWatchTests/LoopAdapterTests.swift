@@ -233,8 +233,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let queue = DispatchQueue(label: "test.healthy")
         let probe = MainQueueProbe(name: "healthy", interval: .milliseconds(5), queue: queue)
+        // What concerns the queue; a late wake-up of the watchdog's own thread (a loaded machine) says nothing of it.
         let events = Recorder<String>()
         let watchdog = Watchdog(loop: probe, configuration: configuration(directory, thresholdMs: 100)) {
+            if case .lateWakeup = $0 { return }
             events.append("\($0)")
         }
         probe.start()

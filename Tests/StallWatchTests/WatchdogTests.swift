@@ -21,8 +21,10 @@ import Testing
         let directory = Fixtures.temporaryDirectory("healthy")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let loop = try EventLoop(name: "healthy", mainQueue: .disabled)
+        // What concerns the loop; a late wake-up of the watchdog's own thread (a loaded machine) says nothing of it.
         let events = Recorder<String>()
         let watchdog = Watchdog(loop: loop, configuration: configuration(directory: directory)) {
+            if case .lateWakeup = $0 { return }
             events.append("\($0)")
         }
         try watchdog.start()
