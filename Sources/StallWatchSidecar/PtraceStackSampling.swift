@@ -52,12 +52,9 @@ package final class PtraceStackSampling: StackSampling, @unchecked Sendable {  /
             }
             return StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
         case .leaving(let call, cutShortByStop: true):
-            // Not on a CPU since it was seen in the call: its stack is still the one it had there.
-            guard let unwinder, let frozen = calls.unmovedCapture(thread, maxStackBytes: configuration.maxStackBytes)
-            else { return CallExitGuard.leavingSample(call) }
-            var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: configuration.maxFrames)
-            sample.leavingCall = call
-            return sample
+            return calls.leavingSample(
+                thread, call, unwinder: unwinder, maxFrames: configuration.maxFrames,
+                maxStackBytes: configuration.maxStackBytes)
         default:
             break
         }

@@ -87,9 +87,15 @@ package struct CallExitGuard {
             + "(EINTR): not sampled"
     }
 
-    /// The sample skipped while the thread leaves `call`: no stack, the call it is still in.
-    package static func leavingSample(_ call: ThreadWait) -> StackSample {
-        var sample = StackSample(error: leavingMessage(call))
+    /// The sample of a thread leaving `call` (never stopped): its stack as it was in the call when it has not been on
+    /// a CPU since, else none, saying why; either way the call it is still in.
+    package func leavingSample(
+        _ thread: SampledThread, _ call: ThreadWait, unwinder: StackUnwinder?, maxFrames: Int, maxStackBytes: Int
+    ) -> StackSample {
+        var sample = StackSample(error: Self.leavingMessage(call))
+        if let unwinder, let frozen = unmovedCapture(thread, maxStackBytes: maxStackBytes) {
+            sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: maxFrames)
+        }
         sample.leavingCall = call
         return sample
     }

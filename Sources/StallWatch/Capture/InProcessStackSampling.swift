@@ -81,13 +81,8 @@ final class InProcessStackSampling: StackSampling, @unchecked Sendable {  // Use
             else { return StackSample(error: "the thread left its system call during the stack copy; no sample") }
             result = .success(capture)
         } else if case .leaving(let call, cutShortByStop: true) = look {
-            // Not on a CPU since it was seen in the call: its stack is still the one it had there.
-            guard let frozen = calls.unmovedCapture(thread, maxStackBytes: maxStackBytes) else {
-                return CallExitGuard.leavingSample(call)
-            }
-            var sample = StackSample(unwinding: frozen, with: unwinder, maxFrames: maxFrames)
-            sample.leavingCall = call
-            return sample
+            return calls.leavingSample(
+                thread, call, unwinder: unwinder, maxFrames: maxFrames, maxStackBytes: maxStackBytes)
         } else if let helper {
             result = helper.capture(
                 thread, maxStackBytes: maxStackBytes,
