@@ -91,7 +91,14 @@ import Testing
         #expect(reports[0].annotations == ["request": "42", "route": "/messages"])
         let frames = reports[0].samples.flatMap(\.frames)
         let blocking = frames.filter { $0.symbol?.contains("blockLoopThread") == true }
-        #expect(!blocking.isEmpty, "\(frames.compactMap(\.symbol))")
+        // What each sample held (its offset, error, frame count and first images), and the capture's own account.
+        let held = reports[0].samples.map { sample in
+            "\(sample.offsetMs) ms: \(sample.error ?? "ok"), \(sample.frames.count) frames, "
+                + "\(sample.frames.prefix(3).map { $0.symbol ?? $0.image ?? "?" })"
+        }
+        #expect(
+            !blocking.isEmpty,
+            "\(frames.compactMap(\.symbol)); samples \(held); capture \(reports[0].capture); notes \(reports[0].notes)")
         // Debug builds carry DWARF: the frame has this file and a line in the function.
         #expect(blocking.contains { $0.file?.hasSuffix("WatchdogTests.swift") == true && ($0.line ?? 0) > 0 })
         try Fixtures.expectReportsValidate(in: directory)

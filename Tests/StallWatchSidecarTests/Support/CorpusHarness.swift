@@ -157,7 +157,10 @@ enum CorpusHarness {
             let stalls = reports.blamingTheProgram(expecting: cause)
             try #require(
                 stalls.count == 1,
-                "expected one report, found \(reports.count): \(reports.map(describe)); events \(seen.events)"
+                """
+                expected one report, found \(reports.count): \(reports.map(describe)); events \(seen.events); \
+                the service's stderr ends: \(seen.targetStderr.suffix(600))
+                """
             )
             let report = stalls[0]
             #expect(report.cause?.matches(cause) == true, "\(describe(report))")
@@ -223,7 +226,9 @@ enum CorpusHarness {
 
     static func describe(_ r: StallReport) -> String {
         let top = (r.pointStack?.frames ?? []).prefix(4).map { $0.symbol ?? $0.image ?? "?" }
-        return "\(r.cause?.kind.rawValue ?? "-") \(Int(r.durationMs)) ms \(r.cause?.evidence ?? []) top \(top)"
+        let started = r.startedAt.timeIntervalSince1970
+        let evidence = r.cause?.evidence ?? []
+        return "\(r.cause?.kind.rawValue ?? "-") \(Int(r.durationMs)) ms from \(started) \(evidence) top \(top)"
     }
 }
 
