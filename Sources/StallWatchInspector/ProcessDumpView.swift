@@ -29,6 +29,11 @@ package struct ProcessDumpView: Sendable {
             "  taken at \(format.localTime(dump.takenAt, milliseconds: true)) on \(escape(dump.process.host)); "
                 + "\(dump.threadCount) thread(s)",
         ]
+        if dump.loopThreadsGuessed == true {
+            out.append(
+                "  loops guessed (nothing names them: --tid, --threads, a heartbeat): threads in an event wait, "
+                    + "their stuck numbered siblings, the main thread unless idle elsewhere")
+        }
         let names = Dictionary(dump.threads.map { ($0.snapshot.threadId, escape($0.snapshot.name)) }) { a, _ in a }
         if let cycle = dump.deadlockThreadIds, let first = cycle.first {
             let path = (cycle + [first]).map { "\($0) \(names[$0] ?? "")" }.joined(separator: " → ")
@@ -38,7 +43,7 @@ package struct ProcessDumpView: Sendable {
         let foldedIDs = Set(folded.map(\.snapshot.threadId))
         for thread in dump.threads where !foldedIDs.contains(thread.snapshot.threadId) {
             out.append("")
-            let line = heading(thread, names: names)
+            let line = heading(thread, names: names, guessed: dump.loopThreadsGuessed == true)
             out.append(thread.role == .loop ? style.styled(line, "1") : line)
             let snapshot = thread.snapshot
             if let owner = snapshot.waitingForThreadId {
@@ -109,12 +114,12 @@ package struct ProcessDumpView: Sendable {
     }
 
     /// `thread 123 name (loop): S sleeping, blocked ≥ 12.4 s in futex (word 0x…) [futex_wait_queue], paused 42 µs`
-    private func heading(_ thread: ProcessDump.Thread, names: [Int32: String]) -> String {
+    private func heading(_ thread: ProcessDump.Thread, names: [Int32: String], guessed: Bool) -> String {
         let escape = TerminalText.escape
         let snapshot = thread.snapshot
         var text = "thread \(snapshot.threadId) \(names[snapshot.threadId] ?? "")"
         switch thread.role {
-        case .loop: text += " (loop)"
+        case .loop: text += guessed ? " (loop, guessed)" : " (loop)"
         case .lockOwner: text += " (lock owner)"
         case .candidateHolder: text += " (candidate holder, not certain)"
         case .other: break

@@ -19,8 +19,8 @@ struct DumpRanking {
 
     /// The loop threads the user named or the process published (tried first, stuck or not).
     var knownLoops: [Int32]
-    /// A guess at the loop (the main thread) when none is known: first only when it is stuck.
-    var guessedLoop: Int32?
+    /// Guesses at the loops when none is known (``guessedLoops(_:mainThread:)``): first only when stuck.
+    var guessedLoops: [Int32]
     /// Thread → owner of the lock it waits for.
     var waitsFor: [Int32: Int32]
 
@@ -57,6 +57,45 @@ struct DumpRanking {
         return .idle
     }
 
+    /// The loops of a process that nothing names (no `--tid`, `--threads` or heartbeat), guessed from what its
+    /// threads do, the same way for every runtime:
+    /// - every thread in a wait for events on descriptors (epoll, poll, select, io_uring): an event loop idles there;
+    /// - a stuck thread numbered like one of those (`NIO-ELT-0-#0` beside an idle `NIO-ELT-0-#1`, `loop-3` beside
+    ///   `loop-1`): a loop of the same group, caught away from its wait — unless an older thread has its very name,
+    ///   for a thread takes the name of the thread that started it (a loop's helper, not a loop);
+    /// - the main thread, unless it is idle outside an event wait (parked on a condition variable while other
+    ///   threads serve, as a service's main thread does once its loops are started);
+    /// - the main thread alone when nothing else qualifies.
+    ///
+    /// Older is judged by thread id (ids grow as threads are made, short of the counter wrapping). A guess: the view
+    /// and the JSON say so.
+    static func guessedLoops(_ entries: [Entry], mainThread: Int32) -> [Int32] {
+        let inEventWait = entries.filter { entry in
+            entry.activity == .idle && entry.snapshot.syscall.map(SyscallTable.isDescriptorEventWait) == true
+        }
+        var guessed = Set(inEventWait.map(\.snapshot.threadId))
+        let stems = Set(inEventWait.compactMap { numberedStem($0.snapshot.name) })
+        for entry in entries where entry.activity != .idle && !guessed.contains(entry.snapshot.threadId) {
+            let snapshot = entry.snapshot
+            guard let stem = numberedStem(snapshot.name), stems.contains(stem) else { continue }
+            let inherited = entries.contains {
+                $0.snapshot.threadId < snapshot.threadId && $0.snapshot.name == snapshot.name
+            }
+            if !inherited { guessed.insert(snapshot.threadId) }
+        }
+        let main = entries.first { $0.snapshot.threadId == mainThread }
+        let mainIdleElsewhere = main.map { $0.activity == .idle && !guessed.contains(mainThread) } ?? true
+        if !mainIdleElsewhere || guessed.isEmpty { guessed.insert(mainThread) }
+        return guessed.sorted()
+    }
+
+    /// A thread name without its trailing number (`NIO-ELT-0-#` of `NIO-ELT-0-#1`), or nil when it ends in none.
+    static func numberedStem(_ name: String) -> Substring? {
+        let stem = name.reversed().drop { $0.isASCII && $0.isNumber }
+        guard stem.count < name.count, !stem.isEmpty else { return nil }
+        return name.prefix(stem.count)
+    }
+
     /// The cycle of recorded owners among `waitsFor`, if any (each waits for a lock the next one holds).
     static func cycle(in waitsFor: [Int32: Int32]) -> [Int32]? {
         for start in waitsFor.keys.sorted() {
@@ -77,7 +116,7 @@ struct DumpRanking {
         let byID = Dictionary(entries.map { ($0.snapshot.threadId, $0) }) { a, _ in a }
         var out: [(entry: Entry, role: ProcessDump.Thread.Role)] = []
         var seen = Set<Int32>()
-        let loops = Set(knownLoops + (guessedLoop.map { [$0] } ?? []))
+        let loops = Set(knownLoops + guessedLoops)
         var owners = Set<Int32>()
         var candidates = Set<Int32>()
         var candidatesOf: [Int32: [Int32]] = [:]
@@ -120,7 +159,7 @@ struct DumpRanking {
         }
         let known = knownLoops.compactMap { byID[$0] }
         known.filter(stuck).sorted(by: longestBlockedFirst).forEach(addWithHolders)
-        if let guessed = guessedLoop.flatMap({ byID[$0] }), stuck(guessed) { addWithHolders(guessed) }
+        guessedLoops.compactMap { byID[$0] }.filter(stuck).sorted(by: longestBlockedFirst).forEach(addWithHolders)
         known.filter { !stuck($0) }.forEach { add($0.snapshot.threadId) }
         // Threads blocked on a lock before the rest: a holder shows up right after its waiter.
         let onLock = entries.filter { stuck($0) && $0.snapshot.waitAddress != nil }

@@ -50,7 +50,7 @@ package struct ProcessDumper: Sendable {
         let pid = processID
         try Self.checkTraceable(pid)
         let graph = ThreadWaitGraph.read(pid: pid)
-        let (knownLoops, guessedLoop) = loopThreads()
+        let knownLoops = loopThreads()
         // How long each thread has not run, before any capture: a stop makes the thread run, which resets the
         // clock this reads.
         var blockedFor: [Int32: UInt64] = [:]
@@ -71,7 +71,12 @@ package struct ProcessDumper: Sendable {
                 state: probe.state, syscallKind: probe.syscallKind, ownerKnown: graph.waitsFor[tid] != nil)
         }
         let owners = Set(graph.waitsFor.values)
-        let loops = Set(knownLoops + (guessedLoop.map { [$0] } ?? []))
+        // Without a known loop, the threads a guess may name get a stack too: the main thread, and those in an
+        // event wait (read as they sit in the call, not stopped).
+        let mayBeGuessed = graph.probes.filter {
+            $0.key == pid || $0.value.syscallName.map(SyscallTable.isDescriptorEventWait) == true
+        }
+        let loops = Set(knownLoops.isEmpty ? Array(mayBeGuessed.keys) : knownLoops)
 
         let sampling = PtraceStackSampling(processID: pid, captureTimeoutNanos: configuration.intervals.captureTimeout)
         var limits = configuration
@@ -120,7 +125,8 @@ package struct ProcessDumper: Sendable {
                 return .init(snapshot: snapshot, activity: activity, blockedForNanos: blockedFor[tid])
             }
         }
-        let ranking = DumpRanking(knownLoops: knownLoops, guessedLoop: guessedLoop, waitsFor: graph.waitsFor)
+        let guessedLoops = knownLoops.isEmpty ? DumpRanking.guessedLoops(entries(), mainThread: pid) : []
+        let ranking = DumpRanking(knownLoops: knownLoops, guessedLoops: guessedLoops, waitsFor: graph.waitsFor)
         let candidates = ranking.order(entries()).filter { $0.role == .candidateHolder }.map(\.entry.snapshot.threadId)
         if candidates.contains(where: { samples[$0] == nil }) {
             sampling.beginThreadSnapshot()
@@ -158,7 +164,7 @@ package struct ProcessDumper: Sendable {
         }
         return ProcessDump(
             takenAt: Date(), process: ProcessIdentity.of(pid: pid), threadCount: graph.probes.count,
-            loopThreadIds: (knownLoops.isEmpty ? guessedLoop.map { [$0] } ?? [] : knownLoops),
+            loopThreadIds: knownLoops.isEmpty ? guessedLoops : knownLoops, loopThreadsGuessed: knownLoops.isEmpty,
             threads: threads, deadlockThreadIds: DumpRanking.cycle(in: graph.waitsFor), images: images,
             errors: errors + symbolicator.errors)
     }
@@ -183,8 +189,8 @@ package struct ProcessDumper: Sendable {
     }
 
     /// The loop threads: those named by `--tid` and `--threads`, and those the process's valid heartbeat
-    /// segments name; when there are none, the main thread as a guess.
-    func loopThreads() -> (known: [Int32], guessed: Int32?) {
+    /// segments name; when there are none, the dump guesses them (``DumpRanking/guessedLoops(_:mainThread:)``).
+    func loopThreads() -> [Int32] {
         var found = Set(loopThreadIDs)
         let executable = ProcessIdentity.of(pid: processID).executable
         let rules = threadRules.filter { $0.applies(toExecutable: executable) }
@@ -193,7 +199,7 @@ package struct ProcessDumper: Sendable {
             guard let reader = try? HeartbeatReader(path: file.path, expectedPID: processID) else { continue }
             found.insert(reader.segment.loopThreadID == 0 ? processID : reader.segment.loopThreadID)
         }
-        return found.isEmpty ? ([], processID) : (found.sorted(), nil)
+        return found.sorted()
     }
 
     /// `loops`, each followed by the owner chain of the lock it waits for (a deadlock's cycle ends the chain).

@@ -63,6 +63,18 @@ import Testing
         #expect(!text.contains("function signature specialization"))
     }
 
+    @Test func guessedLoopsAreMarkedAsGuessesAndTheGuessIsExplained() throws {
+        var dump = Self.dump()
+        dump.loopThreadsGuessed = true
+        let text = ProcessDumpView().lines(dump).joined(separator: "\n")
+        #expect(text.contains("thread 4242 service (loop, guessed): S sleeping in futex"), "\(text)")
+        #expect(text.contains("loops guessed (nothing names them: --tid, --threads, a heartbeat)"), "\(text)")
+        let named = ProcessDumpView().lines(Self.dump()).joined(separator: "\n")
+        #expect(!named.contains("guessed"), "\(named)")
+        let json = String(decoding: try dump.encodedJSON(), as: UTF8.self)
+        #expect(json.contains(#""loopThreadsGuessed" : true"#), "\(json)")
+    }
+
     @Test func aDeadlockIsNamedFirstBlockedTimesAreShownAndIdleThreadsFoldedByTheirWait() {
         var dump = Self.dump()
         dump.deadlockThreadIds = [4242, 4243]

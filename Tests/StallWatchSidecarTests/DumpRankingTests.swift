@@ -36,6 +36,30 @@ import Testing
         #expect(DumpRanking.activity(ofOwnerlessFutexWaitWith: []) == .blocked, "unknown: a lock is costlier to miss")
     }
 
+    static func named(_ entry: DumpRanking.Entry, _ name: String) -> DumpRanking.Entry {
+        var entry = entry
+        entry.snapshot.name = name
+        return entry
+    }
+
+    @Test func unnamedLoopsAreGuessedFromTheirEventWaitsTheirStuckNumberedSiblingsAndAStuckMainThread() {
+        let main = Self.named(Self.entry(1, .idle, syscall: "futex"), "service")  // parked on a condition variable
+        let idleLoop = Self.named(Self.entry(2, .idle, syscall: "epoll_wait"), "svc-loop-1")
+        let stuckLoop = Self.named(Self.entry(3, .blocked, syscall: "futex", waitAddress: 0x10), "svc-loop-0")
+        let helper = Self.named(Self.entry(4, .blocked, syscall: "nanosleep"), "svc-loop-0")  // took 3's name
+        let pooled = Self.named(Self.entry(5, .idle, syscall: "futex"), "svc-loop-2")  // numbered, but idle elsewhere
+        let pausing = Self.named(Self.entry(6, .idle, syscall: "pause"), "signals")  // idle, not on descriptors
+        let entries = [main, idleLoop, stuckLoop, helper, pooled, pausing]
+        #expect(DumpRanking.guessedLoops(entries, mainThread: 1) == [2, 3])
+        // A main thread that is stuck may be the loop itself: it is named too.
+        let stuckMain = Self.named(Self.entry(1, .blocked, syscall: "fsync"), "service")
+        #expect(DumpRanking.guessedLoops([stuckMain] + entries.dropFirst(), mainThread: 1) == [1, 2, 3])
+        // With nothing in an event wait, the main thread alone, as before.
+        #expect(DumpRanking.guessedLoops([main, helper, pooled, pausing], mainThread: 1) == [1])
+        #expect(DumpRanking.numberedStem("NIO-ELT-0-#12") == "NIO-ELT-0-#")
+        #expect(DumpRanking.numberedStem("worker") == nil && DumpRanking.numberedStem("42") == nil)
+    }
+
     @Test func aCycleOfOwnersIsFoundWhereverItStarts() {
         #expect(DumpRanking.cycle(in: [1: 2, 2: 3, 3: 2]) == [2, 3])
         #expect(DumpRanking.cycle(in: [1: 2, 2: 3]) == nil)
@@ -55,7 +79,7 @@ import Testing
             Self.entry(40, .blocked, syscall: "futex", waitAddress: 0x40, blockedMs: 9_000),  // a deadlock
             Self.entry(41, .blocked, syscall: "futex", waitAddress: 0x41, blockedMs: 9_000),
         ]
-        let ranking = DumpRanking(knownLoops: [10, 11], guessedLoop: nil, waitsFor: [11: 12, 40: 41, 41: 40])
+        let ranking = DumpRanking(knownLoops: [10, 11], guessedLoops: [], waitsFor: [11: 12, 40: 41, 41: 40])
         let order = ranking.order(entries)
         #expect(order.map(\.entry.snapshot.threadId) == [40, 41, 11, 12, 10, 22, 20, 21, 30, 31])
         let roles = Dictionary(uniqueKeysWithValues: order.map { ($0.entry.snapshot.threadId, $0.role) })
@@ -67,12 +91,13 @@ import Testing
 
     @Test func aGuessedLoopComesFirstOnlyWhenStuck() {
         let entries = [Self.entry(1, .idle, syscall: "poll"), Self.entry(7, .blocked, syscall: "read", blockedMs: 5)]
-        let idle = DumpRanking(knownLoops: [], guessedLoop: 1, waitsFor: [:]).order(entries)
+        let idle = DumpRanking(knownLoops: [], guessedLoops: [1], waitsFor: [:]).order(entries)
         #expect(idle.map(\.entry.snapshot.threadId) == [7, 1])
         #expect(idle.last?.role == .loop)
         let stuck = [Self.entry(1, .blocked, syscall: "read", blockedMs: 1), entries[1]]
         #expect(
-            DumpRanking(knownLoops: [], guessedLoop: 1, waitsFor: [:]).order(stuck).first?.entry.snapshot.threadId == 1)
+            DumpRanking(knownLoops: [], guessedLoops: [1], waitsFor: [:]).order(stuck).first?.entry.snapshot.threadId
+                == 1)
     }
 
     @Test func aStuckThreadOnALockThatRecordsNoOwnerHasItsCandidateHoldersTaggedAfterIt() {
@@ -82,7 +107,7 @@ import Testing
             Self.entry(3, .onCPU, state: "R"),
             Self.entry(4, .idle, syscall: "epoll_wait"),
         ]
-        let order = DumpRanking(knownLoops: [1], guessedLoop: nil, waitsFor: [:]).order(entries)
+        let order = DumpRanking(knownLoops: [1], guessedLoops: [], waitsFor: [:]).order(entries)
         #expect(order.map(\.entry.snapshot.threadId) == [1, 3, 2, 4])
         #expect(order[0].candidates == [3])
         #expect(order[1].role == .candidateHolder)
@@ -96,7 +121,7 @@ import Testing
             Self.entry(5, .blocked, syscall: "clock_nanosleep", blockedMs: 2_700),
             Self.entry(6, .blocked, syscall: "futex", waitAddress: 0x60, blockedMs: 2_500),
         ]
-        let order = DumpRanking(knownLoops: [], guessedLoop: nil, waitsFor: [:]).order(entries)
+        let order = DumpRanking(knownLoops: [], guessedLoops: [], waitsFor: [:]).order(entries)
         #expect(order.map(\.entry.snapshot.threadId) == [6, 5])
         #expect(order[1].role == .candidateHolder)
         #expect(order[0].candidates == [5])

@@ -13,8 +13,12 @@ package struct ProcessDump: Codable, Sendable, Equatable {
     package var process: StallReport.ProcessDescription
     /// How many threads the process had when its threads were listed.
     package var threadCount: Int
-    /// The threads that look like the process's loop: those with a heartbeat segment, else the main thread.
+    /// The process's loop threads: those named by `--tid` or `--threads` or by a heartbeat segment; when nothing
+    /// names them, a guess from what the threads do (``loopThreadsGuessed``).
     package var loopThreadIds: [Int32]
+    /// True when ``loopThreadIds`` is a guess: threads in an event wait, their stuck numbered siblings and the main
+    /// thread unless it is idle elsewhere (`stallwatch dump --help`).
+    package var loopThreadsGuessed: Bool?
     /// Every thread, in order of relevance: a deadlock's threads, the loops (stuck ones first), the owners and
     /// candidate holders of what stuck threads wait for, other stuck threads, then the idle ones. Idle threads
     /// carry no stack unless `--all-threads` asked for every stack.
@@ -28,13 +32,15 @@ package struct ProcessDump: Codable, Sendable, Equatable {
 
     package init(
         takenAt: Date, process: StallReport.ProcessDescription, threadCount: Int, loopThreadIds: [Int32],
-        threads: [Thread], deadlockThreadIds: [Int32]? = nil, images: [ImageInfo] = [], errors: [String] = []
+        loopThreadsGuessed: Bool = false, threads: [Thread], deadlockThreadIds: [Int32]? = nil,
+        images: [ImageInfo] = [], errors: [String] = []
     ) {
         self.deadlockThreadIds = deadlockThreadIds
         self.takenAt = takenAt
         self.process = process
         self.threadCount = threadCount
         self.loopThreadIds = loopThreadIds
+        self.loopThreadsGuessed = loopThreadsGuessed ? true : nil
         self.threads = threads
         self.images = images
         self.errors = errors
@@ -44,7 +50,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
     package struct Thread: Codable, Sendable, Equatable {
         /// Why this thread is in a dump without `--all-threads`.
         package enum Role: String, Codable, Sendable, CaseIterable {
-            /// It looks like the process's loop (heartbeat segment, or the main thread).
+            /// One of the process's loops (named, published, or guessed: ``ProcessDump/loopThreadsGuessed``).
             case loop
             /// It owns a lock that a stuck thread (or a thread in its owner chain) waits for.
             case lockOwner

@@ -43,6 +43,13 @@ package enum SyscallTable {
     /// The name of system call `number`, or `syscall_<n>`.
     static func name(_ number: Int) -> String { names[number] ?? "syscall_\(number)" }
 
+    /// Whether `name` is a wait for events on descriptors (poll, select, epoll, io_uring): an event loop's idle
+    /// wait, as opposed to the other idle waits (a pause or a wait for signals).
+    package static func isDescriptorEventWait(_ name: String) -> Bool {
+        guard let number = byName[name] else { return false }
+        return [7, 23, 232, 270, 271, 281, 426, 441].contains(number)
+    }
+
     static func kind(_ number: Int) -> Kind {
         switch number {
         case 7, 23, 232, 270, 271, 281, 426, 441, 34, 130, 128: return .idleWait
