@@ -42,6 +42,10 @@ import Testing
             name: "c deadlock", command: server("deadlock"),
             expect: .stall(.deadlock, frames: lockFrames, blocking: "lock-holder", deadlock: true)),
         CorpusCase(name: "c join", command: server("join"), expect: .stall(.lock, frames: ["futex", "join"])),
+        // A read-write lock held for writing: glibc records the writer in the lock.
+        CorpusCase(
+            name: "c read-write lock held by a writer", command: server("rwlock"),
+            expect: .stall(.lock, frames: ["rwlock", "futex"], blocking: "table-writer")),
         // A SysV semaphore another process took: its last operator, the likely holder, is named.
         CorpusCase(
             name: "c sysv semaphore held by another process", command: server("sysv-sem"),

@@ -210,6 +210,63 @@ import Testing
         // An unmapped address: nil, not a crash.
         #expect(LockOwner.owner(pid: getpid(), futexAddress: 0x10, threads: threads) == nil)
     }
+
+    /// A reader and a writer blocked on a glibc read-write lock that a third thread holds for writing: each one's
+    /// futex wait names the writer, read from the lock's `__cur_writer`; once the writer lets go, none.
+    @Test(.timeLimit(.minutes(3)))
+    func theWriterHoldingAReadWriteLockIsNamedForItsBlockedReadersAndWriters() throws {
+        let rwlock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+        pthread_rwlock_init(rwlock, nil)
+        defer { rwlock.deallocate() }
+        let raw = UInt(bitPattern: rwlock)
+        let (locked, release, done) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchGroup())
+        let (writer, reader, secondWriter) = (HolderTID(), HolderTID(), HolderTID())
+        func start(_ tid: HolderTID, _ body: @escaping @Sendable (UnsafeMutablePointer<pthread_rwlock_t>) -> Void) {
+            done.enter()
+            Thread {
+                tid.set(StallWatchTestSupport.currentThreadID())
+                body(UnsafeMutablePointer<pthread_rwlock_t>(bitPattern: raw)!)
+                done.leave()
+            }.start()
+        }
+        start(writer) { lock in
+            pthread_rwlock_wrlock(lock)
+            locked.signal()
+            release.wait()
+            pthread_rwlock_unlock(lock)
+        }
+        locked.wait()
+        start(reader) { lock in
+            pthread_rwlock_rdlock(lock)
+            pthread_rwlock_unlock(lock)
+        }
+        start(secondWriter) { lock in
+            pthread_rwlock_wrlock(lock)
+            pthread_rwlock_unlock(lock)
+        }
+        let pid = getpid()
+        func waitOf(_ tid: HolderTID) -> ThreadWait? {
+            guard tid.value != 0, let wait = ProcDirectory(processID: pid, threadID: tid.value).syscall(),
+                wait.number == 202
+            else { return nil }
+            return wait
+        }
+        #expect(pollUntil { waitOf(reader) != nil && waitOf(secondWriter) != nil })
+        let threads = Set(ThreadProbe.threadIDs(pid: pid))
+        let readerWait = try #require(waitOf(reader))
+        let writerWait = try #require(waitOf(secondWriter))
+        // The reader waits on the phase word (+8 in the lock), the writer on the writers' word (+12).
+        #expect(readerWait.arguments[0] == UInt64(raw) + 8 && writerWait.arguments[0] == UInt64(raw) + 12)
+        let readerOwner = LockOwner.owner(pid: pid, wait: readerWait, threads: threads)
+        let writerOwner = LockOwner.owner(pid: pid, wait: writerWait, threads: threads)
+        #expect(readerOwner?.threadID == writer.value && readerOwner?.source == .glibcRwlockWriter)
+        #expect(writerOwner?.threadID == writer.value && writerOwner?.source == .glibcRwlockWriter)
+        release.signal()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        // Free: the same words name nobody.
+        #expect(LockOwner.owner(pid: pid, wait: readerWait, threads: threads) == nil)
+        #expect(LockOwner.owner(pid: pid, wait: writerWait, threads: threads) == nil)
+    }
 }
 
 final class HolderTID: @unchecked Sendable {

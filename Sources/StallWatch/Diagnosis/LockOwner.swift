@@ -9,6 +9,29 @@ enum LockOwner {
         case piFutexWord = "PI futex word"
         /// glibc's `pthread_mutex_t.__data.__owner` (4 bytes at +8 from the futex word on x86_64).
         case glibcMutexOwner = "glibc mutex __owner"
+        /// glibc's `pthread_rwlock_t.__data.__cur_writer`: the thread holding a read-write lock for writing.
+        case glibcRwlockWriter = "glibc rwlock __cur_writer"
+    }
+
+    /// The writer holding the glibc read-write lock a thread waits for at `futexAddress`, when it waits as a
+    /// blocked reader (on `__wrphase_futex`, +8 in the lock) or writer (on `__writers_futex`, +12): both wait for
+    /// the value 3 (a phase or lock word marked as waited for), and `__cur_writer` (+24) holds the writer's id
+    /// while one holds it — nothing while readers do. The writer's hypothesis is tried first: the reader's
+    /// `__cur_writer` offset, read from a writer's word, lands on `__shared` (0 or 1, and 1 is a thread id in a
+    /// process that is PID 1), while the writer's offset, read from a reader's word, lands on padding (always 0).
+    static func rwlockWriter(pid: Int32, futexAddress: UInt64, threads: Set<Int32>) -> Int32? {
+        guard futexAddress % 4 == 0, futexAddress >= 12 else { return nil }
+        var words: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0, 0, 0)
+        // From the lock's start as a writer's word (futex - 12) through `__cur_writer` as a reader's (futex + 16).
+        let n = withUnsafeMutableBytes(of: &words) { sw_read_memory(pid, futexAddress - 12, $0.baseAddress, 32) }
+        guard n == 32 else { return nil }
+        // Writer's word at +12 of the lock: `__wrphase_futex` (a phase word, 0–3) before it, `__cur_writer` at +24.
+        let asWriter = Int32(bitPattern: words.6)
+        if words.2 <= 3, asWriter > 0, threads.contains(asWriter) { return asWriter }
+        // Reader's word at +8: `__writers_futex` (0–3) after it, `__cur_writer` at +24.
+        let asReader = Int32(bitPattern: words.7)
+        if words.4 <= 3, asReader > 0, threads.contains(asReader) { return asReader }
+        return nil
     }
 
     /// The thread of `threads` that owns the lock whose futex word is at `futexAddress` in process `pid`.
@@ -38,6 +61,11 @@ enum LockOwner {
         let op = wait.arguments[1] & 0x7f
         let isPI = op == 6 || op == 13  // FUTEX_LOCK_PI, FUTEX_LOCK_PI2
         let isMutexWait = (op == 0 || op == 9) && wait.arguments[2] == 2  // FUTEX_WAIT(_BITSET) for "contended"
+        if (op == 0 || op == 9) && wait.arguments[2] == 3,
+            let writer = rwlockWriter(pid: pid, futexAddress: wait.arguments[0], threads: threads)
+        {
+            return (writer, .glibcRwlockWriter)
+        }
         guard isPI || isMutexWait else { return nil }
         guard let found = owner(pid: pid, futexAddress: wait.arguments[0], threads: threads) else { return nil }
         if isPI, found.source != .piFutexWord { return nil }

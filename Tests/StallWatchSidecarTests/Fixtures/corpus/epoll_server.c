@@ -47,6 +47,19 @@ static void *holder(void *arg) {
     return NULL;
 }
 
+static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* For rwlock: a thread rebuilding a table holds its lock for writing while the loop wants to read it. */
+static void *table_writer(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "table-writer");
+    pthread_rwlock_wrlock(&table_lock);
+    pthread_barrier_wait(&held);
+    sleep_ms(stall_ms);
+    pthread_rwlock_unlock(&table_lock);
+    return NULL;
+}
+
 static void *sleeper(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "joined");
@@ -113,6 +126,12 @@ static void stall(void) {
         /* A deadlock that gives up, so the program can still exit: the loop's half times out. */
         if (pthread_mutex_timedlock(&lock_a, &deadline) == 0) pthread_mutex_unlock(&lock_a);
         pthread_mutex_unlock(&lock_b);
+    } else if (!strcmp(mode, "rwlock")) {
+        pthread_barrier_init(&held, NULL, 2);
+        pthread_create(&t, NULL, table_writer, NULL);
+        pthread_barrier_wait(&held);
+        pthread_rwlock_rdlock(&table_lock);
+        pthread_rwlock_unlock(&table_lock);
     } else if (!strcmp(mode, "sysv-sem")) {
         /* The service takes the semaphore a worker process holds (PostgreSQL's style of lock between processes). */
         struct sembuf take = {0, -1, 0}, give = {0, 1, 0};
