@@ -22,6 +22,7 @@ enum CauseDescription {
                     "Blocking process",
                     "\(process.processId)" + (process.name.isEmpty ? "" : " \(process.name)")
                         + BlockingProcessText.thread(process) + " — \(process.reason)"
+                        + BlockingProcessText.stack(process)
                 ))
         }
         if let candidates = cause.candidateHolders, !candidates.isEmpty {
@@ -80,5 +81,12 @@ enum BlockingProcessText {
         case (nil, let state?): return ", \(state)"
         case (nil, nil): return ""
         }
+    }
+
+    /// ` — its stack: clock_nanosleep ← nanosleep ← main`, the innermost named frames first (at most six), or
+    /// nothing when its stack was not captured.
+    static func stack(_ process: StallReport.Cause.BlockingProcess) -> String {
+        let names = (process.frames ?? []).compactMap(\.readableName).prefix(6)
+        return names.isEmpty ? "" : " — its stack: " + names.joined(separator: " ← ")
     }
 }

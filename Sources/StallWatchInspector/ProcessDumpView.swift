@@ -72,6 +72,15 @@ package struct ProcessDumpView: Sendable {
                 let label = "#" + String(number).padding(toLength: width, withPad: " ", startingAt: 0)
                 out.append("  \(label) \(ReportDetailView.describe(TerminalText.escaped(frame)))")
             }
+            if let process = thread.blockingProcess, let stack = process.frames, !stack.isEmpty {
+                let whose = "process \(process.processId)" + (process.threadId.map { ", thread \($0)" } ?? "")
+                out.append(style.styled("  the stack of \(whose) meanwhile:", "33"))
+                let width = String(max(stack.count - 1, 0)).count
+                for (number, frame) in stack.enumerated() {
+                    let label = "#" + String(number).padding(toLength: width, withPad: " ", startingAt: 0)
+                    out.append("    \(label) \(ReportDetailView.describe(TerminalText.escaped(frame)))")
+                }
+            }
         }
         if !folded.isEmpty {
             out += ["", style.styled("Idle threads (--all-threads shows each)", "1")]

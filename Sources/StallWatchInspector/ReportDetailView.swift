@@ -105,6 +105,16 @@ public struct ReportDetailView: Sendable {
         }
         if let leadUp = report.leadUp { out += LeadUpView().lines(leadUp, heading: heading) }
         out += pointStackLines(report, heading: heading)
+        if let process = report.cause?.blockingProcess, let stack = process.frames, !stack.isEmpty {
+            let thread = process.threadId.map { ", thread \($0)" } ?? ""
+            out += ["", heading("Blocking process \(process.processId)\(thread): its stack while the loop waited")]
+            let width = String(max(stack.count - 1, 0)).count
+            for (number, frame) in stack.enumerated() {
+                out.append(
+                    "  #" + String(number).padding(toLength: width, withPad: " ", startingAt: 0) + " "
+                        + Self.describe(frame))
+            }
+        }
         let tree = CallTree(samples: report.samples, isMachinery: Self.isMachinery)
         if tree.total > 0 {
             out += ["", heading("Call tree (\(tree.total) sample\(tree.total == 1 ? "" : "s"), callers first)")]

@@ -57,6 +57,20 @@ enum TerminalText {
         r.annotations = Dictionary(
             r.annotations.map { (escape($0.key), escape($0.value)) }, uniquingKeysWith: { first, _ in first })
         if let evidence = r.cause?.evidence { r.cause?.evidence = evidence.map(escape) }
+        if var process = r.cause?.blockingProcess {
+            process.name = escape(process.name)
+            process.reason = escape(process.reason)
+            process.state = process.state.map(escape)
+            process.frames = process.frames?.map(escaped)
+            r.cause?.blockingProcess = process
+        }
+        let holders = r.cause?.candidateHolders?.map { holder in
+            var h = holder
+            h.name = escape(h.name)
+            h.reason = escape(h.reason)
+            return h
+        }
+        r.cause?.candidateHolders = holders
         r.hungAwait = r.hungAwait.map(escaped)
         let taskName = r.task?.name
         r.task?.name = taskName.map(escape)

@@ -137,6 +137,23 @@ package struct ProcessDumper: Sendable {
         let onCPU = Self.onCPUFor(pid: pid, firstLook: firstLook, stopSwitches: stopSwitches)
         var errors = sampling.setupError.map { [$0] } ?? []
         var threads: [ProcessDump.Thread] = []
+        // The stack of another process's thread behind a blocked thread's wait, once per process.
+        var peerStacks: [Int32: PeerStack?] = [:]
+        func withPeerStack(_ process: StallReport.Cause.BlockingProcess?) -> StallReport.Cause.BlockingProcess? {
+            guard var process else { return nil }
+            if peerStacks[process.processId] == nil {
+                let (peer, error) = PeerStack.capture(
+                    processID: process.processId, threadID: process.threadId, configuration: limits
+                ) { PtraceStackSampling(processID: $0, captureTimeoutNanos: configuration.intervals.captureTimeout) }
+                if let error { errors.append(error) }
+                peerStacks[process.processId] = .some(peer)
+            }
+            if let peer = peerStacks[process.processId] ?? nil {
+                process.threadId = peer.threadID
+                process.frames = peer.frames
+            }
+            return process
+        }
         for (entry, role, candidates) in ranking.order(entries()) {
             let tid = entry.snapshot.threadId
             guard let probe = graph.probes[tid] else { continue }
@@ -155,7 +172,8 @@ package struct ProcessDumper: Sendable {
                     blockedForAtLeastMs: entry.blockedForNanos.map { StallReport.milliseconds($0) },
                     onCPUForAtLeastMs: onCPU[tid].map { StallReport.milliseconds($0) },
                     candidateHolderIds: candidates.isEmpty ? nil : candidates,
-                    blockingProcess: entry.activity == .blocked ? probe.wait.flatMap { .behind($0, pid: pid) } : nil))
+                    blockingProcess: entry.activity == .blocked
+                        ? withPeerStack(probe.wait.flatMap { .behind($0, pid: pid) }) : nil))
         }
         let allFrames = threads.flatMap(\.snapshot.frames)
         var images = symbolicator.images(for: allFrames)

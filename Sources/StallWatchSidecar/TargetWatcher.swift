@@ -158,7 +158,10 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
             target: StallRecorder.Target(
                 processID: pid, detectionSource: source, sampler: sampling,
                 process: ProcessIdentity.of(pid: pid), phaseKnown: reader != nil,
-                setupErrors: sampling.setupError.map { [$0] } ?? []),
+                setupErrors: sampling.setupError.map { [$0] } ?? [],
+                peerSampler: { [timeout = configuration.intervals.captureTimeout] in
+                    PtraceStackSampling(processID: $0, captureTimeoutNanos: timeout)
+                }),
             emit: { onEvent(.stall($0)) })
     }
 

@@ -29,6 +29,11 @@ import Testing
         report.leadUp?.inFlight?.label = hostile
         report.leadUp?.buckets.longestLabel[0] = hostile
         report.leadUp?.findings.append(hostile)
+        // What other processes name themselves and hold: their names, states and stacks.
+        report.cause?.blockingProcess = .init(
+            processId: 5151, name: hostile, reason: hostile, threadId: 5152, state: hostile,
+            frames: [StackFrame(address: 0x7f00_0000_1000, symbol: hostile, shortSymbol: hostile)])
+        report.cause?.candidateHolders = [.init(threadId: 4250, name: hostile, reason: hostile, confidence: .possible)]
         return report
     }
 

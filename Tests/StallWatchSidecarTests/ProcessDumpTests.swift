@@ -191,7 +191,12 @@ import Testing
         // /proc/locks names the `flock` command that took the lock and exited: the holder is found by the open file
         // description it shares with the shell, now `sleep`.
         #expect(process.reason.contains("fdinfo"), "\(process.reason)")
+        // The holder's stack, read from outside: asleep in its sleep, and left running untraced.
+        let symbols = (process.frames ?? []).compactMap(\.symbol)
+        #expect(process.threadId == holder.pid && symbols.contains { $0.contains("nanosleep") }, "\(symbols)")
         #expect(SidecarFixtures.traceState(pid: pid)?.tracer == "0", "not left traced")
+        let holderState = SidecarFixtures.traceState(pid: holder.pid)
+        #expect(holderState?.tracer == "0" && holderState?.state == "S", "\(String(describing: holderState))")
     }
 
     /// Arriving mid-incident at a service whose named loop is stuck on a lock another thread holds: the loop

@@ -25,6 +25,8 @@ struct EvidenceCollector {
     private var listedThreads: Set<Int32>?
     private var lateThreads: [StallEvidence.Thread] = []
     private var snapshotDone = false
+    /// Processes whose thread behind the wait this stall tried to capture (once each).
+    var peersTried: Set<Int32> = []
     /// When the next sample is due (CLOCK_MONOTONIC), nil when none is.
     private(set) var nextSampleAt: UInt64?
 
@@ -43,7 +45,7 @@ struct EvidenceCollector {
         afterFirstSample: ([UnwoundFrame]) -> Void = { _ in }
     ) {
         self.thread = thread
-        (listedThreads, lateThreads, snapshotDone) = (nil, [], false)
+        (listedThreads, lateThreads, snapshotDone, peersTried) = (nil, [], false, [])
         var evidence = StallEvidence(
             stall: stall, threadID: thread?.threadID, reportID: reportID, wallAtBegin: sw_realtime_ns(),
             monoAtBegin: now, intervalNanos: configuration.intervals.sampleInterval)
@@ -265,6 +267,7 @@ struct EvidenceCollector {
             sample.error = "no sampler"
         }
         readOtherProcesses(&sample, before: evidence.samples.last)
+        if evidence.peerStack == nil { capturePeer(behind: sample, into: &evidence) }
         evidence.samples.append(sample)
         if let owner = sample.lockOwner, listedThreads?.contains(owner) == false {
             self.evidence = evidence

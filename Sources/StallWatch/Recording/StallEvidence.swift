@@ -88,6 +88,8 @@ struct StallEvidence: Sendable {
     var pool: StallReport.PoolDescription?
     /// The loop's lead-up, copied when the stall was detected.
     var leadUp: LeadUpCapture?
+    /// The stack of the other process's thread behind the wait, captured once (``StallRecorder/Target/peerSampler``).
+    var peerStack: PeerStack?
     /// `threadID` held nothing during the stall: it is the thread that took the loop up and ended it
     /// (``EvidenceCollector/adoptThreadThatTookUp(_:scheduleAtStart:)``).
     var tookUpAtEnd = false
@@ -104,4 +106,12 @@ struct StallEvidence: Sendable {
         self.intervalNanos = intervalNanos
         notes = stall.notes
     }
+}
+
+/// A thread of another process that a stall's loop waited on, and its stack as captured then.
+package struct PeerStack: Sendable {
+    package var processID: Int32
+    package var threadID: Int32
+    /// Symbolicated at the capture, names only: the process may be gone by the time the report is written.
+    package var frames: [StackFrame]
 }

@@ -18,11 +18,16 @@ extension StallRecorder {
         package var phaseKnown: Bool
         /// Problems met while setting up, repeated in every report's `capture.errors`.
         package var setupErrors: [String]
+        /// Samples a thread of another process (the holder of what the loop waits on, `cause.blockingProcess`);
+        /// nil where the watcher must not stop other processes (the embedded watchdog).
+        package var peerSampler: (@Sendable (_ processID: Int32) -> (any StackSampling)?)?
 
         package init(
             processID: Int32, detectionSource: DetectionSource, sampler: (any StackSampling)?,
-            process: StallReport.ProcessDescription, phaseKnown: Bool, setupErrors: [String] = []
+            process: StallReport.ProcessDescription, phaseKnown: Bool, setupErrors: [String] = [],
+            peerSampler: (@Sendable (_ processID: Int32) -> (any StackSampling)?)? = nil
         ) {
+            self.peerSampler = peerSampler
             self.processID = processID
             self.detectionSource = detectionSource
             self.sampler = sampler

@@ -136,6 +136,13 @@ struct StallReportBuilder {
         if stall.startedBeforeWatching, detectionSource == .proc { report.startedBeforeAttach = true }
         report.cause = classify(
             evidence, wallNanos: durationNanos, endNanos: endNanos, reportSamples: reportSamples, threads: threads)
+        // The other process's stack, where it is the one the verdict names (and its thread, when one is named).
+        if let peer = evidence.peerStack, let process = report.cause?.blockingProcess,
+            process.processId == peer.processID, process.threadId == nil || process.threadId == peer.threadID
+        {
+            report.cause?.blockingProcess?.threadId = peer.threadID
+            report.cause?.blockingProcess?.frames = peer.frames
+        }
         if final { report.context = evidence.context }
         report.task = evidence.task
         if let capture = evidence.leadUp {

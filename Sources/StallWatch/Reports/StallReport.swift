@@ -387,13 +387,21 @@ extension StallReport {
             public var threadId: Int32?
             /// That thread's state, or the process's, as read then: `sleeping, in clock_nanosleep`.
             public var state: String?
+            /// That thread's stack, captured once while the loop waited (function names, no lines): where in its
+            /// code the other process was. Only a watcher allowed to trace it captures it (the sidecar, `dump`);
+            /// the embedded watchdog never stops another process. Nil when not captured.
+            public var frames: [StackFrame]?
 
-            package init(processId: Int32, name: String, reason: String, threadId: Int32? = nil, state: String? = nil) {
+            package init(
+                processId: Int32, name: String, reason: String, threadId: Int32? = nil, state: String? = nil,
+                frames: [StackFrame]? = nil
+            ) {
                 self.processId = processId
                 self.name = name
                 self.reason = reason
                 self.threadId = threadId
                 self.state = state
+                self.frames = frames
             }
         }
 

@@ -221,6 +221,10 @@ enum CorpusHarness {
                     process?.name == name && (process?.processId ?? 0) > 0 && process?.threadId != nil
                         && process?.state != nil, "blocking process \(String(describing: process)): \(describe(report))"
                 )
+                // Its thread's stack, captured from outside while the loop waited.
+                let stack = process?.frames ?? []
+                #expect(
+                    stack.contains { $0.symbol != nil }, "its stack \(stack.map { $0.symbol ?? $0.image ?? "?" })")
             }
             if let name = c.candidateProcess {
                 let candidate = report.cause?.candidateHolders?.first { $0.processId != nil }
