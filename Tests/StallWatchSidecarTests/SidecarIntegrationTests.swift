@@ -128,15 +128,20 @@ import Testing
         usleep(3_000_000)
         watcher.stop()
         #expect(done.wait(timeout: .now() + 10) == .success)
-        // A late wake-up of the watcher (a loaded machine) is a note about the watcher, not blame on the loop.
+        // A late wake-up of the watcher (a loaded machine) is a note about the watcher, not blame on the loop; nor
+        // is the documented verdict of a loop the machine kept off its CPU (`starved`, with the run queue's wait
+        // as its evidence and the finding that without it there would have been no stall).
+        let reports = SidecarFixtures.reports(in: directory)
+        let machine = Set(reports.filter { $0.cause?.isStarvedByTheMachine == true }.map(\.id))
         let stalls = events.withLock { $0 }.filter {
             switch $0 {
-            case .stall(.began), .stall(.escalated), .stall(.ended), .stall(.sampled): true
+            case .stall(.began(let r)), .stall(.escalated(let r)), .stall(.ended(let r)): !machine.contains(r.id)
+            case .stall(.sampled(let id, _, _)): !machine.contains(id)
             default: false
             }
         }
         #expect(stalls.isEmpty, "a healthy loop was blamed: \(stalls)")
-        #expect(SidecarFixtures.reports(in: directory).isEmpty)
+        #expect(reports.allSatisfy { machine.contains($0.id) }, "\(reports.map { $0.cause?.evidence ?? [] })")
         kill(echo.pid, SIGTERM)
     }
 

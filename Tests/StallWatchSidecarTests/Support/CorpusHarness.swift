@@ -153,13 +153,13 @@ enum CorpusHarness {
         case .stall(let cause, let frames, let blocking, let deadlock):
             // Besides the stall, a loaded machine may hold the loop off the CPU long enough for a report of its
             // own: `starved`, with the run queue as evidence, is the documented verdict for that and blames
-            // nothing in the program. So does a moment that report caught nothing of — no sample, cause
-            // `unknown` — begun two thresholds or more after every other report ended: the loop turned in
-            // between, so it is no part of the stall (a split's tail begins where the stall's report ends). Any
-            // other extra report is a split or a false stall.
+            // nothing in the program. So does a moment the report names no code or call for — cause `unknown`, no
+            // frame in its point stack — begun two thresholds or more after every other report ended: the loop
+            // turned in between, so it is no part of the stall (a split's tail begins where the stall's report
+            // ends). Any other extra report is a split or a false stall.
             let blaming = reports.blamingTheProgram(expecting: cause)
             let stalls = blaming.filter { report in
-                guard report.samples.isEmpty, report.cause?.kind == .unknown else { return true }
+                guard report.cause?.kind == .unknown, report.pointStack?.frames.isEmpty ?? true else { return true }
                 let gap = TimeInterval(2 * c.thresholdMs) / 1000
                 return blaming.contains { other in
                     other.id != report.id
