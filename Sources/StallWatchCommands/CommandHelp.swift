@@ -51,6 +51,11 @@ enum CommandHelp {
                 "the threads whose name matches GLOB are loop threads, listed first (repeatable; PROGRAM limits the rule to executables of that name)"
             ),
         ],
+        "snapshot": [
+            "--pid": ("PID", "the process whose embedded StallWatch writes the snapshot"),
+            "--timeout-ms": ("N", "how long to wait for the answer (default 10000)"),
+            "--heartbeat-dir": ("DIR", "where the process publishes its heartbeat (default /dev/shm)"),
+        ],
         "tasks": [
             "--pid": ("PID", "the process whose task table to print"),
             "--hung": ("DURATION", "only the tasks suspended at least DURATION (500ms, 5s, 2m, 1h)"),

@@ -19,6 +19,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     case permissionDenied = 5
     /// dump: the target cannot be traced now (a zombie, a kernel thread, or another tracer is attached).
     case notTraceable = 6
+    /// snapshot: the process publishes no StallWatch heartbeat, or its watchdog did not answer in time.
+    case noAnswer = 7
     /// run: the command could not be started (not found, not executable).
     case commandNotStarted = 127
 
@@ -34,6 +36,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .permissionDenied:
             "permission denied: cannot trace the target (same user, CAP_SYS_PTRACE, Yama ptrace_scope)"
         case .notTraceable: "dump: the target cannot be traced now (zombie, kernel thread, or a debugger attached)"
+        case .noAnswer: "snapshot: no StallWatch heartbeat in the process, or no answer in time"
         case .commandNotStarted: "run: the command could not be started"
         }
     }
@@ -49,6 +52,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
             case .permissionDenied: self = .permissionDenied
             case .notTraceable: self = .notTraceable
             case .spawnFailed: self = .commandNotStarted
+            case .noAnswer: self = .noAnswer
             default: self = .failure
             }
         case let error as StallWatchError where error.code == .invalidConfiguration: self = .usage

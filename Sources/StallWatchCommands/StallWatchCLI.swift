@@ -103,6 +103,11 @@ public enum StallWatchCLI {
                 "print the Swift tasks of a running process from the task table it publishes beside its heartbeat (ConcurrencyWatchdog with the heartbeat on): each task's state after its last job and for how long, when it was first seen, its runs; --hung 5s keeps the tasks suspended at least that long; no ptrace, nothing is stopped (JSON with --json or when standard output is not a terminal)",
             flags: ["--json"], options: TasksCommand.options, run: TasksCommand.run),
         Subcommand(
+            ["snapshot"], synopsis: "-p|--pid PID [--timeout-ms N] [--heartbeat-dir DIR]",
+            summary:
+                "ask the StallWatch embedded in a running process for a snapshot of each watched loop's lead-up (its last seconds: buckets, long items, the longest ones), written as a report without a stall; the request goes through its heartbeat segment (no signal, nothing is stopped) and is served when its watchdog next wakes (while the loop works); prints each report's path; exit 7 when the process publishes no heartbeat or does not answer within --timeout-ms (default 10000)",
+            options: SnapshotCommand.options, run: SnapshotCommand.run),
+        Subcommand(
             ["daemon"],
             synopsis:
                 "[--heartbeat-dir DIR] [--report-dir DIR] [--sample-interval-ms N] [--scan-ms N] [--threads [PROGRAM=]GLOB]... [--metrics HOST:PORT] [--otlp URL]",

@@ -7,8 +7,8 @@ extension HTMLReport {
     func leadUpSection(_ leadUp: StallReport.LeadUp) -> String {
         func esc(_ text: String) -> String { HTMLReportEscaping.escape(text) }
         let duration = { ReportTextFormat.duration($0) }
-        var html = "<h2>Lead-up <span class=\"dim\">(\(esc(duration(leadUp.windowMs))) before the stall was "
-        html += "detected)</span></h2>\n"
+        var html = "<h2>Lead-up <span class=\"dim\">(\(esc(duration(leadUp.windowMs))) before "
+        html += (leadUp.stallStartMs == nil ? "the snapshot was taken" : "the stall was detected") + ")</span></h2>\n"
         html += leadUpChart(leadUp)
         if !leadUp.findings.isEmpty {
             html += "<ul>\n" + leadUp.findings.map { "<li>\(esc($0))</li>\n" }.joined() + "</ul>\n"
@@ -73,6 +73,6 @@ extension HTMLReport {
         svg += "<text x=\"\(Int(labelWidth))\" y=\"\(Int(height - 6))\">"
         svg += "\(HTMLReportEscaping.escape(LeadUpView.offset(-leadUp.windowMs)))</text>"
         svg += "<text x=\"\(Int(width - 10))\" y=\"\(Int(height - 6))\" text-anchor=\"end\">"
-        return svg + "detection</text>\n</svg>\n"
+        return svg + (leadUp.stallStartMs == nil ? "snapshot" : "detection") + "</text>\n</svg>\n"
     }
 }

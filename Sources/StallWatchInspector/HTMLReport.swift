@@ -74,6 +74,7 @@ public struct HTMLReport {
         if let note = ReportTextFormat.beganBeforeNote(report) { rows.append(("Start", note)) }
         rows.append(("Severity", "\(report.severity.rawValue), \(report.status.rawValue)"))
         if let note = ReportTextFormat.withdrawnNote(report) { rows.append(("Withdrawn", note)) }
+        if let note = ReportTextFormat.snapshotNote(report) { rows.append(("Snapshot", note)) }
         rows.append(("Cause", ReportSummary.causeKind(of: report)))
         rows += CauseDescription.rows(report)
         rows.append(("Phase", "\(report.loop.phase), iteration \(report.loop.iteration)"))

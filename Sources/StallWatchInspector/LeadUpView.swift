@@ -14,13 +14,16 @@ struct LeadUpView {
     func lines(_ leadUp: StallReport.LeadUp, heading: (String) -> String) -> [String] {
         let ms = ReportTextFormat.number
         let duration = { ReportTextFormat.duration($0) }
-        var out = ["", heading("Lead-up: the \(duration(leadUp.windowMs)) before the stall was detected")]
+        // A snapshot on demand has no stall: its window ends when it was taken, and its item in flight is not stuck.
+        let end = leadUp.stallStartMs == nil ? "snapshot" : "detection"
+        let ending = leadUp.stallStartMs == nil ? "the snapshot was taken" : "the stall was detected"
+        var out = ["", heading("Lead-up: the \(duration(leadUp.windowMs)) before \(ending)")]
         let buckets = leadUp.buckets
         out.append(
             "  \(buckets.count) buckets of \(ms(leadUp.bucketMs)) ms; items over \(ms(leadUp.itemMinMs)) ms listed")
         if buckets.count > 0 {
             let start = -leadUp.windowMs
-            let axis = "\(ReportTextFormat.duration(-start)) ago → detection"
+            let axis = "\(ReportTextFormat.duration(-start)) ago → \(end)"
             let busy = Self.fold(leadUp.utilisation, by: max)
             let delays = Self.fold(buckets.maxDelayMs, by: max)
             let waits = Self.fold(
@@ -45,7 +48,8 @@ struct LeadUpView {
         out += leadUp.findings.map { "  - \($0)" }
         if let inFlight = leadUp.inFlight {
             out.append(
-                "  in flight: \(inFlight.label ?? "(unlabelled)"), running \(duration(inFlight.durationMs)) (the stuck item)"
+                "  in flight: \(inFlight.label ?? "(unlabelled)"), running \(duration(inFlight.durationMs))"
+                    + (leadUp.stallStartMs == nil ? "" : " (the stuck item)")
             )
         }
         if !leadUp.topItems.isEmpty {

@@ -21,7 +21,7 @@ public struct ReportDetailView: Sendable {
         let ms = ReportTextFormat.number
         var out: [String] = []
         let severity = report.severity == .hang ? style.styled("hang", "31") : "stall"
-        out.append(heading("Stall report \(report.id)"))
+        out.append(heading((report.status == .snapshot ? "Snapshot report " : "Stall report ") + report.id))
         var header: [[String]] = []
         let ended = report.endedAt.map { " to \(format.localTime($0, milliseconds: true))" } ?? ""
         header.append(["when", format.localTime(report.startedAt, milliseconds: true) + ended])
@@ -32,6 +32,7 @@ public struct ReportDetailView: Sendable {
         if let note = ReportTextFormat.beganBeforeNote(report) { header.append(["start", note]) }
         header.append(["severity", "\(severity), \(report.status.rawValue)"])
         if let note = ReportTextFormat.withdrawnNote(report) { header.append(["withdrawn", note]) }
+        if let note = ReportTextFormat.snapshotNote(report) { header.append(["snapshot", note]) }
         if let cause = report.cause {
             var text = cause.kind.rawValue + (cause.deadlockCertainty.map { ", \($0.rawValue)" } ?? "")
             if let cycle = cause.deadlockedThreadIds, cycle.count > 1 {

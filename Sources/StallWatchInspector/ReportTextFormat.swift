@@ -42,7 +42,7 @@ public struct ReportTextFormat: Sendable {
             let seconds = Int(saturating: (milliseconds / 1000).rounded(.down))
             text = "\(seconds / 60)m \(seconds % 60 < 10 ? "0" : "")\(seconds % 60)s"
         }
-        return status == .ended || status == .withdrawn ? text : text + "+"
+        return status == .ended || status == .withdrawn || status == .snapshot ? text : text + "+"
     }
 
     /// The sentence that says a report is no stall (``StallReport/Status/withdrawn``), or nil for any other.
@@ -50,6 +50,14 @@ public struct ReportTextFormat: Sendable {
         guard report.status == .withdrawn else { return nil }
         return "not a stall: the loop came back to this wait after doing work, so it is its idle wait "
             + "(watching had started during it, with nothing to tell it from a stuck one)"
+    }
+
+    /// The sentence that says a report is a snapshot on demand (``StallReport/Status/snapshot``) and why it was
+    /// taken, or nil for any other.
+    package static func snapshotNote(_ report: StallReport) -> String? {
+        guard report.status == .snapshot else { return nil }
+        return "not a stall: the loop's lead-up written on demand ("
+            + (report.snapshotReason.map { "reason: \($0)" } ?? "no reason given") + ")"
     }
 
     /// The sentence that says a report's start is only a bound, or nil when the stall began under watch.

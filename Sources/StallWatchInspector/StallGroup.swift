@@ -34,6 +34,8 @@ package struct StallGroup: Codable, Sendable, Equatable {
     /// How many reports were withdrawn (``StallReport/Status/withdrawn``): not stalls, so not in the count, the
     /// total or the percentiles.
     var withdrawn: Int?
+    /// How many reports were snapshots on demand (``StallReport/Status/snapshot``): not stalls either.
+    var snapshots: Int?
     /// The most recent report: `reports show` it to see one instance.
     var latestId: String
     var latestPath: String
@@ -60,6 +62,7 @@ package struct StallGrouper: Sendable {
         var unrecovered = 0
         var beganBeforeWatching = 0
         var withdrawn = 0
+        var snapshots = 0
     }
 
     package init(by key: StallGroup.Key) {
@@ -85,6 +88,11 @@ package struct StallGrouper: Sendable {
                 blockedBy: CauseDescription.culprit(report))
         guard report.status != .withdrawn else {
             group.withdrawn += 1
+            partial[name] = group
+            return
+        }
+        guard report.status != .snapshot else {
+            group.snapshots += 1
             partial[name] = group
             return
         }
@@ -118,6 +126,7 @@ package struct StallGrouper: Sendable {
                 latestPath: group.latest.path)
             if group.beganBeforeWatching > 0 { stallGroup.beganBeforeWatching = group.beganBeforeWatching }
             if group.withdrawn > 0 { stallGroup.withdrawn = group.withdrawn }
+            if group.snapshots > 0 { stallGroup.snapshots = group.snapshots }
             stallGroup.blockedBy = group.blockedBy
             return stallGroup
         }.sorted { ($0.totalMs, $0.count, $1.key) > ($1.totalMs, $1.count, $0.key) }
@@ -152,7 +161,8 @@ package struct StallGroupView: Sendable {
             return [
                 group.key,
                 String(group.count) + (group.hangs > 0 ? " (\(group.hangs) hang)" : "")
-                    + ((group.withdrawn ?? 0) > 0 ? " (+\(group.withdrawn ?? 0) withdrawn)" : ""),
+                    + ((group.withdrawn ?? 0) > 0 ? " (+\(group.withdrawn ?? 0) withdrawn)" : "")
+                    + ((group.snapshots ?? 0) > 0 ? " (+\(group.snapshots ?? 0) snapshot)" : ""),
                 ReportTextFormat.duration(group.totalMs, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
                 ReportTextFormat.duration(group.p50Ms, beganBefore: (group.beganBeforeWatching ?? 0) > 0),
                 ReportTextFormat.duration(group.p95Ms, beganBefore: (group.beganBeforeWatching ?? 0) > 0),

@@ -30,6 +30,11 @@ public struct SidecarError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let systemCall = Code(raw: "systemCall")
         /// A value given to the sidecar (a thread rule) is malformed.
         public static let invalidArgument = Code(raw: "invalidArgument")
+        /// A snapshot was asked of a process that publishes no StallWatch heartbeat, or whose watchdog did not
+        /// answer in time.
+        public static let noAnswer = Code(raw: "noAnswer")
+        /// The process answered a snapshot request with why it wrote none; the message says why.
+        public static let snapshotRefused = Code(raw: "snapshotRefused")
     }
 
     public var code: Code

@@ -17,6 +17,9 @@ enum StallKind: String, CaseIterable {
     case saturate
     /// Tasks that wait forever with every thread idle (`--loop concurrency` only): see ``HungAwaits``.
     case hungAwait = "hung-await"
+    /// `warmCaches` for 400 ms, under the threshold (500 ms unless set), then the stall, `stallOnCPU`, in the loop's
+    /// next turn: the report's lead-up shows the long item just before the stuck one (``LeadUpStall``).
+    case leadUp = "lead-up"
 }
 
 /// Functions that stall the calling thread (the loop) for about `durationMs`.
@@ -36,7 +39,7 @@ enum Stalls {
             FileHandle.standardError.write(Data(line.utf8))
         }
         switch kind {
-        case .cpu: stallOnCPU(durationMs: durationMs)
+        case .cpu, .leadUp: stallOnCPU(durationMs: durationMs)
         case .sleep: stallInSleep(durationMs: durationMs)
         case .lock: stallOnLock(durationMs: durationMs)
         case .io: stallOnDiskIO(durationMs: durationMs)
@@ -77,6 +80,30 @@ enum Stalls {
     static func stallOnCPU(durationMs: Int) {
         let end = DispatchTime.now().uptimeNanoseconds + UInt64(durationMs) * 1_000_000
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        while DispatchTime.now().uptimeNanoseconds < end {
+            for i in 0..<20_000 { hash = (hash ^ UInt64(i)) &* 0x100_0000_01b3 }
+        }
+        blackHole(hash)
+    }
+
+    /// How long `--kind lead-up` warms caches before its stall, and its default threshold (above that).
+    static let warmCachesMs = 400
+    static let leadUpThresholdMs = 500
+
+    /// `--kind lead-up`: `warmCaches` as one item of the loop, then `stallOnCPU` as the next, queued by it (so it
+    /// runs in the loop's next turn: the stall is stallOnCPU alone).
+    static func runAfterWarmingCaches(on loop: EventLoop, durationMs: Int) {
+        loop.perform(label: "warmCaches") {
+            warmCaches(durationMs: warmCachesMs)
+            loop.perform(label: "stallOnCPU") { run(.leadUp, durationMs: durationMs) }
+        }
+    }
+
+    /// Warming a cache on the loop: CPU work shorter than the threshold, so no stall of its own.
+    @inline(never)
+    static func warmCaches(durationMs: Int) {
+        let end = DispatchTime.now().uptimeNanoseconds + UInt64(durationMs) * 1_000_000
+        var hash: UInt64 = 0x8422_2325_cbf2_9ce4
         while DispatchTime.now().uptimeNanoseconds < end {
             for i in 0..<20_000 { hash = (hash ^ UInt64(i)) &* 0x100_0000_01b3 }
         }

@@ -4,7 +4,7 @@ import StallWatch
 import Synchronization
 
 let usage = """
-    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|swift-mutex|wait|hung-await
+    usage: stallwatch-demo stall --kind cpu|sleep|lock|io|deadlock|contention|reentrant|swift-mutex|wait|hung-await|lead-up
                                  [--duration-ms N] [--threshold-ms N] [--delay-ms N]
                                  [--repeat N] [--report-dir DIR] [--strategy deadline|classic]
                                  [--no-watchdog] [--no-heartbeat]
@@ -24,6 +24,9 @@ let usage = """
     (the last one stalls; every kind but io).
     --sampling-signal: once the watchdog runs, set StallWatch's sampling signal to SIG_DFL, SIG_IGN or a handler
     of the demo's own. --block-signals: the loop thread blocks every signal before its first stall.
+    --kind lead-up (StallWatch's loop only): each stall is preceded by `warmCaches`, 400 ms on the CPU in the turn
+    before, under the threshold (500 ms unless --threshold-ms or STALLWATCH_THRESHOLD_MS sets another); the stall is then
+    `stallOnCPU`, and its report's lead-up shows warmCaches just before it.
     --loop concurrency --kind hung-await: no thread stalls; among --cycling-tasks (default 1,000) tasks cycling
     through Task.sleep(10 ms), an AsyncStream consumer and a Task.sleep(30 s), three tasks wait forever
     (awaitReplyThatNeverComes, awaitFirstTask on the first, groupChildWaits); --resume-after-ms N adds a fourth
@@ -51,6 +54,9 @@ struct StallCommand {
     var signalChange: SamplingSignalChange?
     var blockSignals = false
     var configuration: StallWatchConfiguration
+    /// Whether the threshold was set (by the flag, or a configuration other than the default): else
+    /// `--kind lead-up` raises it to 500 ms.
+    var thresholdGiven = false
 
     init(arguments: [String]) {
         configuration = loadConfiguration()
@@ -66,7 +72,9 @@ struct StallCommand {
             case "--threads": threadCount = args.number(arg, 1...64)
             case "--cycling-tasks": cyclingTasks = args.number(arg, 0...100_000)
             case "--resume-after-ms": resumeAfterMs = args.number(arg, 1...3_600_000)
-            case "--threshold-ms": args.override(&configuration, "thresholdMs", flag: arg)
+            case "--threshold-ms":
+                args.override(&configuration, "thresholdMs", flag: arg)
+                thresholdGiven = true
             case "--report-dir": args.override(&configuration, "reportDirectory", flag: arg)
             case "--strategy": args.override(&configuration, "strategy", flag: arg)
             case "--no-watchdog": watchdogEnabled = false
@@ -79,9 +87,13 @@ struct StallCommand {
             default: fail("unknown argument \(arg)\n\(usage)")
             }
         }
+        if kind == .leadUp && !thresholdGiven && configuration.thresholdMs == StallWatchConfiguration().thresholdMs {
+            try? configuration.override("thresholdMs", with: String(Stalls.leadUpThresholdMs), flag: "--kind lead-up")
+        }
     }
 
     func run() -> Never {
+        if kind == .leadUp && loop != .stallwatch { fail("--kind lead-up needs --loop stallwatch") }
         if loop == .foundation { runOnFoundationRunLoop() }
         if loop == .dispatchMain { runOnDispatchMain() }
         if loop == .concurrency { runOnConcurrencyPool() }
@@ -114,17 +126,26 @@ struct StallCommand {
         if blockSignals { loop.perform { blockEverySignal() } }
         // Stall, then idle for twice the threshold so the end is seen and the report finished, then stall again.
         let gap = Duration.milliseconds(max(delayMs, 2 * configuration.thresholdMs))
+        // The lead-up kind runs warmCaches before each stall.
+        let lead = kind == .leadUp ? Stalls.warmCachesMs : 0
+        let slotMs = durationMs + lead
         for index in 0..<repeatCount {
-            let at = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * index
-            loop.schedule(after: at) { Stalls.run(kind, durationMs: durationMs) }
+            let at = Duration.milliseconds(delayMs) + (gap + .milliseconds(slotMs)) * index
+            loop.schedule(after: at) {
+                if kind == .leadUp {
+                    Stalls.runAfterWarmingCaches(on: loop, durationMs: durationMs)
+                } else {
+                    Stalls.run(kind, durationMs: durationMs)
+                }
+            }
         }
         if !watchdogEnabled {
             // Nobody inside reports the end: stop once a sidecar has had time to see the last stall end.
-            let last = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * (repeatCount - 1)
-            loop.schedule(after: last + .milliseconds(durationMs) + gap) { loop.stop() }
+            let last = Duration.milliseconds(delayMs) + (gap + .milliseconds(slotMs)) * (repeatCount - 1)
+            loop.schedule(after: last + .milliseconds(slotMs) + gap) { loop.stop() }
         }
         // A safety net: never hang the demo if a report does not come.
-        let limit = Duration.milliseconds(delayMs) + (gap + .milliseconds(durationMs)) * repeatCount + .seconds(30)
+        let limit = Duration.milliseconds(delayMs) + (gap + .milliseconds(slotMs)) * repeatCount + .seconds(30)
         let result = loop.run(for: limit)
         watchdog.stop()
         heartbeat?.withdraw()

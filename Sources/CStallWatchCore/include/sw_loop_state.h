@@ -138,7 +138,9 @@ static inline uint64_t sw_loop_state_stall_end(const sw_loop_state *s) {
 
 /// The heartbeat segment: a small shared-memory file (`/dev/shm/stallwatch.<pid>` by default) holding one loop's
 /// `sw_loop_state` so a sidecar can watch it. The loop writes `state` exactly as it writes private memory (no
-/// syscall per transition); the header is written once at creation, except `loop_tid`, stored when the loop runs.
+/// syscall per transition); the header is written once at creation, except `loop_tid`, stored when the loop runs,
+/// and the snapshot words: a requester (`stallwatch snapshot`) writes `snapshot_requested` + 1 with pwrite, the
+/// watchdog answers by storing it in `snapshot_answered` once the report and its answer file are written.
 /// Readers must validate every field: the file belongs to another process and may be hostile or truncated.
 #define SW_HEARTBEAT_MAGIC 0x3154414542485753ull /* "SWHBEAT1" little-endian */
 #define SW_HEARTBEAT_VERSION 1u
@@ -152,7 +154,8 @@ typedef struct sw_heartbeat {
     uint64_t threshold_ns;      // the stall threshold the publisher uses
     uint64_t hang_threshold_ns; // its hang threshold
     uint64_t start_time_ticks;  // field 22 of /proc/<pid>/stat: tells a reused pid apart
-    uint64_t reserved[2];
+    uint64_t snapshot_requested; // snapshots asked for from outside (`stallwatch snapshot`); atomic, 0 at first
+    uint64_t snapshot_answered;  // the request count the watchdog last answered; atomic (0 in older writers)
     sw_loop_state state;        // offset 64
     char loop_name[32];         // NUL-terminated, truncated
 } sw_heartbeat;
@@ -163,6 +166,17 @@ _Static_assert(__builtin_offsetof(sw_heartbeat, state) == 64, "heartbeat layout 
 /// Publishes the loop thread id into a heartbeat segment. Async-signal-safe; lock-free.
 static inline void sw_heartbeat_set_tid(sw_heartbeat *h, int32_t tid) {
     __atomic_store_n(&h->loop_tid, tid, __ATOMIC_RELEASE);
+}
+
+/// Watchdog side: the snapshot request count another process has written. Async-signal-safe; lock-free.
+static inline uint64_t sw_heartbeat_snapshot_requested(const sw_heartbeat *h) {
+    return __atomic_load_n(&h->snapshot_requested, __ATOMIC_ACQUIRE);
+}
+
+/// Watchdog side: snapshot requests up to `count` are answered (their report and its answer file are written).
+/// Async-signal-safe; lock-free.
+static inline void sw_heartbeat_snapshot_answer(sw_heartbeat *h, uint64_t count) {
+    __atomic_store_n(&h->snapshot_answered, count, __ATOMIC_RELEASE);
 }
 
 #ifdef __cplusplus

@@ -24,8 +24,8 @@ import Synchronization
 public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is immutable; tid via atomics.
     /// The published file.
     package let path: String
-    private let segment: UnsafeMutablePointer<sw_heartbeat>
-    private let withdrawn = Atomic<Bool>(false)
+    let segment: UnsafeMutablePointer<sw_heartbeat>
+    let withdrawn = Atomic<Bool>(false)
 
     /// The default directory (``StallWatchConfiguration/defaultHeartbeatDirectory``).
     package static let defaultDirectory = StallWatchConfiguration.defaultHeartbeatDirectory
@@ -114,6 +114,7 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
         guard !withdrawn.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Self.registry.withLock { _ = $0.live.remove(path) }
         unlink(path)
+        unlink(Self.snapshotAnswerPath(forSegment: path))
     }
 
     var statePointer: UnsafeMutablePointer<sw_loop_state> {
@@ -141,7 +142,10 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
             defer { state.live.removeAll() }
             return state.live
         }
-        for path in paths { unlink(path) }
+        for path in paths {
+            unlink(path)
+            unlink(snapshotAnswerPath(forSegment: path))
+        }
     }
 
     /// Field 22 of `/proc/<pid>/stat` (start time in clock ticks after boot), which tells a reused pid apart.

@@ -9,6 +9,9 @@ import Foundation
 struct LeadUpSectionBuilder {
     /// When the stall began (CLOCK_MONOTONIC).
     var stallStartNanos: UInt64?
+    /// False for a snapshot on demand: the item in flight is then not stuck, and nothing is blamed on what ran
+    /// before it.
+    var forStall = true
     /// The stall threshold, to judge what a long item is.
     var thresholdNanos: UInt64
     /// CLOCK_MONOTONIC → date.
@@ -82,7 +85,8 @@ struct LeadUpSectionBuilder {
         }
         func duration(_ nanos: UInt64) -> String { describeNanoseconds(nanos) }
 
-        if let before = window.items.last(where: { $0.endNanos <= until }), until &- before.endNanos <= 2 * width,
+        if forStall, let before = window.items.last(where: { $0.endNanos <= until }),
+            until &- before.endNanos <= 2 * width,
             before.durationNanos >= thresholdNanos / 4
         {
             patterns.append(.longItemBefore)

@@ -102,6 +102,16 @@ final class ReportWorker: @unchecked Sendable {
         queue.async { [self] in emit(.ended(publisher.publishFinal(report, now: now))) }
     }
 
+    /// Writes a snapshot report (no stall: never folded, no event); on `queue` only.
+    func writeSnapshotOnQueue(_ report: StallReport) -> Result<String, StallWatchError> {
+        dispatchPrecondition(condition: .onQueue(queue))
+        do {
+            return .success(try publisher.writer.write(report))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Gives the report's symbolicator what the recorder's own read of the target's images while it surely ran
     /// (``Symbolicator/imageSnapshot(for:)``): the queue may get to this stall only after the target exited.
     func adoptImages(_ snapshot: Symbolicator.ImageSnapshot) {

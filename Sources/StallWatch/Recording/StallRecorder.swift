@@ -28,9 +28,9 @@ package final class StallRecorder: @unchecked Sendable {  // Used by one watchin
     /// The listener's handler, called one event at a time (`ended` comes from the report queue).
     private let serialEmit: @Sendable (StallEvent) -> Void
     private var collector: EvidenceCollector
-    private let builder: StallReportBuilder
+    let builder: StallReportBuilder
     /// The report stage: everything after the evidence, off the watching thread.
-    private let reports: ReportWorker
+    let reports: ReportWorker
     /// When the next sample of the followed stall is due (CLOCK_MONOTONIC), nil when none is.
     package var nextSampleAt: UInt64? { collector.nextSampleAt }
     private static let counter = Counter()

@@ -43,6 +43,7 @@ enum ReportDocumentV2 {
         var pool: StallReport.PoolDescription?
         var hungAwait: StallReport.HungAwaitDescription?
         var symbolication: StallReport.SymbolicationState?
+        var snapshotReason: String?
         /// Every sample's `offsetMs`, in order (so listings keep the sample count and times).
         var sampleOffsetsMs: [Double]
         /// The one frame ``ApplicationFrame`` names the stall after, inline.
@@ -172,7 +173,7 @@ extension ReportDocumentV2 {
             maxDurationMs: report.maxDurationMs, startedBeforeAttach: report.startedBeforeAttach,
             totalDurationMs: report.totalDurationMs, task: report.task,
             pool: report.pool, hungAwait: report.hungAwait, symbolication: report.symbolication,
-            sampleOffsetsMs: report.samples.map(\.offsetMs),
+            snapshotReason: report.snapshotReason, sampleOffsetsMs: report.samples.map(\.offsetMs),
             topFrame: topFrame(of: report))
     }
 

@@ -91,6 +91,7 @@ struct ReportValidator {
         if let longest = report.maxDurationMs { try milliseconds("maxDurationMs", longest, signed: false) }
         if let leadUp = report.leadUp { try self.leadUp(leadUp) }
         if let hung = report.hungAwait { try hungAwait(hung) }
+        if let reason = report.snapshotReason { try string("snapshotReason", reason) }
         if let task = report.task, let name = task.name { try string("task.name", name) }
         if let total = report.totalDurationMs {
             // A sum of up to `maximumCount` durations: bounded, and still far from overflowing anything.

@@ -106,6 +106,7 @@ extension StallReport {
         pool = head.pool
         hungAwait = head.hungAwait
         symbolication = head.symbolication
+        snapshotReason = head.snapshotReason
         let body = try ReportDocumentV2.Body(from: decoder)
         func frames(_ indices: [Int], at path: String) throws -> [StackFrame] {
             try indices.map { index in

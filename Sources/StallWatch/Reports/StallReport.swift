@@ -23,6 +23,9 @@ public struct StallReport: Codable, Sendable, Equatable {
         /// loop then came back to that same wait after doing work — it is the loop's idle wait. The provisional
         /// report is kept, marked so, with a note saying why; `endedAt` is when the loop left the wait.
         case withdrawn
+        /// Not a stall: the loop's lead-up written on demand (``Watchdog/snapshot(reason:)``, or `stallwatch snapshot`
+        /// from outside), with `snapshotReason`; `startedAt` and `endedAt` are when it was taken, `durationMs` 0.
+        case snapshot
     }
 
     public enum Severity: String, Codable, Sendable, CaseIterable {
@@ -91,6 +94,9 @@ public struct StallReport: Codable, Sendable, Equatable {
     /// What the loop ran in the seconds before the stall was detected; nil when no lead-up was recorded (a loop
     /// other than ``EventLoop``, the sidecar's reports, `leadUp` off).
     package var leadUp: LeadUp?
+    /// Why a `snapshot` report was written: the reason given to ``Watchdog/snapshot(reason:)``, or the request from
+    /// outside. Set on snapshots only.
+    public var snapshotReason: String?
 
     package init(
         schemaVersion: Int = StallReport.currentSchemaVersion, id: String, status: Status, severity: Severity,
@@ -128,7 +134,7 @@ extension StallReport {
         case images, signature, capture, notes, annotations, cause, callTree, pointStack, threads, context
         case occurrences, firstSeen, lastSeen, maxDurationMs, totalDurationMs, task, pool, symbolication, leadUp
         case hungAwait
-        case startedBeforeAttach
+        case startedBeforeAttach, snapshotReason
     }
 
     public init(from decoder: any Decoder) throws {
@@ -166,6 +172,7 @@ extension StallReport {
         pool = try c.decodeIfPresent(PoolDescription.self, forKey: .pool)
         hungAwait = try c.decodeIfPresent(HungAwaitDescription.self, forKey: .hungAwait)
         symbolication = try c.decodeIfPresent(SymbolicationState.self, forKey: .symbolication)
+        snapshotReason = try c.decodeIfPresent(String.self, forKey: .snapshotReason)
         if listing {
             var list = try c.nestedUnkeyedContainer(forKey: .samples)
             var kept: [Sample] = []

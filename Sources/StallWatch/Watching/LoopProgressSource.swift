@@ -17,6 +17,9 @@ struct LoopProgressSource: ProgressSource {
     private let isStopping: () -> Bool
     /// The loop's lead-up, ticked between waits (nil when not recorded).
     private let leadUp: LeadUpRecorder?
+    /// Called on every wake-up of the watcher, before it looks at the loop (a snapshot request from outside is
+    /// noticed there): it must be quick.
+    var onWake: (() -> Void)?
 
     init(loop: any WatchedLoop, leadUp: LeadUpRecorder? = nil, isStopping: @escaping () -> Bool) {
         self.loop = loop
@@ -60,6 +63,7 @@ struct LoopProgressSource: ProgressSource {
     func stallEnded() { sw_loop_state_follow(state.storage, 0) }
 
     func wait(for wait: StallDetector.Wait, nextSampleAt: UInt64?) -> Bool {
+        onWake?()
         let deadline = wait.deadline(nextSampleAt: nextSampleAt)
         guard let leadUp else { return sleep(until: deadline) }
         // The lead-up's ticks come between the detector's looks: a tick's deadline that passes is not the
@@ -79,6 +83,7 @@ struct LoopProgressSource: ProgressSource {
             guard let tick, deadline.map({ tick < $0 }) ?? true else { return sleep(until: deadline) }
             if !sleep(until: tick) { return false }
             if isStopping() { return false }
+            onWake?()
             if deadline == nil && state.snapshot().sequence != entered { return false }
         }
     }

@@ -46,6 +46,11 @@ public final class Watchdog: @unchecked Sendable {
         self.onEvent = onEvent
     }
 
+    /// The recorder and lead-up of the running watchdog, for a snapshot; nil when it is not running.
+    var snapshotParts: (recorder: StallRecorder, leadUp: LeadUpRecorder?)? {
+        lock.withLock { thread in thread == nil ? nil : recorder.map { ($0, leadUp) } }
+    }
+
     /// Where this watchdog writes its reports.
     public var reportDirectory: String {
         configuration.reportDirectoryPath
@@ -91,8 +96,10 @@ public final class Watchdog: @unchecked Sendable {
                 loop.state.signalEveryTransition(true)
             }
             do throws(StallWatchError) {
-                let leadUp = self.leadUp
-                thread = try NamedThread(name: "stallwatch-watchdog") { [self] in watch(recorder, leadUp: leadUp) }
+                let leadUp = self.leadUp, heartbeat = self.heartbeat
+                thread = try NamedThread(name: "stallwatch-watchdog") { [self] in
+                    watch(recorder, leadUp: leadUp, heartbeat: heartbeat)
+                }
             } catch {
                 heartbeat?.withdraw()
                 heartbeat = nil
@@ -146,13 +153,20 @@ public final class Watchdog: @unchecked Sendable {
 
     // MARK: The watchdog thread
 
-    private func watch(_ recorder: StallRecorder, leadUp: LeadUpRecorder?) {
+    /// The watchdog thread's body; what it uses is passed in (``stop()`` holds `lock` while it joins this thread).
+    private func watch(_ recorder: StallRecorder, leadUp: LeadUpRecorder?, heartbeat: HeartbeatPublisher?) {
         if configuration.heartbeat, let problem = heartbeatProblem.withLock({ $0 }) {
             onEvent(.heartbeatFailed(problem))
         }
         recorder.warmUp()
-        let source = LoopProgressSource(loop: loop, leadUp: leadUp) { [self] in
+        var source = LoopProgressSource(loop: loop, leadUp: leadUp) { [self] in
             stopRequested.load(ordering: .acquiring)
+        }
+        if let heartbeat {
+            let server = SnapshotRequestServer(heartbeat: heartbeat, recorder: recorder, leadUp: leadUp) {
+                [self] reason, leadUp in snapshotMoment(reason: reason, leadUp: leadUp)
+            }
+            source.onWake = { server.poll(now: sw_monotonic_ns()) }
         }
         var follower = StallFollower(
             source: source, recorder: recorder, configuration: configuration.detectorConfiguration,
