@@ -12,16 +12,7 @@ import Testing
 
 @Suite(.offPool) struct DumpLoopGuessTests {
     /// `Fixtures/loop_group.c` built with symbols, once per test process.
-    static let loopGroup: String? = {
-        let out = SidecarFixtures.temporaryDirectory("loop-group") + "/loop_group"
-        let source = SidecarFixtures.fixturesDirectory.appendingPathComponent("loop_group.c").path
-        let build = Process()
-        build.executableURL = URL(fileURLWithPath: "/bin/sh")
-        build.arguments = ["-c", "cc -O1 -g -pthread -o '\(out)' '\(source)'"]
-        guard (try? build.run()) != nil else { return nil }
-        build.waitUntilExit()
-        return build.terminationStatus == 0 ? out : nil
-    }()
+    static let loopGroup = SidecarFixtures.builtC("loop_group.c")
 
     /// The thread ids a fixture printed after `label` (`LOOP <index> <tid>`: the last field).
     static func ids(_ output: String, _ label: String) -> [Int32] {

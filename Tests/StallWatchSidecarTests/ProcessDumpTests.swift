@@ -15,16 +15,7 @@ import Testing
     static let stallwatch = SidecarFixtures.executable("stallwatch")
 
     /// `Fixtures/lock_owner.c` built with symbols, once per test process.
-    static let lockOwner: String? = {
-        let out = SidecarFixtures.temporaryDirectory("lock-owner") + "/lock_owner"
-        let source = SidecarFixtures.fixturesDirectory.appendingPathComponent("lock_owner.c").path
-        let build = Process()
-        build.executableURL = URL(fileURLWithPath: "/bin/sh")
-        build.arguments = ["-c", "cc -O1 -g -pthread -o '\(out)' '\(source)'"]
-        guard (try? build.run()) != nil else { return nil }
-        build.waitUntilExit()
-        return build.terminationStatus == 0 ? out : nil
-    }()
+    static let lockOwner = SidecarFixtures.builtC("lock_owner.c")
 
     static let packageRoot = SidecarFixtures.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()

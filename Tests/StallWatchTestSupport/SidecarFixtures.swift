@@ -20,6 +20,19 @@ package enum SidecarFixtures {
         Fixtures.temporaryDirectory("sidecar-" + label)
     }
 
+    /// `Fixtures/<source>` built with the system C compiler (`cc -O1 -g -pthread`, symbols kept) into a temporary
+    /// directory; the executable's path, or nil when it did not build.
+    package static func builtC(_ source: String) -> String? {
+        let out = temporaryDirectory(source) + "/" + (source as NSString).deletingPathExtension
+        let path = fixturesDirectory.appendingPathComponent(source).path
+        let build = Process()
+        build.executableURL = URL(fileURLWithPath: "/bin/sh")
+        build.arguments = ["-c", "cc -O1 -g -pthread -o '\(out)' '\(path)'"]
+        guard (try? build.run()) != nil else { return nil }
+        build.waitUntilExit()
+        return build.terminationStatus == 0 ? out : nil
+    }
+
     /// The CPU thread `tid` of `pid` last ran on (`stat` field 39); nil when unreadable.
     package static func processor(pid: Int32, tid: Int32) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
