@@ -53,6 +53,8 @@ import Testing
         Stuck(mode: "pipe", cause: .io),
         Stuck(mode: "sleep", cause: .sleep),
         Stuck(mode: "spin", cause: .cpu, blockedInKernel: false),
+        // A file lock another process keeps: never a loop's idle wait, however early the watcher looks.
+        Stuck(mode: "flock", cause: .lock),
         // A loop thread and a worker deadlocked on two `threading.Lock`s: POSIX semaphores, which record no owner.
         Stuck(
             mode: "python threading.Lock deadlock", cause: .deadlock, deadlock: true, certainty: .likely,

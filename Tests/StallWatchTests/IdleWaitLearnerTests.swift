@@ -110,6 +110,21 @@ import Testing
         #expect(seen)
     }
 
+    /// A watch that starts while the loop waits for a file lock another process holds (a CPython service's
+    /// `fcntl.flock`, the watcher slow to start): the wait seen at the first look, before any other, is no idle
+    /// wait however often it is seen, where a futex there would be taken for one.
+    @Test func aFileLockWaitIsNeverLearnedAsIdle() {
+        var learner = IdleWaitLearner()
+        let flock = Self.line(73, [8, 2], sp: 0x7ffe_0f00, pc: 0x7f00_0000_4000)
+        let fcntl = Self.line(72, [8, 7, 0x7ffe_0e00], sp: 0x7ffe_0f00, pc: 0x7f00_0000_4100)
+        #expect(flock.kind == .lock && fcntl.kind == .lock)
+        for _ in 0..<(learner.futexEpisodes + learner.startLooks) {
+            let seen = learner.isIdle(flock, cameBack: true) || learner.isIdle(fcntl, cameBack: true)
+            #expect(!seen)
+        }
+        #expect(learner.learned.isEmpty)
+    }
+
     @Test func aFutexWaitTheThreadKeepsComingBackToIsLearnedWhenItHasNoEventWait() {
         var learner = IdleWaitLearner()
         let park = Self.line(202, [0x5555_1000, 0x89, 0], sp: 0x7ffe_1000, pc: 0x7f00_0000_3000)

@@ -20,8 +20,9 @@
 ///   came back when a look in between saw it elsewhere or on another word, or when it slept again in a wait only
 ///   another thread can end (`cameBack`): a runtime may park on a reused word, the very same call each time.
 ///
-/// A lock wait whose lock records its owner (``LockOwner``: a glibc mutex's `__owner`, a priority-inheritance
-/// futex word) is never an idle wait, whenever it is seen: no loop idles by queueing for a lock another thread
+/// A file lock waited for (`flock`, `fcntl` `F_SETLKW`) and a lock wait whose lock records its owner
+/// (``LockOwner``: a glibc mutex's `__owner`, a priority-inheritance futex word) are never an idle wait, whenever
+/// seen: no loop idles by queueing for a lock another thread
 /// holds, so a watch that starts while the loop waits for one (held forever, or a deadlock) judges it busy at
 /// once, with no history. So is a wait, seen at the first look, for a lock that records no owner while the one
 /// other thread in such a wait waits for another (two `threading.Lock`s taken in opposite orders): a likely
@@ -66,7 +67,9 @@ struct IdleWaitLearner: Sendable {
         defer { previous = wait }
         guard let wait, wait.inSyscall else { return false }
         if let kind = wait.kind, kind == .lock || kind == .idleWait || kind == .sleep { sawWait = true }
-        if lockOwned { return false }
+        // A wait for a file lock is a queue for what another holder has (`/proc/locks` names it), never a loop's
+        // way of idling, whenever it is seen; nor is one for a lock whose owner is recorded.
+        if lockOwned || wait.number == 72 || wait.number == 73 { return false }
         if learned.contains(where: { Self.matches(wait, learned: $0) }) { return true }
         let kind = wait.kind
         if kind == .idleWait, !learned.contains(where: { $0.kind == .idleWait }) {

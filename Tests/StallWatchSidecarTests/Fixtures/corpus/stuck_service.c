@@ -11,6 +11,7 @@
  *     pipe      a blocking read of a pipe nobody writes
  *     sleep     a long nanosleep
  *     spin      a CPU spin with no system call
+ *     flock     an exclusive flock on a file a child process ("lock-keeper") holds until the service dies
  *   Idle modes (MODE epoll-idle, poll-idle, cond-idle): prints READY, idles for MS ms (its own clock) in an epoll
  *   wait, a poll, or a condition wait fed by a producer thread, then one piece of work sleeps 800 ms (printing
  *   "STUCK <ns>" as it starts and "DONE" after), the loop idles 300 ms more and the program exits 0.
@@ -26,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +112,25 @@ static void get_stuck(const char *mode) {
     } else if (!strcmp(mode, "sleep")) {
         stuck();
         sleep(3600);
+    } else if (!strcmp(mode, "flock")) {
+        /* A lock file another process of the service keeps locked; it dies with the service. */
+        char path[] = "/tmp/stuck_service_flock_XXXXXX";
+        int fd = mkstemp(path), held[2];
+        if (fd < 0 || pipe(held) != 0) exit(2);
+        pid_t keeper = fork();
+        if (keeper < 0) exit(2);
+        if (keeper == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            prctl(PR_SET_NAME, "lock-keeper");
+            int own = open(path, O_RDWR);
+            if (own < 0 || flock(own, LOCK_EX) != 0 || write(held[1], "h", 1) != 1) _exit(2);
+            for (;;) pause();
+        }
+        char byte;
+        if (read(held[0], &byte, 1) != 1) exit(2);
+        unlink(path);
+        stuck();
+        flock(fd, LOCK_EX);
     } else if (!strcmp(mode, "spin")) {
         volatile unsigned long x = 0;
         stuck();
