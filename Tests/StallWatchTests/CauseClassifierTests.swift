@@ -23,17 +23,6 @@ import Testing
         #expect(cause.evidence.contains { $0.contains("980 ms of CPU in 1000 ms (98%)") })
     }
 
-    /// Caught running, yet its CPU time says it ran for 3% of the span: off the CPU most of the stall, not CPU work.
-    @Test func runningSamplesWithLittleCPUTimeAreNoCPUVerdict() {
-        let running = [O(state: "R", syscall: nil, wchan: nil)]
-        let cause = CauseClassifier.classify(evidence(running, cpuMs: 30))
-        #expect(cause.kind == .unknown)
-        #expect(cause.evidence.contains { $0.contains("ran for only 3% of the measured span") }, "\(cause.evidence)")
-        // Without a CPU figure, or with most of the span on a CPU, the samples stand.
-        #expect(CauseClassifier.classify(evidence(running, cpuMs: nil)).kind == .cpu)
-        #expect(CauseClassifier.classify(evidence(running, cpuMs: 600)).kind == .cpu)
-    }
-
     @Test func nanosleepIsSleep() {
         let cause = CauseClassifier.classify(
             evidence(Array(repeating: O(state: "S", syscall: 230, wchan: "hrtimer_nanosleep"), count: 10), cpuMs: 0))

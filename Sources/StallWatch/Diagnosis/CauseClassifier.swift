@@ -183,15 +183,6 @@ package enum CauseClassifier {
         switch top {
         case .cpu:
             evidence.append("\(share(counts[.cpu] ?? 0)): running on a CPU, not in a system call")
-            // Caught running, yet its CPU time says it ran for a small part of the measured span: the rest it spent
-            // off the CPU, in what the samples did not catch (blocked, or a wait for a CPU the figures do not
-            // cover, such as a thread that exited before its last reading). Work of its own it was not.
-            if let cpuShare, cpuShare < 0.25, e.wallNanos >= 50_000_000 {
-                evidence.append(
-                    "yet it ran for only \(Int((cpuShare * 100).rounded()))% of the measured span: it was off the CPU "
-                        + "most of the stall, in a wait the samples did not catch")
-                return .init(kind: .unknown, evidence: evidence)
-            }
             return .init(kind: .cpu, evidence: evidence)
         case .sleep:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "nanosleep")")
