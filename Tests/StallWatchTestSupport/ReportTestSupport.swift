@@ -57,8 +57,10 @@ extension StallReport.Cause {
         guard kind == .starved, evidence.contains(where: { $0.hasSuffix("the machine held the loop up") }) else {
             return false
         }
-        // The run queue's figures, or page faults that waited behind other processes' disk I/O.
+        // The run queue's figures, captures that waited for the thread woken from its wait to get a CPU, or page
+        // faults that waited behind other processes' disk I/O.
         return evidence.contains { $0.contains("for a CPU (run queue)") && !$0.contains("the machine held") }
+            || evidence.contains { $0.contains("and waiting for a CPU: the capture waited") }
             || (evidence.contains { $0.contains("in a page fault, not a system call") }
                 && evidence.contains { $0.contains("of it other processes' I/O") })
     }

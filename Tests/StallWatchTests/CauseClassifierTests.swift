@@ -76,6 +76,27 @@ import Testing
         #expect(CauseClassifier.classify(inWrite).kind == .starved)
     }
 
+    /// Runnable, in no call by /proc, its stack in a futex wait's wrapper, and the capture's stop 186 ms in coming:
+    /// the wait had ended and the thread waited for a CPU — the machine's doing, not a lock's. The same stack read
+    /// blocked (`S` in the futex call), or stopped at once, is the lock wait.
+    @Test func aThreadWokenFromAWaitThatTookLongToStopIsStarvedNotALockWait() {
+        var woken = O(
+            state: "R", syscall: nil, wchan: nil, symbols: ["__futex_abstimed_wait_common", "__new_sem_wait_slow"])
+        woken.stopWaitNanos = 186 * ms
+        let starved = CauseClassifier.classify(evidence([woken], cpuMs: nil))
+        #expect(starved.kind == .starved, "\(starved.evidence)")
+        #expect(starved.evidence.contains { $0.contains("woken from its wait (futex)") && $0.contains("186 ms") })
+        var stoppedAtOnce = woken
+        stoppedAtOnce.stopWaitNanos = 40_000
+        #expect(CauseClassifier.classify(evidence([stoppedAtOnce], cpuMs: nil)).kind == .lock)
+        var blocked = woken
+        blocked.state = "S"
+        blocked.syscall = 202
+        #expect(CauseClassifier.classify(evidence([blocked], cpuMs: nil)).kind == .lock)
+        // One woken sample among blocked ones: the lock wait stands.
+        #expect(CauseClassifier.classify(evidence([woken, blocked, blocked], cpuMs: nil)).kind == .lock)
+    }
+
     @Test func aKernelStackNamesTheSystemCallItIsInside() {
         let write = [
             "generic_perform_write", "shmem_file_write_iter", "vfs_write", "ksys_write", "do_syscall_64",

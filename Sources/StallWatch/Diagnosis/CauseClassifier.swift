@@ -27,6 +27,8 @@ package enum CauseClassifier {
         /// In uninterruptible sleep outside any system call (its `syscall` file read so): a page fault waiting for
         /// the disk.
         var inPageFault = false
+        /// How long the capture waited for the thread to stop (ptrace captures only).
+        var stopWaitNanos: UInt64?
 
         init(
             state: String, syscall: Int?, wchan: String?, symbols: [String] = [], lockOwner: Int32? = nil,
@@ -87,10 +89,29 @@ package enum CauseClassifier {
     /// What one observation says the loop was doing.
     enum Activity: Hashable {
         case cpu, lock, io, sleep, idle, other
+        /// Woken from a wait and waiting for a CPU (``wokenWaitingForCPU(_:)``).
+        case runnable
+    }
+
+    /// A stop that comes this long after the interrupt, for a thread in a wait that stops at once, was held up by
+    /// the thread's wait for a CPU.
+    static let wokenStopNanos: UInt64 = 10_000_000
+
+    /// The thread was woken from a wait and was waiting for a CPU at this sample: runnable (`R`) and in no call by
+    /// /proc (the kernel reads a runnable thread's call only while it blocks), its stack in the wrapper of a wait
+    /// that a ptrace interrupt ends at once (a futex, a sleep, an event wait), and the capture's stop long in
+    /// coming — a thread stops as soon as it runs, so the wait was for a CPU. A thread blocked in the wait reads
+    /// `S` with its call; one working in user space is not in the wrapper.
+    static func wokenWaitingForCPU(_ o: Observation) -> Bool {
+        guard o.state == "R", o.syscall == nil, let stopWait = o.stopWaitNanos, stopWait >= wokenStopNanos,
+            let number = o.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:))
+        else { return false }
+        return [.lock, .sleep, .idleWait].contains(SyscallTable.kind(number))
     }
 
     static func activity(of o: Observation) -> Activity {
         if o.state == "D" { return .io }
+        if wokenWaitingForCPU(o) { return .runnable }
         // "running" may be running inside a system call: the innermost frame (a libc wrapper) tells.
         guard let syscall = o.syscall ?? o.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)) else {
             // A thread in user space stops at once; one that did not stop in time was inside the kernel.
@@ -215,6 +236,22 @@ package enum CauseClassifier {
                 "\(share(topCount)): in an event wait (\(commonSyscall ?? "?")) inside a callback, not the loop's "
                     + "own idle wait (a nested wait on descriptors)")
             return peerCause(e, evidence: evidence)
+        case .runnable:
+            // Every such sample measured a wait for a CPU: the stop came only once the thread ran.
+            let waits = e.observations.filter(wokenWaitingForCPU).compactMap(\.stopWaitNanos).sorted()
+            let calls = e.observations.filter(wokenWaitingForCPU).compactMap {
+                $0.symbols.first.flatMap(SyscallTable.number(forWrapperSymbol:)).map(SyscallTable.name)
+            }
+            let range =
+                waits.first == waits.last
+                ? "\(waits[0] / 1_000_000) ms" : "\(waits[0] / 1_000_000)–\(waits[waits.count - 1] / 1_000_000) ms"
+            evidence.append(
+                "\(share(topCount)): woken from its wait (\(mostCommon(calls) ?? "?")) and waiting for a CPU: the "
+                    + "capture waited \(range) for the thread to run, and a thread in that wait stops as soon as it does"
+            )
+            if let fact = runQueueFact(e) { evidence.append(fact) }
+            evidence.append("its wait had ended: likely the machine held the loop up")
+            return .init(kind: .starved, evidence: evidence)
         case .other:
             evidence.append("\(share(topCount)): in \(commonSyscall ?? "an unclassified state")")
             return .init(kind: .unknown, evidence: evidence)
@@ -411,6 +448,7 @@ package enum CauseClassifier {
         case .cpu: return 2
         case .idle: return 1
         case .other: return 0
+        case .runnable: return -1
         }
     }
 

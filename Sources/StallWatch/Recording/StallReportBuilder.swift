@@ -224,6 +224,7 @@ struct StallReportBuilder {
             // `-1 sp pc` in its `syscall` file: blocked in user space, not in a call ("running" has no sp).
             observation.inPageFault =
                 probe.state == "D" && probe.wait.map { !$0.inSyscall && $0.stackPointer != 0 } == true
+            observation.stopWaitNanos = raw.stopWaitNanos
             return observation
         }
         var loopCPU: UInt64?
