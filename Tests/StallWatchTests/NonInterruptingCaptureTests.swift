@@ -111,7 +111,10 @@ import Testing
             result.ms >= Double(waitMs) * 0.9 && ranMs <= Double(waitMs) * 1.1,
             "\(wait.name) took \(result.ms) ms, \(result.runQueueMs) ms of it waiting for a CPU; \(pauses)")
         #expect(report.capture.method == ThreadCaptureHelper.captureMethod)
-        #expect(report.samples.count >= 3)
+        #expect(
+            report.samples.count >= 3,
+            "\(pauses); \(report.durationMs) ms, detected after \(report.detection.latencyMs) ms; notes \(report.notes)"
+        )
         // Unwound past the wait into the loop that called it.
         let deepest = report.samples.map(\.frames.count).max() ?? 0
         #expect(deepest > 5, "at most \(deepest) frames: \(report.samples.first?.error ?? "")")
@@ -326,33 +329,55 @@ import Testing
     /// spinner holds its only one), is released when the capture times out; it has not run since the look found it
     /// in its sleep, so its stack is read as it was there: the sample has the sleep's frames, and the sleep lasts
     /// its full time.
+    ///
+    /// The premise is that the whole capture (its timeout included) falls inside the spin: on a loaded machine the
+    /// test's own thread may get its CPU back only after the spin has ended, and a capture begun then proves
+    /// nothing. Such an attempt is said and tried again, at most three times; the sleep's own time is checked in
+    /// each.
     @Test(.timeLimit(.minutes(3)))
     func aSleeperWokenByTheCaptureButGivenNoCPUIsSampledAsItWasInItsSleep() throws {
         let sampler = try Self.inProcessSampler()
-        let hog = try CPUHog()
         let sleepMs = 1000
-        let sleeper = PinnedCall(inCall: "clock_nanosleep") {
-            var request = timespec(tv_sec: sleepMs / 1000, tv_nsec: (sleepMs % 1000) * 1_000_000)
-            return nanosleep(&request, nil) < 0 ? errno : 0
-        }
         var configuration = StallWatchConfiguration()
         configuration.captureTimeoutMs = 100
-        // Longer than the capture's timeout, shorter than the sleep.
-        hog.spin(until: DispatchTime.now().uptimeNanoseconds + 400_000_000)
-        let sample = sampler.sample(
-            SampledThread(threadID: sleeper.threadID, stackLow: 0, stackHigh: 0), configuration: configuration)
-        #expect(hog.finished())
-        #expect(sample.unstopped == .timedOut, "\(String(describing: sample.unstopped)) \(sample.error ?? "")")
-        #expect(sample.error == nil, "\(sample.error ?? "")")
-        let symbols = Symbolicator(processID: getpid(), mode: .full, cache: SymbolCache()).symbolicate(sample.frames)
+        var tried: [String] = []
+        for _ in 0..<3 {
+            let hog = try CPUHog()
+            let sleeper = PinnedCall(inCall: "clock_nanosleep") {
+                var request = timespec(tv_sec: sleepMs / 1000, tv_nsec: (sleepMs % 1000) * 1_000_000)
+                return nanosleep(&request, nil) < 0 ? errno : 0
+            }
+            // Longer than the capture's timeout, shorter than the sleep.
+            let spinEnd = DispatchTime.now().uptimeNanoseconds + 400_000_000
+            hog.spin(until: spinEnd)
+            let askedAt = DispatchTime.now().uptimeNanoseconds
+            let sample = sampler.sample(
+                SampledThread(threadID: sleeper.threadID, stackLow: 0, stackHigh: 0), configuration: configuration)
+            let doneAt = DispatchTime.now().uptimeNanoseconds
+            #expect(hog.finished())
+            #expect(pollUntil { sleeper.result != nil })
+            let result = try #require(sleeper.result)
+            #expect(
+                result.errno == 0 && result.ms >= Double(sleepMs) * 0.99 && result.ms - result.runQueueMs <= 1100,
+                "nanosleep: errno \(result.errno) after \(result.ms) ms, \(result.runQueueMs) of it waiting for a CPU")
+            guard doneAt < spinEnd else {
+                tried.append(
+                    "capture asked \(Int64(askedAt) - Int64(spinEnd) + 400_000_000) ns into the 400 ms spin, done "
+                        + "\((doneAt - askedAt) / 1_000_000) ms later, after the spin: \(String(describing: sample.unstopped))"
+                )
+                continue
+            }
+            #expect(sample.unstopped == .timedOut, "\(String(describing: sample.unstopped)) \(sample.error ?? "")")
+            #expect(sample.error == nil, "\(sample.error ?? "")")
+            let symbols = Symbolicator(processID: getpid(), mode: .full, cache: SymbolCache()).symbolicate(
+                sample.frames
+            )
             .compactMap { $0.symbol?.lowercased() }
-        #expect(symbols.contains { $0.contains("nanosleep") } && symbols.count > 3, "\(symbols)")
-        #expect(sample.failure?.contains("had not been on a CPU") == true, "\(sample.failure ?? "")")
-        #expect(pollUntil { sleeper.result != nil })
-        let result = try #require(sleeper.result)
-        #expect(
-            result.errno == 0 && result.ms >= Double(sleepMs) * 0.99 && result.ms - result.runQueueMs <= 1100,
-            "nanosleep: errno \(result.errno) after \(result.ms) ms, \(result.runQueueMs) of it waiting for a CPU")
+            #expect(symbols.contains { $0.contains("nanosleep") } && symbols.count > 3, "\(symbols)")
+            #expect(sample.failure?.contains("had not been on a CPU") == true, "\(sample.failure ?? "")")
+            return
+        }
+        Issue.record("no capture fell inside the spin: \(tried)")
     }
 
     /// The race the choice of capture cannot close: a thread may enter a call that any stop cuts short (a socket
