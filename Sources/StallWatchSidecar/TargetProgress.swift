@@ -78,6 +78,7 @@ struct TargetProgress: ProgressSource {
     var phaseStartSchedule: ThreadSchedule? { heartbeat == nil ? proc?.phaseStartSchedule : nil }
 
     var withdrawal: String? { heartbeat == nil ? proc?.withdrawal : nil }
+    var endedBy: String? { heartbeat == nil ? proc?.endedBy : nil }
 
     /// The heartbeat's sequence has not moved on, or the /proc probe does not see the thread back in its idle wait.
     func isStillStuck(after sequence: UInt64) -> Bool {

@@ -36,6 +36,9 @@ package protocol ProgressSource {
     /// Set when the stall being followed proved not to be one (its wait is the loop's idle wait): why, for the
     /// note of its report, which is then finished as `withdrawn`. Read when the stall ends.
     var withdrawal: String? { get }
+    /// What the look that ended the stall being followed saw, when the loop went on short of its idle wait (a
+    /// source that judges progress from counters): a note of its report. Read when the stall ends.
+    var endedBy: String? { get }
     /// Why a stall has no thread to sample, when the loop is held by no thread (a queue that waits for a pool
     /// thread to take it): a note of its report. Asked when a stall begins with ``sampledThread`` nil.
     var unsampledReason: String? { get }
@@ -77,6 +80,7 @@ extension ProgressSource {
     package var looksAgainAtOnce: Bool { false }
     package var phaseStartSchedule: ThreadSchedule? { nil }
     package var withdrawal: String? { nil }
+    package var endedBy: String? { nil }
     package var unsampledReason: String? { nil }
     package func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?

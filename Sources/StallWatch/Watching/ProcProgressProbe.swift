@@ -88,6 +88,8 @@ package struct ProcProgressProbe: Sendable {
     private var provisional: (wait: ThreadWait, leftAt: UInt64?, leftCPU: UInt64?)?
     /// Why the stall being followed is withdrawn, set by the look that proved its wait the loop's idle wait.
     package private(set) var withdrawal: String?
+    /// What the look that ended the stall being followed saw, when it was progress short of the idle wait.
+    package private(set) var endedBy: String?
     /// A stall is being followed (between ``stallBegan()`` and ``stallEnded()``).
     private var followingStall = false
     /// The thread's CPU time when a capture found it in its idle wait: until it has run since, the call it is
@@ -124,6 +126,7 @@ package struct ProcProgressProbe: Sendable {
         }
         let wait = directory.syscall()
         withdrawal = nil
+        endedBy = nil
         let lockOwned = waitsForOwnedLock(wait, directory)
         // Found in a wait for a lock that records no owner, opposite the one other thread in such a wait: half of a
         // likely deadlock, never an idle wait (a watch may start mid-incident; only the first look can see it so).
@@ -321,8 +324,13 @@ package struct ProcProgressProbe: Sendable {
             work.account(moves)
             self.work = work
         }
-        return !anotherFile
+        let continued =
+            !anotherFile
             && !Self.isProgress(from: before, to: after, moves: moves, afterCapture: allowance.switches > 0, work: work)
+        if !continued, followingStall {
+            endedBy = Self.progressSeen(from: before, to: after, moves: moves, work: work, anotherFile: anotherFile)
+        }
+        return continued
     }
 
     /// Whether `wait` is for a lock whose recorded owner is another live thread of the process (``LockOwner``):
@@ -446,64 +454,6 @@ package struct ProcProgressProbe: Sendable {
         lastWait = wait
         captureAllowance = CaptureAllowance()
         work = FileWork()
-    }
-
-    /// Whether the thread made progress between two looks, seen in `before` and then `after` (nil: unreadable),
-    /// its counters having moved by `moves` beyond what captures explain; `afterCapture`: a capture came in
-    /// between; `work`: the piece of file work the thread may be in (``FileWork``).
-    static func isProgress(
-        from before: ThreadWait?, to after: ThreadWait?, moves: CounterMoves, afterCapture: Bool = false,
-        work: FileWork = FileWork()
-    ) -> Bool {
-        if moves.inconsistent { return true }
-        let fileWorkOnly = work.explains(moves)
-        if let before, before.inSyscall {
-            // Still inside the same call: only a completed read/write and an identical new one is progress (unless
-            // both were the file work's own), or a wait only another thread can end that the thread slept in
-            // again (it was woken and came back).
-            if let after, before.isSameCall(as: after) {
-                if moves.madeCalls { return !fileWorkOnly }
-                return after.isWakeOnlyFutexWait && moves.switches > 0
-            }
-            // Seen outside the call just after a capture: the restart of the interrupted call, not progress.
-            if afterCapture, !(after?.inSyscall ?? false) { return false }
-            // From one call on a descriptor straight into another kind of call on the same one (a socket's send,
-            // then its shutdown), with no other read or write in between than the one just completed: the same
-            // piece of work goes on; a loop that turned in between would have waited or worked on other
-            // descriptors. (A read followed by another read is a new read, as above.)
-            if let after, after.number != before.number, let descriptor = before.descriptor,
-                after.descriptor == descriptor,
-                (moves.readCalls <= 1 && moves.writeCalls <= 1) || fileWorkOnly
-            {
-                return false
-            }
-            // Out of a call on a file the thread works on, into the kernel ("running") or user space, having done
-            // nothing but that work: between its calls (a write's end, then its fsync).
-            if !(after?.inSyscall ?? false), work.isOn(before), fileWorkOnly { return false }
-            // From the call that opened the work's file straight into a call on the descriptor it gave.
-            if let after, FileWork.isOpenCall(before), work.isOn(before), work.isOn(after), fileWorkOnly {
-                return false
-            }
-            // Left the call (into user space or another call).
-            return true
-        }
-        // Was in user space: system calls made since (a blocking call adds a voluntary switch) are progress, unless
-        // they were the file work's own (a write that completed into the page cache before its fsync); entering
-        // the call it now sits in is not, by itself.
-        if let after, after.inSyscall {
-            // One write into file pages completed, then straight (no user-space work between) into a call on the
-            // work's file — its sync, its close, its next write: one piece of work, whatever share of the write's
-            // pages the looks saw it dirty (it may have begun before the first of them, and the kernel counts
-            // pages when first dirtied).
-            if FileWork.isFileCall(after), work.isOn(after), moves.writeCalls == 1, moves.readCalls == 0,
-                moves.dirtiedBytes > 0 || work.touchedFilePages,
-                !moves.ticksKnown || moves.userTicks <= moves.systemTicks + 1
-            {
-                return false
-            }
-            return moves.madeCalls && !fileWorkOnly
-        }
-        return (moves.switches > 0 || moves.madeCalls) && !fileWorkOnly
     }
 
     /// Without `syscall` (it needs ptrace-attach rights; wchan only read rights): an event wait by its kernel

@@ -175,6 +175,7 @@ package struct StallFollower<Source: ProgressSource> {
                     recorder.adoptThreadThatTookUp(taker.threadID, scheduleAtStart: taker.scheduleAtStart)
                 }
                 source.stallEnded()
+                if withdrawal == nil, let endedBy = source.endedBy { recorder.addNote(endedBy) }
                 if let withdrawal {
                     recorder.withdraw(endNanos: endNanos, reason: withdrawal)
                 } else {

@@ -243,7 +243,10 @@ enum CorpusHarness {
         let top = (r.pointStack?.frames ?? []).prefix(4).map { $0.symbol ?? $0.image ?? "?" }
         let started = r.startedAt.timeIntervalSince1970
         let evidence = r.cause?.evidence ?? []
+        // How a stall ended short of the loop's idle wait, when it did: what tells one piece of work split in two.
+        let ending = r.notes.filter { $0.hasPrefix("ended where a look saw") }
         return "\(r.cause?.kind.rawValue ?? "-") \(Int(r.durationMs)) ms from \(started) \(evidence) top \(top)"
+            + (ending.isEmpty ? "" : " \(ending)")
     }
 }
 
