@@ -1,10 +1,8 @@
 // The in-process named-thread watcher on a loop that goes from one blocking call straight into another: two stalls,
 // the first saying what the look that ended it saw.
-import CStallWatchCore
 import Dispatch
 import Foundation
 import StallWatchTestSupport
-import Synchronization
 import Testing
 
 @testable import StallWatch
@@ -14,46 +12,6 @@ import Testing
 #endif
 
 @Suite(.offPool, .serialized) struct ThreadWatchdogEndingTests {
-    /// A loop that idles in a blocking pipe read: byte 1 is a short turn; byte 2 a turn that sleeps 400 ms, then
-    /// waits 400 ms in `poll` on no descriptor, then reads again; 0 ends it.
-    final class TwoWaitLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
-        let threadID = Atomic<Int32>(0)
-        let turns = Atomic<Int>(0)
-        var fds: [Int32] = [0, 0]
-        private let done = DispatchSemaphore(value: 0)
-
-        init(name: String) throws {
-            try #require(pipe(&fds) == 0)
-            let readEnd = fds[0]
-            Thread { [self] in
-                setCurrentThreadName(name)
-                threadID.store(sw_gettid(), ordering: .releasing)
-                var byte: UInt8 = 0
-                while read(readEnd, &byte, 1) == 1, byte != 0 {
-                    if byte == 2 {
-                        var request = timespec(tv_sec: 0, tv_nsec: 400_000_000)
-                        nanosleep(&request, nil)
-                        poll(nil, 0, 400)
-                    }
-                    turns.add(1, ordering: .releasing)
-                }
-                done.signal()
-            }.start()
-        }
-
-        func send(_ byte: UInt8) {
-            var value = byte
-            _ = write(fds[1], &value, 1)
-        }
-
-        func stop() {
-            send(0)
-            done.wait()
-            close(fds[0])
-            close(fds[1])
-        }
-    }
-
     /// A sleep, then straight into a wait on nothing, each 400 ms (four thresholds): two stalls. The first ends where
     /// a look saw the thread go on from its sleep, and its report says so — the calls and what the counters moved —
     /// so that a piece of work split in two can be told from two; the second ends in the loop's idle read, with no
@@ -62,7 +20,14 @@ import Testing
     func aStallEndedShortOfTheIdleWaitSaysWhatTheLookThatEndedItSaw() throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog-ending")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let loop = try TwoWaitLoop(name: "split-elt-0")
+        // A loop that idles in a blocking pipe read; byte 2 is a turn that sleeps 400 ms, then waits 400 ms in
+        // `poll` on no descriptor.
+        let loop = try ThreadWatchdogWithdrawalTests.PipeReadLoop(name: "split-elt-0") { byte in
+            guard byte == 2 else { return }
+            var request = timespec(tv_sec: 0, tv_nsec: 400_000_000)
+            nanosleep(&request, nil)
+            poll(nil, 0, 400)
+        }
         defer { loop.stop() }
         var config = StallWatchConfiguration()
         config.thresholdMs = 100

@@ -14,7 +14,7 @@ import Testing
 
 @Suite(.offPool, .serialized) struct ThreadWatchdogWithdrawalTests {
     /// A loop of this process whose event source is a pipe it reads with a blocking read: each byte is one event,
-    /// 5 ms of CPU time of work, then the next read; 0 ends it.
+    /// 5 ms of CPU time of work (or what `work` does with the byte), then the next read; 0 ends it.
     final class PipeReadLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
         let threadID = Atomic<Int32>(0)
         let turns = Atomic<Int>(0)
@@ -25,7 +25,7 @@ import Testing
 
         /// `heldOffOnCPU`: until its first turn is done, the loop thread runs on that CPU alone at nice 19 (any other
         /// thread there keeps it waiting); then at nice 0 again (CAP_SYS_NICE: the suite runs as root), on every CPU.
-        init(name: String, heldOffOnCPU cpu: Int32? = nil) throws {
+        init(name: String, heldOffOnCPU cpu: Int32? = nil, work: (@Sendable (UInt8) -> Void)? = nil) throws {
             try #require(pipe(&fds) == 0)
             let readEnd = fds[0]
             Thread { [self] in
@@ -39,8 +39,12 @@ import Testing
                 threadID.store(sw_gettid(), ordering: .releasing)
                 var byte: UInt8 = 0
                 while read(readEnd, &byte, 1) == 1, byte != 0 {
-                    let end = Self.threadCPUNanos() + 5_000_000
-                    while Self.threadCPUNanos() < end {}
+                    if let work {
+                        work(byte)
+                    } else {
+                        let end = Self.threadCPUNanos() + 5_000_000
+                        while Self.threadCPUNanos() < end {}
+                    }
                     if cpu != nil, turns.load(ordering: .relaxed) == 0 {
                         restored.store(setpriority(which, id_t(sw_gettid()), 0) == 0, ordering: .releasing)
                         _ = sw_set_affinity(saved, 128)
