@@ -143,9 +143,12 @@ import Testing
         #expect(pollUntil { loop.turns.load(ordering: .acquiring) == 2 })
         usleep(1_000_000)
 
+        let endings = ended.values.map {
+            "\($0.status) \($0.durationMs) ms \($0.cause?.kind.rawValue ?? "-"): \($0.notes)"
+        }
         #expect(
             began.values.count == 1 && ended.values.count == 1,
-            "\(began.values.count) began, \(ended.values.count) ended")
+            "\(began.values.count) began, \(ended.values.count) ended: \(endings)")
         let report = try #require(ended.values.first)
         #expect(report.status == .withdrawn)
         #expect(report.startedBeforeAttach == true)
