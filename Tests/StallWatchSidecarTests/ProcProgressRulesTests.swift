@@ -295,6 +295,28 @@ import Testing
         #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.running, moves: large, work: work))
     }
 
+    /// A series of writes into a file's pages on a busy disk: writeback throttling blocks each write in the call, and
+    /// two looks see two writes of it blocked, with the leftover registers past a write's three arguments differing.
+    @Test func theNextBlockedWriteOfASeriesIntoTheWorksFileIsNotProgress() {
+        let work = FileWork(descriptor: 5, file: Self.file)
+        let first = ThreadWait(
+            number: 1, arguments: [5, 0x5000, 1 << 20, 0x7f3a, 0, 0x1d], stackPointer: 0x7ffe_1000,
+            programCounter: 0x7f00)
+        let next = ThreadWait(
+            number: 1, arguments: [5, 0x5000, 1 << 20, 0, 0x40, 0x2b], stackPointer: 0x7ffe_1000,
+            programCounter: 0x7f00)
+        #expect(!first.isSameCall(as: next))
+        let throttled = Self.moves(switches: 4, writes: 3, written: 3 * Self.mib, dirtied: 3 * Self.mib)
+        #expect(!ProcProgressProbe.isProgress(from: first, to: next, moves: throttled, work: work))
+        // Not when the writes went elsewhere (no file page dirtied: a socket's), nor with other work in user space,
+        // nor when the work knows no file.
+        let replies = Self.moves(switches: 4, writes: 3, written: 3 * Self.mib)
+        #expect(ProcProgressProbe.isProgress(from: first, to: next, moves: replies, work: work))
+        let busy = Self.moves(switches: 4, writes: 3, written: 3 * Self.mib, dirtied: 3 * Self.mib, user: 6, system: 1)
+        #expect(ProcProgressProbe.isProgress(from: first, to: next, moves: busy, work: work))
+        #expect(ProcProgressProbe.isProgress(from: first, to: next, moves: throttled, work: FileWork(descriptor: 5)))
+    }
+
     @Test func aSleepInTheMiddleOfALongWriteIsNotProgress() {
         // Throttled by writeback in the middle of one long write: a switch, nothing dirtied in this interval.
         var work = FileWork()

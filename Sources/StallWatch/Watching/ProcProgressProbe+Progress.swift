@@ -34,10 +34,12 @@ extension ProcProgressProbe {
             // Out of a call on a file the thread works on, into the kernel ("running") or user space, having done
             // nothing but that work: between its calls (a write's end, then its fsync).
             if !(after?.inSyscall ?? false), work.isOn(before), fileWorkOnly { return false }
-            // From the call that opened the work's file straight into a call on the descriptor it gave.
-            if let after, FileWork.isOpenCall(before), work.isOn(before), work.isOn(after), fileWorkOnly {
-                return false
-            }
+            // From the call that opened the work's file straight into a call on the descriptor it gave, or from one
+            // call on the work's file into another on it — the next write of a series, each seen blocked (writeback
+            // throttling on a busy disk): the registers /proc shows past a call's own arguments hold whatever was
+            // left in them, so two writes of one buffer need not read as one call — having done nothing but that
+            // work.
+            if let after, work.isOn(before), work.isOn(after), fileWorkOnly { return false }
             // Left the call (into user space or another call).
             return true
         }
