@@ -29,8 +29,9 @@ import Dispatch
 ///   pages (`write_bytes` grew with `wchar`, which no socket, pipe or tmpfs write does), reads that all came
 ///   from storage (`read_bytes` with `rchar`), sleeps where file calls sleep, with no more CPU in user space than
 ///   in the kernel; and leaving a call on a file (a regular file or a block device, seen through
-///   `/proc/<pid>/fd`) for the kernel or user space with nothing else done. So the tick of `syscw` a write makes
-///   as it completes, just before its `fsync`, is not progress. The work ends when the thread does anything
+///   `/proc/<pid>/fd`) for the kernel, user space or another call on it with nothing else done. So the tick of
+///   `syscw` a write makes as it completes, just before its `fsync`, is not progress, nor the next blocked write
+///   of a series. The work ends when the thread does anything
 ///   else (another descriptor, a read of a socket, user-space work, its idle wait) or its descriptor no longer
 ///   names the file after the close.
 /// - every counter move a ptrace capture causes is discounted: 2 voluntary switches, and 1 `syscr` or `syscw`
