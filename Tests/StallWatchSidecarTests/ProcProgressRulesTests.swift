@@ -246,6 +246,31 @@ import Testing
         }
     }
 
+    /// The path an open names is read while a look sees the call: a runtime keeps it in a buffer on its stack
+    /// (Node's `fs.openSync`), which the next calls overwrite once the open has returned, so the look that sees the
+    /// thread leave the call cannot read it again. The work still begins with the file once it exists.
+    @Test func anOpenWhosePathMemoryIsReusedAfterTheCallBeginsTheWorkWithItsFile() throws {
+        let path =
+            FileManager.default.temporaryDirectory.path
+            + "/stallwatch-reused-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var buffer = Array(path.utf8CString)
+        try buffer.withUnsafeMutableBufferPointer { name in
+            let open = Self.openat(path: UInt64(UInt(bitPattern: name.baseAddress)))
+            var work = FileWork()
+            work.noteOpen(open, pid: getpid())
+            #expect(work.file == nil && work.openPath != nil)
+            // The call returns, creating the file, and the buffer is reused.
+            #expect(FileManager.default.createFile(atPath: path, contents: nil))
+            for i in 0..<name.count - 1 { name[i] = CChar(UInt8(ascii: "x")) }
+            var info = stat()
+            try #require(stat(path, &info) == 0)
+            work.resolveOpen(open, pid: getpid())
+            #expect(work.file == FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+            #expect(work.beganWithOpen)
+        }
+    }
+
     /// The file an `openat` names is read from the calling process's memory and resolved in its working directory.
     @Test func theFileAnOpenCallNamesIsReadFromItsArguments() throws {
         let name = "stallwatch-opened-\(getpid())"

@@ -30,6 +30,14 @@ package struct FileIdentity: Sendable, Hashable {
     /// directory descriptor it names); nil for another call, an unreadable path, or one that names no regular file
     /// or block device (yet: a file the call creates exists once it has).
     package static func opened(by wait: ThreadWait, pid: Int32) -> FileIdentity? {
+        openedPath(by: wait, pid: pid).flatMap(at)
+    }
+
+    /// The path an `open`, `creat`, `openat` or `openat2` call of a thread of process `pid` opens, read from its
+    /// arguments in the process's memory and made absolute through the process's root, working directory or the
+    /// directory descriptor it names (`/proc/<pid>/…`); nil for another call or an unreadable path. Read while the
+    /// call runs: once it has returned, the memory may hold something else (a runtime's path buffer on its stack).
+    package static func openedPath(by wait: ThreadWait, pid: Int32) -> String? {
         guard let number = wait.number, wait.arguments.count == 6 else { return nil }
         let a = wait.arguments
         let atCurrentDirectory = UInt64(bitPattern: -100)  // AT_FDCWD
@@ -49,8 +57,13 @@ package struct FileIdentity: Sendable, Hashable {
             guard directory < 1 << 31 else { return nil }
             base = "/proc/\(pid)/fd/\(directory)/"
         }
+        return base + path
+    }
+
+    /// The regular file or block device at `path`; nil when there is none (yet).
+    package static func at(_ path: String) -> FileIdentity? {
         var info = stat()
-        guard stat(base + path, &info) == 0 else { return nil }
+        guard stat(path, &info) == 0 else { return nil }
         let type = info.st_mode & S_IFMT
         guard type == S_IFREG || type == S_IFBLK else { return nil }
         return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
@@ -100,13 +113,23 @@ package struct FileWork: Sendable, Equatable {
 
     /// The work began with the call that opened its file by its path (`file` is what the path named).
     package var beganWithOpen = false
+    /// The path an open call a look saw the thread in named, read then (``FileIdentity/openedPath(by:pid:)``).
+    package var openPath: String?
+
+    /// A look saw the thread in `call`: an open, while the work knows no file, gives the path it names, read now
+    /// while the call runs.
+    package mutating func noteOpen(_ call: ThreadWait?, pid: Int32) {
+        guard let call, Self.isOpenCall(call), file == nil, descriptor == nil, openPath == nil else { return }
+        openPath = FileIdentity.openedPath(by: call, pid: pid)
+    }
 
     /// Work that began in an open call whose path named no file while the call ran (an open that creates its
     /// file, seen sleeping before it did: a directory's journal on a busy disk): once the thread has left the call,
-    /// the path is read again, and the work begins with the file it names now.
+    /// the path a look read while the call ran (or, without one, the call's arguments read again) is looked up
+    /// again, and the work begins with the file it names now.
     package mutating func resolveOpen(_ call: ThreadWait?, pid: Int32) {
         guard let call, Self.isOpenCall(call), file == nil, descriptor == nil,
-            let opened = FileIdentity.opened(by: call, pid: pid)
+            let opened = openPath.flatMap(FileIdentity.at) ?? FileIdentity.opened(by: call, pid: pid)
         else { return }
         file = opened
         beganWithOpen = true

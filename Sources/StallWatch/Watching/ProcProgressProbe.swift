@@ -201,7 +201,8 @@ package struct ProcProgressProbe: Sendable {
             } else if let wait, FileWork.isOpenCall(wait) {
                 // Opening a file (truncating it, waiting for its writeback) and then working on it is one piece of
                 // work: the descriptor its next calls use must name the file the path named.
-                next.file = FileIdentity.opened(by: wait, pid: processID)
+                next.openPath = FileIdentity.openedPath(by: wait, pid: processID)
+                next.file = next.openPath.flatMap(FileIdentity.at)
                 next.beganWithOpen = next.file != nil
             }
             work = next
@@ -303,6 +304,8 @@ package struct ProcProgressProbe: Sendable {
         if let before, !(after.map { $0.isSameCall(as: before) } ?? false) {
             work.resolveOpen(before, pid: processID)
         }
+        // Into an open: its path, while the call runs and its memory still holds it.
+        work.noteOpen(after, pid: processID)
         if let after, FileWork.isFileCall(after), let descriptor = after.descriptor {
             // A call on another file, or on the same descriptor naming another file now, is another piece of work
             // (a close is let be: its descriptor is gone from the table while the call runs).
