@@ -50,7 +50,11 @@ import Testing
         #expect(run.endToDiskMs < 5_000, "\(run.endToDiskMs) ms")
         let first = try #require(run.first)
         #expect(first.status == .ended)
-        #expect(first.samples.flatMap(\.frames).contains { $0.symbol?.contains("blockUntilEnd") == true })
+        // On failure, what the samples were and what the capture met.
+        let sampled =
+            "\(first.samples.count) samples (\(first.samples.map { "\($0.frames.count) frames \($0.error ?? "")" })), "
+            + "\(first.durationMs) ms; errors \(first.capture.errors); notes \(first.notes)"
+        #expect(first.samples.flatMap(\.frames).contains { $0.symbol?.contains("blockUntilEnd") == true }, "\(sampled)")
         let state = try #require(first.symbolication?.lines)
         #expect(state == .pending || state == .complete)
 
