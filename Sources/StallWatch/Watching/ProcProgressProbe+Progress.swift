@@ -91,6 +91,10 @@ extension ProcProgressProbe {
             file = "file work on the file the call opened"
         }
         if anotherFile { file += ", left for another file" }
+        // What the work carried into this look: file pages dirtied (or bytes fetched) by calls that had not completed.
+        file +=
+            "; carried \(work.dirtiedCredit) bytes dirtied and \(work.fetchedCredit) fetched by calls under way"
+            + (work.touchedFilePages ? ", file pages touched" : "")
         return
             "ended where a look saw the thread go on: from \(call(before)) to \(call(after)); since the look before, "
             + seen.joined(separator: ", ") + "; \(file)"
