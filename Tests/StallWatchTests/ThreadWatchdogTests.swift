@@ -202,7 +202,10 @@ import Testing
         #expect(
             endedAt.timeIntervalSince(endedSeen.values[0]) <= 0.001, "ended \(endedAt), event \(endedSeen.values[0])")
         let point = report.pointStack?.frames.compactMap(\.symbol) ?? []
-        #expect(point.contains { $0.contains("spinInEventHandler") }, "\(point) \(report.capture.errors)")
+        let sampled =
+            "\(report.samples.count) samples (\(report.samples.compactMap(\.error))), \(report.durationMs) ms, "
+            + "\(report.cause?.kind.rawValue ?? "-"); notes \(report.notes)"
+        #expect(point.contains { $0.contains("spinInEventHandler") }, "\(point) \(report.capture.errors); \(sampled)")
         #expect(blamed.values == ["test-elt-2"])
         try Fixtures.expectReportsValidate(in: directory)
         for loop in [second, third, other] { loop.submit { false } }
