@@ -13,7 +13,7 @@ import Testing
 
 @Suite(.offPool, .serialized) struct ProcProbeDatingTests {
     /// A thread of this process that idles in `poll` on a pipe and, for each byte, spins (1) or sleeps (2) for
-    /// 400 ms, noting CLOCK_MONOTONIC as it starts; 0 ends it. It shares its figures through atomics, never a
+    /// 400 ms, or sleeps twice for 5 ms and then for 400 ms (3), noting CLOCK_MONOTONIC as the 400 ms start; 0 ends it. It shares its figures through atomics, never a
     /// lock: waiting for a lock the test holds would be a voluntary switch of its own between its wake-up and its
     /// work, which the dating rule rightly declines to date through.
     final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
@@ -38,6 +38,11 @@ import Testing
                     wakes.add(1, ordering: .relaxed)
                     guard result > 0 else { continue }
                     guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
+                    if byte == 3 {
+                        // Two short calls of its own first: progress, then the long sleep.
+                        usleep(5_000)
+                        usleep(5_000)
+                    }
                     let now = sw_monotonic_ns()
                     started.store(now, ordering: .releasing)
                     if byte == 1 {
@@ -177,6 +182,56 @@ import Testing
         #expect(
             stallEnd <= bound,
             "ended \(lateMs) ms after the thread's own end, the look \(lookMs) ms after it (steal up to \(stealMs) ms)")
+    }
+
+    /// Seen idle, then only by a look 250 ms late (the watcher kept from a CPU, or busy): by then the thread left its
+    /// wait, made two short sleeps of its own (progress, and more switches than the idle-look rule dates through)
+    /// and blocked in a long one. Its stuck phase began when it last ran — within 20 ms (and the hypervisor's
+    /// steal) after the thread's own reading of when its long sleep began, never before the byte was sent — not at
+    /// the late look. A capture of the thread by another test's watchdog in this process (the sleep restarted, so
+    /// it ran again) makes an attempt no case of the rule: it is tried again, up to three times.
+    @Test func aThreadFoundBlockedByALateLookIsDatedFromWhenItLastRan() throws {
+        let loop = try PipeLoop()
+        defer { loop.stop() }
+        var attempts: [String] = []
+        var clean = false
+        for _ in 0..<3 where !clean {
+            var probe = Self.probeSeeingIdle(loop)
+            let directory = ProcDirectory(processID: getpid(), threadID: loop.threadID.load(ordering: .acquiring))
+            let startedBefore = loop.started.load(ordering: .acquiring)
+            let sentAt = sw_monotonic_ns()
+            let stealBefore = Self.stealTicks()
+            loop.send(3)
+            #expect(
+                pollUntil {
+                    loop.started.load(ordering: .acquiring) != startedBefore && directory.status()?.state == "S"
+                        && directory.syscall()?.number == 230
+                })
+            let startedAt = loop.started.load(ordering: .acquiring)
+            let cpuBlocked = directory.schedstat(now: 0)?.cpuNanos
+            usleep(250_000)
+            let lookAt = sw_monotonic_ns()
+            let observed = probe.observe(now: lookAt)
+            let seen = try #require(observed)
+            let ranSince = directory.schedstat(now: 0)?.cpuNanos != cpuBlocked
+            let stealMs =
+                Self.stealTicks().enumerated().map { cpu, ticks in
+                    Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
+                }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+            #expect(seen.isBusy)
+            #expect(seen.phaseStartNanos >= sentAt, "dated \(Int64(sentAt) - Int64(seen.phaseStartNanos)) ns too early")
+            #expect(pollUntil { loop.ended.load(ordering: .acquiring) > startedAt })
+            let dated =
+                "dated \((Int64(seen.phaseStartNanos) - Int64(startedAt)) / 1_000_000) ms after the thread's own "
+                + "start, the look \((Int64(lookAt) - Int64(startedAt)) / 1_000_000) ms after it (steal up to \(stealMs) ms)"
+            if ranSince {
+                attempts.append("the thread ran in its sleep (a capture): \(dated)")
+                continue
+            }
+            #expect(seen.phaseStartNanos <= startedAt + 20_000_000 + UInt64(stealMs) * 1_000_000, "\(dated)")
+            clean = true
+        }
+        #expect(clean, "no attempt of three left the thread unrun in its sleep: \(attempts)")
     }
 
     /// Threads of this process spinning on CPU 0 until told to stop, one of them niced to 19 behind the others.

@@ -263,7 +263,10 @@ import Testing
         #expect(report.detection.source == "proc")
         #expect(report.status == .ended)
         // Late by as long as the watching thread goes unscheduled; never short: the stall was not cut in two.
-        #expect(report.durationMs >= 600 && report.durationMs <= 5000, "duration \(report.durationMs)")
+        let timing =
+            "duration \(report.durationMs), from \(report.startedAt) (detected \(report.detection.detectedAt)); "
+            + "samples at \(report.samples.map(\.offsetMs)) ms; notes \(report.notes)"
+        #expect(report.durationMs >= 600 && report.durationMs <= 5000, "\(timing)")
         let point = report.pointStack?.frames.compactMap(\.symbol) ?? []
         #expect(point.contains { $0.contains("Stalls.\(c.function)") }, "\(point) \(report.capture.errors)")
         #expect(point.contains { $0.contains("handleWakeUp") }, "\(point)")

@@ -39,7 +39,9 @@ import Dispatch
 ///
 /// With no progress for the threshold, the detector reports a stall. The phase start is the poll that saw
 /// the last evidence, so a stall's duration is under-estimated by at most one poll interval: a sidecar errs
-/// toward silence. A thread found blocked in a busy wait at the very first look (a watch started mid-incident)
+/// toward silence. A look that comes late (two intervals or more after the last) and finds the thread blocked
+/// dates the phase from when the thread last ran instead (``blockedSinceLateLook``): a watcher kept from a CPU
+/// does not cut the stall short by its own delay. A thread found blocked in a busy wait at the very first look (a watch started mid-incident)
 /// has its phase start at the last time it ran (`se.exec_start` in `sched`, against the reader's own), a lower
 /// bound of the stall that the detector marks as begun before watching. A thread seen leaving its idle wait is
 /// dated from its CPU time and run-queue wait since the last idle look, and the time since it last ran
@@ -59,12 +61,12 @@ package struct ProcProgressProbe: Sendable {
     /// How the follower waits between looks.
     package var polling = PollingWait(intervalNanos: 50_000_000, wakeup: DispatchSemaphore(value: 0))
     private var sequence: UInt64 = 1
-    private var phaseStart: UInt64
+    private(set) var phaseStart: UInt64
     private var idle = false
     /// A look was taken: the next one is not the first.
     private var looked = false
     /// The last look that saw the thread in its idle wait: when, its schedule and its voluntary switches.
-    private var idleLook: (at: UInt64, schedule: ThreadSchedule, voluntarySwitches: UInt64)?
+    private(set) var idleLook: (at: UInt64, schedule: ThreadSchedule, voluntarySwitches: UInt64)?
     private var counters: ThreadCounters?
     private var lastWait: ThreadWait?
     /// The piece of file work the thread may be in the middle of since the last progress.
@@ -75,6 +77,8 @@ package struct ProcProgressProbe: Sendable {
     package var judgedOnceSeenIdle = false
     /// The thread's own idle wait, learned as it idles.
     private(set) var idleWaits = IdleWaitLearner()
+    /// When the last look was taken (CLOCK_MONOTONIC).
+    private var lastLookAt: UInt64?
     /// The thread's schedule at `phaseStart`.
     package private(set) var phaseStartSchedule: ThreadSchedule?
     /// Counter moves our own ptrace captures may have caused since the last look.
@@ -121,6 +125,8 @@ package struct ProcProgressProbe: Sendable {
         if state == "Z" || state == "X" || stat?.isExiting == true { return nil }
         let firstLook = !looked
         looked = true
+        let previousLookAt = lastLookAt
+        lastLookAt = now
         if state == "T" || state == "t" {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
@@ -189,6 +195,8 @@ package struct ProcProgressProbe: Sendable {
                     now: now, schedule, readAt: scheduleReadAt, status, blocked: blocked, directory)
             {
                 phaseStart = since
+            } else if blocked, let previousLookAt, let since = blockedSinceLateLook(previousLookAt, now, directory) {
+                phaseStart = since
             }
             phaseStartSchedule = schedule
             idle = false
@@ -239,19 +247,6 @@ package struct ProcProgressProbe: Sendable {
         case held
         /// Still in it, or gone on to other work: the judgement stands. `leftAt`: when a held look saw it leave.
         case busy(leftAt: UInt64?)
-    }
-
-    /// When a thread found back in its idle wait, at the look that ends a followed stall, went into it: it has
-    /// been blocked since it last ran (the kernel's figure), so the stall ended then — or later, if it turned
-    /// unseen since and blocked again; never earlier. A look that comes late (the watcher busy sampling, or
-    /// waiting for a CPU) then neither lengthens the stall nor counts the samples it took of the idle loop. Nil
-    /// when the figure is unreadable or the thread ran after `now`.
-    private func enteredWaitAt(now: UInt64, _ directory: ProcDirectory) -> UInt64? {
-        guard let state = directory.status()?.state, state == "S" || state == "D",
-            let notRun = ThreadSchedule.notRun(directory), notRun.nanos <= notRun.at
-        else { return nil }
-        let entered = notRun.at - notRun.nanos
-        return entered > phaseStart && entered <= now ? entered : nil
     }
 
     /// Whether the loop proved its ``provisional`` wait to be its idle wait: back in that same wait (same place,
@@ -352,51 +347,6 @@ package struct ProcProgressProbe: Sendable {
         guard let wait, wait.inSyscall, wait.number == 202 else { return false }
         let threads = Set(ProcDirectory(processID: processID).threadIDs())
         return LockOwner.likelyCyclePartner(pid: processID, threadID: threadID, wait: wait, threads: threads) != nil
-    }
-
-    /// When a thread seen in its idle wait at the last idle look, busy now, left that wait, from the kernel's
-    /// own figures: it woke once and has been running or waiting for a CPU since (no voluntary switch), or it
-    /// then blocked once, in the wait it is in now, and has not run since. Its CPU time and run-queue wait since
-    /// the idle look, and the time since it last ran, then add up to how long it has been busy; a loop that
-    /// turned in between (more switches) gives nil, and the look that saw it busy stays the phase start. Never
-    /// earlier than the idle look: a poll interval while the loop idles delays neither detection nor the
-    /// duration, and the figure errs late (toward silence), never early.
-    private func busySinceIdleLook(
-        now: UInt64, _ schedule: ThreadSchedule?, readAt scheduleReadAt: UInt64, _ status: ProcFields, blocked: Bool,
-        _ directory: ProcDirectory
-    ) -> UInt64? {
-        guard let idleLook, let schedule, let switches = status.voluntarySwitches,
-            switches >= idleLook.voluntarySwitches, schedule.cpuNanos >= idleLook.schedule.cpuNanos,
-            schedule.runQueueWaitNanos >= idleLook.schedule.runQueueWaitNanos
-        else { return nil }
-        var busy =
-            (schedule.cpuNanos - idleLook.schedule.cpuNanos)
-            + (schedule.runQueueWaitNanos - idleLook.schedule.runQueueWaitNanos)
-        // The figures run up to their reads, after `now`: dated from the time of the last one, so the start errs
-        // late by no more than that read.
-        var readAt = scheduleReadAt
-        switch (switches - idleLook.voluntarySwitches, blocked) {
-        case (0, false):
-            // Runnable since it woke: its figures stop at its last switch or tick, and the time since — waiting
-            // for a CPU now (a loaded machine: tens of ms), or running — is the time since it last ran. Only once
-            // it has run since the idle look (woken and not yet run, it last ran before it slept); read on its CPU,
-            // which a real-time thread would not give up to the reader: not for those.
-            if schedule.cpuNanos > idleLook.schedule.cpuNanos, directory.stat()?.isRealTime == false,
-                let notRun = ThreadSchedule.notRun(directory)
-            {
-                busy += notRun.nanos
-                readAt = notRun.at
-            }
-        case (1, true):
-            // Blocked since it last ran: its CPU time and run-queue wait no longer change.
-            guard let notRun = ThreadSchedule.notRun(directory) else { return nil }
-            busy += notRun.nanos
-            readAt = notRun.at
-        default: return nil
-        }
-        readAt = max(now, readAt)
-        guard busy > 0, busy < readAt else { return nil }
-        return min(now, max(idleLook.at, readAt - busy))
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
