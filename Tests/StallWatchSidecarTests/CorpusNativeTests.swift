@@ -72,7 +72,9 @@ import Testing
     /// Other writers on the same disk (other suites write and sync hundreds of MiB) make one sync slower than the
     /// next, so the service says how long its own fsync took: a run whose fsync lasted two thresholds must give
     /// exactly one io report; a run whose fsync was quicker than that proves nothing, and is tried again, at most
-    /// three times, with a third of the time that fsync took.
+    /// three times, with a third of the time that fsync took. So does a run the machine held up: a loaded machine can
+    /// keep the thread woken from the sync's waits off the CPU for most of the call, and then the report says
+    /// `starved` (the documented verdict when the run queue's wait alone took the loop past its threshold).
     @Test(.timeLimit(.minutes(3)))
     func aLongFsyncOfAStrippedCServiceIsIOWhateverTheDisk() throws {
         try #require(Self.binary != nil, "cc could not build the fixture")
@@ -94,11 +96,20 @@ import Testing
                 seen.targetStderr.split(separator: "\n").compactMap { line -> Int? in
                     line.hasPrefix("fsync ") ? Int(line.dropFirst(6).prefix { $0.isNumber }) : nil
                 }.first, "the service did not say how long its fsync took: \(seen.targetStderr)")
-            if tookMs >= 2 * threshold { return try CorpusHarness.judge(c, seen) }
-            tried.append("\(tookMs) ms at threshold \(threshold) ms (\(seen.reports.count) reports)")
+            // A run whose fsync the machine, not the disk, made long (the thread woken from the call's waits kept
+            // from a CPU, so that without the run queue's wait it stays under the threshold) gets the documented
+            // `starved` verdict: its reports are checked for that, and it proves nothing about I/O.
+            let heldUp =
+                !seen.reports.isEmpty
+                && seen.reports.allSatisfy {
+                    $0.cause?.isStarvedByTheMachine == true && $0.pointStack?.frames.first?.symbol == "fsync"
+                }
+            if tookMs >= 2 * threshold && !heldUp { return try CorpusHarness.judge(c, seen) }
+            tried.append(
+                "\(tookMs) ms at threshold \(threshold) ms (\(seen.reports.map(CorpusHarness.describe)))")
             basisMs = tookMs
         }
-        Issue.record("the service's fsync never lasted two thresholds: \(tried)")
+        Issue.record("the service's fsync never lasted two thresholds on the disk's account: \(tried)")
     }
 
     /// Writes `mebibytes` MiB into a new file in `directory` and times its fsync, in milliseconds.
