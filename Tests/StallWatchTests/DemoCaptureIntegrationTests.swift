@@ -50,7 +50,7 @@ import Testing
         for line in ended where !named.contains(line) {
             let report = reports.first { line.contains(#""id":"\#($0.id)""#) }
             let heldByNone = report?.cause?.evidence.contains { $0.hasPrefix("no thread held the loop") } == true
-            let samples = report?.samples.map { "\($0.offsetMs) ms: \($0.frames.prefix(4).compactMap(\.symbol))" } ?? []
+            let samples = report?.samples.map { "\($0.offsetMs) ms: \($0.frames.prefix(8).compactMap(\.symbol))" } ?? []
             let explained =
                 "\(line) \(report?.cause?.evidence ?? []) \(report?.notes ?? []); thread "
                 + "\(report?.loop.threadId ?? 0), samples \(samples); all events:\n\(events.joined(separator: "\n"))"

@@ -7,8 +7,13 @@ import Testing
 
 /// Resolves addresses from a fixed table: `0x1000` → `work`, `0x2000` → `caller`, `0x3000` → `main`.
 final class TableResolver: FrameResolving {
-    let names: [UInt64: String] = [0x1000: "work", 0x2000: "caller", 0x3000: "main", 0x4000: "pthread_mutex_lock"]
+    let names: [UInt64: String]
     var errors: [String] = []
+
+    /// The table, with `more` names besides.
+    init(more: [UInt64: String] = [:]) {
+        names = [0x1000: "work", 0x2000: "caller", 0x3000: "main", 0x4000: "pthread_mutex_lock"].merging(more) { $1 }
+    }
 
     func symbolicate(_ frames: [UnwoundFrame]) -> [StackFrame] {
         frames.map { captured in
@@ -204,6 +209,35 @@ final class TableResolver: FrameResolving {
         #expect(starved.kind == .starved, "\(starved.evidence)")
         let idle = try #require(build(Self.takenUpEvidence(cpuMs: 5, runQueueMs: 10)).cause)
         #expect(idle.kind == .unknown, "\(idle.evidence)")
+    }
+
+    /// A thread that a queue's drain lock named as the one holding it, parked in the Dispatch pool's own wait for
+    /// work at every sample (libdispatch's worker entry right outside its semaphore wait), held nothing: no thread
+    /// held the queue, and no lock is blamed. The same wait with the program's code between (a block of the queue
+    /// waiting on a semaphore) is the block's wait, and stays a lock.
+    @Test func aThreadParkedInTheDispatchPoolsWaitAtEverySampleHeldNoQueue() throws {
+        let pool: [UInt64: String] = [
+            0x5000: "__futex_abstimed_wait_common", 0x5100: "__new_sem_wait_slow64.constprop.0",
+            0x5200: "_dispatch_sema4_timedwait", 0x5300: "_dispatch_semaphore_wait_slow",
+            0x5400: "_dispatch_worker_thread", 0x5500: "start_thread",
+        ]
+        let build = { (stack: [UInt64]) in
+            var evidence = Self.onCPUEvidence()
+            for index in evidence.samples.indices {
+                evidence.samples[index].frames = UnwoundFrame.backtrace(stack)
+                evidence.samples[index].probe = Self.probe(state: "S", syscall: 202, arg0: 0x7f00, cpuMs: 500)
+            }
+            return Self.builder().build(
+                evidence, status: .ended, endNanos: 1_400 * Self.ms, final: true, now: 1_400 * Self.ms,
+                symbols: TableResolver(more: pool))
+        }
+        let parked = try #require(build([0x5000, 0x5100, 0x5200, 0x5300, 0x5400, 0x5500]).cause)
+        #expect(parked.kind != .lock, "\(parked)")
+        #expect(
+            parked.evidence.contains { $0.hasPrefix("no thread held the loop during the stall: thread 42") },
+            "\(parked.evidence)")
+        let inABlock = try #require(build([0x5000, 0x5100, 0x5200, 0x5300, 0x1000, 0x5400, 0x5500]).cause)
+        #expect(inABlock.kind == .lock, "\(inABlock)")
     }
 
     /// A thread read as it exits has no schedstat (CPU in clock ticks, no run-queue wait): its figures end at the

@@ -109,6 +109,15 @@ package enum CauseClassifier {
         return [.lock, .sleep, .idleWait].contains(SyscallTable.kind(number))
     }
 
+    /// Whether a stack is a Dispatch pool thread parked in the pool's own wait for work: libdispatch's worker entry
+    /// (`_dispatch_worker_thread`) right outside the semaphore wait it parks in, nothing of the program between. Such
+    /// a thread holds no queue, whatever a queue's drain lock last said of it.
+    static func idleInDispatchPool(_ symbols: [String]) -> Bool {
+        guard let entry = symbols.firstIndex(of: "_dispatch_worker_thread"), entry > 0 else { return false }
+        let plumbing = ["__futex", "futex", "__new_sem_wait", "sem_", "_dispatch_sema4_", "_dispatch_semaphore_wait"]
+        return symbols[..<entry].allSatisfy { symbol in plumbing.contains { symbol.hasPrefix($0) } }
+    }
+
     static func activity(of o: Observation) -> Activity {
         if o.state == "D" { return .io }
         if wokenWaitingForCPU(o) { return .runnable }

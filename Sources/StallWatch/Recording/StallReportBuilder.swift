@@ -334,6 +334,14 @@ struct StallReportBuilder {
                 "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
                     + "thread still stuck, and sampled it after it had moved on)")
         }
+        // The thread sampled as the loop's (a queue's drain lock named it) parked in the Dispatch pool's wait for
+        // work at every sample: no code held the queue, which waited to be taken up (by a pool thread given a CPU).
+        if !observations.isEmpty, observations.allSatisfy({ CauseClassifier.idleInDispatchPool($0.symbols) }) {
+            return figuresOnly(
+                "no thread held the loop during the stall: thread \(tid), read as the one holding it, was parked in "
+                    + "the Dispatch pool's wait for work at all \(observations.count) samples",
+                ranOtherWork: true)
+        }
         return CauseClassifier.classify(input)
     }
 
