@@ -240,6 +240,28 @@ final class TableResolver: FrameResolving {
         #expect(inABlock.kind == .lock, "\(inABlock)")
     }
 
+    /// A stall whose only sample was captured after it ended, the /proc reading taken for that sample being over
+    /// before the end: the reading is the thread's state inside the stall. Blocked in `fsync` (state D), the stall
+    /// is I/O in `fsync`, and the cause says the reading is its only observation; without such a reading, no cause.
+    @Test func aStallSampledOnlyAfterItsEndIsJudgedFromTheProcReadingTakenBeforeIt() throws {
+        let build = { (reading: ThreadProbe?) in
+            var evidence = Self.onCPUEvidence()
+            evidence.samples = []
+            evidence.samplesAfterEnd = 1
+            evidence.probeBeforeEnd = reading
+            return Self.builder().build(
+                evidence, status: .ended, endNanos: 1_300 * Self.ms, final: true, now: 1_400 * Self.ms,
+                symbols: TableResolver())
+        }
+        let inSync = try #require(build(Self.probe(state: "D", syscall: 74, arg0: 3, cpuMs: 500)).cause)
+        #expect(inSync.kind == .io, "\(inSync)")
+        #expect(inSync.evidence.first?.hasPrefix("not sampled") == true, "\(inSync.evidence)")
+        #expect(inSync.evidence.contains { $0.contains("in I/O (fsync)") }, "\(inSync.evidence)")
+        let unread = try #require(build(nil).cause)
+        #expect(unread.kind != .io, "\(unread)")
+        #expect(unread.evidence.first?.hasPrefix("not sampled") == true, "\(unread.evidence)")
+    }
+
     /// A thread read as it exits has no schedstat (CPU in clock ticks, no run-queue wait): its figures end at the
     /// last reading that had them, and a loop that mostly waited for a CPU until then is still starved.
     @Test func figuresEndAtTheLastReadingThatHasThemWhenTheThreadIsReadAsItExits() throws {

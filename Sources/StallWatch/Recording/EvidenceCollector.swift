@@ -148,9 +148,13 @@ struct EvidenceCollector {
     mutating func dropSamples(capturedFrom endNanos: UInt64) {
         guard var evidence else { return }
         let before = evidence.samples.count
+        let afterEnd = evidence.samples.filter { ($0.capturedAtNanos ?? 0) >= endNanos }
         evidence.samples.removeAll { ($0.capturedAtNanos ?? 0) >= endNanos }
         let dropped = before - evidence.samples.count
         guard dropped > 0 else { return }
+        if evidence.probeBeforeEnd == nil, let first = afterEnd.first, let at = first.probedAtNanos, at < endNanos {
+            evidence.probeBeforeEnd = first.probe
+        }
         evidence.notes.append(
             "\(dropped) of \(before) samples were captured after the stall ended and are left out")
         evidence.samplesAfterEnd += dropped
@@ -205,6 +209,7 @@ struct EvidenceCollector {
         // The wait target is read before the capture: a stop turns a timed futex wait or sleep into
         // restart_syscall. A restart at the place of the previous sample's call continues that call.
         sample.probe = ThreadProbe.read(pid: pid, tid: thread.threadID)
+        sample.probedAtNanos = sw_monotonic_ns()
         readWaitUnderWay(
             &sample.probe, since: evidence.samples.last?.probe?.cpuNanos ?? evidence.stallStartSchedule?.cpuNanos)
         if var probe = sample.probe, let wait = probe.wait, wait.isRestart,

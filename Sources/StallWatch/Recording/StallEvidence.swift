@@ -43,6 +43,8 @@ struct StallEvidence: Sendable {
         /// When the captured state was the thread's (CLOCK_MONOTONIC, see ``StackCapture/capturedAtNanoseconds``);
         /// nil when unknown (a failed capture).
         var capturedAtNanos: UInt64?
+        /// When the probe's reading was over (CLOCK_MONOTONIC): the thread was in the state it shows at or before.
+        var probedAtNanos: UInt64?
     }
 
     /// A thread of the all-thread snapshot with its stack still as raw addresses.
@@ -81,6 +83,9 @@ struct StallEvidence: Sendable {
     var captureErrors: [String] = []
     /// Samples left out because they were captured after the stall ended.
     var samplesAfterEnd = 0
+    /// The /proc reading of the first sample left out as captured after the stall ended, when the reading itself
+    /// was over before the end: the thread's state inside the stall, without a stack.
+    var probeBeforeEnd: ThreadProbe?
     /// Problems met when the watching was set up, repeated in every report.
     var setupErrors: [String] = []
     /// The Concurrency pool's sections, for a stall of a pool worker or of the whole pool.

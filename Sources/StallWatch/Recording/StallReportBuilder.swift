@@ -330,9 +330,30 @@ struct StallReportBuilder {
                 ranOtherWork: true)
         }
         if notSampled {
-            return figuresOnly(
+            let why =
                 "not sampled: the stall ended before its first sample was captured (the watcher looked, found the "
-                    + "thread still stuck, and sampled it after it had moved on)")
+                + "thread still stuck, and sampled it after it had moved on)"
+            // The capture came too late, but the /proc reading just before it was over before the stall ended: the
+            // thread's state inside the stall. Blocked in a call that says what it waits for, it is the cause's
+            // only observation (no stack).
+            if let probe = evidence.probeBeforeEnd, probe.state == "D" || probe.state == "S" {
+                var observation = CauseClassifier.Observation(
+                    state: probe.state, syscall: probe.syscall, wchan: probe.wchan, symbols: [], lockOwner: nil,
+                    waitKind: probe.wait?.kind, captureTimedOut: false, fileLockHolder: nil, otherProcess: nil,
+                    ownWakeupSleep: nil, sharedLock: nil)
+                observation.inPageFault =
+                    probe.state == "D" && probe.wait.map { !$0.inSyscall && $0.stackPointer != 0 } == true
+                if [.io, .lock, .sleep].contains(CauseClassifier.activity(of: observation)) {
+                    var single = input
+                    single.observations = [observation]
+                    var cause = CauseClassifier.classify(single)
+                    cause.evidence.insert(
+                        why + "; its only observation is the /proc reading taken for that sample, over before the "
+                            + "stall ended: the sample count below is that reading", at: 0)
+                    return cause
+                }
+            }
+            return figuresOnly(why)
         }
         // The thread sampled as the loop's (a queue's drain lock named it) parked in the Dispatch pool's wait for
         // work at every sample: no code held the queue, which waited to be taken up (by a pool thread given a CPU).
