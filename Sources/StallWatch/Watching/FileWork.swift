@@ -96,6 +96,11 @@ package struct FileWork: Sendable, Equatable {
     /// Bytes dirtied or fetched by calls that had not completed at the last look.
     package var dirtiedCredit: UInt64 = 0
     package var fetchedCredit: UInt64 = 0
+    /// Bytes completed writes moved beyond the file pages counted as dirtied so far: the kernel's count of a
+    /// write's pages can trail the write itself by one call (seen with 1 MiB writes on ext4: an interval with one
+    /// completed write and nothing dirtied, the next with a call's worth more dirtied than written). Owed by this
+    /// piece of work only: a new one starts owing nothing.
+    package var dirtiedDebt: UInt64 = 0
     /// The thread dirtied or fetched file pages since the work began: its next file call (the fsync of what it
     /// wrote, seen "running" while it allocates blocks) may sleep before any look sees it in that call.
     package var touchedFilePages = false
@@ -180,8 +185,13 @@ package struct FileWork: Sendable, Equatable {
             // the page cache) is this work's whatever share of its bytes they saw dirtied: it may have begun
             // before the work's first look (a loaded machine's looks come late), or dirtied pages before they did.
             let oneWriteSeenInFlight = moves.writeCalls == 1 && callInFlight
+            // Writes in work that has dirtied file pages whose pages the kernel has not all counted yet: at most one
+            // call's bytes behind, over the whole work (a socket's write is never counted, and falls further behind
+            // with each one).
+            let oneCall = moves.writtenBytes / moves.writeCalls + Self.appendBytes
+            let trailingByOneCall = touchedFilePages && dirtiedDebt + moves.writtenBytes <= dirtied + oneCall
             guard moves.bytesKnown,
-                oneWriteSeenInFlight
+                oneWriteSeenInFlight || trailingByOneCall
                     || ((dirtied > 0 || moves.writtenBytes <= small) && moves.writtenBytes <= 2 * dirtied + small)
             else { return false }
         }
@@ -206,14 +216,20 @@ package struct FileWork: Sendable, Equatable {
     package static let wakeupBytes: UInt64 = 8
     /// The most bytes a write call that dirties nothing moves, in work that has dirtied file pages, when it is
     /// an append into a page already dirty: a page. (Blind spot: a loop that wrote a file, then answers with
-    /// short writes and no read in between, looks busy with the file.)
+    /// short writes and no read in between, looks busy with the file; so does one write of any size right after
+    /// file work, which reads as a write whose pages the kernel counts one call late.)
     package static let appendBytes: UInt64 = 4096
 
     /// Carries the bytes of calls still in progress to the next look.
     package mutating func account(_ moves: CounterMoves) {
         if moves.dirtiedBytes > 0 || moves.fetchedBytes > 0 { touchedFilePages = true }
-        dirtiedCredit += moves.dirtiedBytes
-        dirtiedCredit -= min(dirtiedCredit, moves.writtenBytes)
+        // Credit and debt are one balance, dirtied less written, kept as two unsigned halves.
+        let gained = dirtiedCredit + moves.dirtiedBytes
+        let owed = dirtiedDebt + moves.writtenBytes
+        (dirtiedCredit, dirtiedDebt) = gained >= owed ? (gained - owed, 0) : (0, owed - gained)
+        // Up to a page short is the rounding of appends into pages already dirty (a log line, a JIT runtime's symbol
+        // map), never counted: not owed.
+        if dirtiedDebt <= Self.appendBytes { dirtiedDebt = 0 }
         fetchedCredit += moves.fetchedBytes
         fetchedCredit -= min(fetchedCredit, moves.readBytes)
     }
