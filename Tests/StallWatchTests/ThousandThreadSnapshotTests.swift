@@ -1,4 +1,5 @@
 // The all-threads snapshot of a process with a thousand threads does not black out the stall's sampling.
+import CStallWatchPtrace
 import Foundation
 import StallWatchTestSupport
 import Synchronization
@@ -25,10 +26,11 @@ extension StressTests {
             return threads
         }
 
-        /// One stall of 4 s among the parked threads, with a snapshot of every thread; its report. The snapshot stops
-        /// where the stall ends (threads read after it would show the state after it), and alone it takes 1.3–2 s:
-        /// the stall outlasts it.
-        static func stallOnce() throws -> StallReport? {
+        /// One stall of 4 s among the parked threads, with a snapshot of every thread; its report, and how long the
+        /// sampling side (the watching thread and the capture helper) waited for a CPU from the watchdog's start to
+        /// the stall's end. The snapshot stops where the stall ends (threads read after it would show the state after
+        /// it), and alone it takes 1.3–2 s: the stall outlasts it.
+        static func stallOnce() throws -> (report: StallReport?, waitedForACPUMs: Double) {
             let directory = Fixtures.temporaryDirectory("thousand")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             var configuration = StallWatchConfiguration()
@@ -42,18 +44,29 @@ extension StressTests {
             let watchdog = Watchdog(loop: loop, configuration: configuration) { if case .ended = $0 { ended.signal() } }
             try watchdog.start()
             _ = startLoopThread(loop)
+            let watching = Self.threads(named: "stallwatch-watc")
+            let waitedBefore = watching.compactMap { Self.runQueueWaitNanos(pid: getpid(), tid: $0) }.reduce(0, +)
             // The watching thread took the real-time class from its creator (the test's thread, when it is in it).
             if sched_getscheduler(0) == SCHED_FIFO {
-                let watching = Self.threads(named: "stallwatch-watc")
                 #expect(
                     !watching.isEmpty && watching.allSatisfy { sched_getscheduler($0) == SCHED_FIFO },
                     "the watching thread \(watching) is not in the real-time class")
             }
             loop.perform { Self.stuckAmongAThousandThreads(milliseconds: 4000) }
             #expect(ended.wait(timeout: .now() + 60) == .success)
+            // The helper is a process of its own, started by the stall's first capture.
+            let helper = sw_helper_pid()
+            let waited =
+                watching.compactMap { Self.runQueueWaitNanos(pid: getpid(), tid: $0) }.reduce(0, +) - waitedBefore
+                + (helper > 0 ? Self.runQueueWaitNanos(pid: helper, tid: helper) ?? 0 : 0)
             loop.stop()
             watchdog.stop()
-            return try Fixtures.reports(in: directory).first
+            return (try Fixtures.reports(in: directory).first, Double(waited) / 1e6)
+        }
+
+        /// A thread's wait for a CPU so far (`schedstat`), in nanoseconds.
+        static func runQueueWaitNanos(pid: Int32, tid: Int32) -> UInt64? {
+            ProcDirectory(processID: pid, threadID: tid).schedstat(now: 0)?.runQueueWaitNanos
         }
 
         /// The threads of this process whose name (as the kernel keeps it, 15 bytes) is `name`.
@@ -96,14 +109,22 @@ extension StressTests {
             let parked = Self.parkThreads(1000, release: release)
             defer { for _ in parked { release.signal() } }
             // Without interleaving, the gap is the whole snapshot (seconds) every time.
-            let report = try #require(try Self.stallOnce())
+            let (stalled, waitedForACPUMs) = try Self.stallOnce()
+            let report = try #require(stalled)
             let threads = report.threads ?? []
             #expect(threads.count >= 1000, "the snapshot covered the threads: \(threads.count)")
             let offsets = report.samples.map(\.offsetMs)
             #expect(offsets.count >= 10, "\(offsets.count) samples")
+            // The real-time class is not all of the CPU: the kernel keeps a share of each second for the other
+            // threads (RT throttling, the fair server), and the sampling side's wait for a CPU, measured by the
+            // kernel, is the machine's part of a gap.
             let widest = Self.widestGap(report)
             #expect(
-                widest < 100, "widest gap between loop samples: \(widest) ms over \(offsets.count) samples: \(offsets)")
+                widest < 100 + waitedForACPUMs,
+                """
+                widest gap between loop samples: \(widest) ms, the sampling side waited \(waitedForACPUMs) ms for a \
+                CPU in all, over \(offsets.count) samples: \(offsets)
+                """)
             let named = report.samples.filter { sample in
                 sample.frames.contains { $0.symbol?.contains("stuckAmongAThousandThreads") == true }
             }
