@@ -159,6 +159,15 @@ for entry in "${expected_causes[@]}"; do
         exit 1
     fi
     found=$("$bin/stallwatch" reports list "${naming[@]}" --cause "$cause" --json | grep -c '"cause"' || true)
+    # A CPU-bound stall on a machine whose other work kept the loop from a CPU for most of it is `starved`: the
+    # verdict says the machine, not the sort, held the loop up past the threshold. Right on a busy machine; said.
+    if [ "$found" -eq 0 ] && [ "$cause" = cpu ]; then
+        starved=$("$bin/stallwatch" reports list "${naming[@]}" --cause starved --json | grep -c '"cause"' || true)
+        if [ "$starved" -gt 0 ]; then
+            echo "demo: the $kind stall's report says starved, not cpu: this machine's other work kept the loop from a CPU (run the demo on a quiet machine to see cpu)"
+            found=$starved
+        fi
+    fi
     if [ "$found" -eq 0 ]; then
         echo "demo: the $kind stall's reports (${naming[*]}) do not give the cause $cause:" >&2
         "$bin/stallwatch" reports list "${naming[@]}" >&2
