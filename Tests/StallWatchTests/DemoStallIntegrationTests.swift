@@ -90,10 +90,17 @@ import Testing
                 "--repeat", "5", "--report-dir", directory,
             ])
         #expect(result.status == 0, "demo failed: \(result.stderr)")
+        // A loaded machine may hold the loop up between the stalls, long enough for a report of its own: `starved`,
+        // with the run queue as evidence, is the documented verdict for that and blames nothing in the program (its
+        // ended line says `starved`); it is none of the five.
+        let all = try Fixtures.reports(in: directory)
+        let machine = all.filter { $0.cause?.isStarvedByTheMachine == true }
+        let endedLines = result.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }
         // Every stall is still announced as it ends…
-        #expect(result.stdout.split(separator: "\n").filter { $0.contains(#""event":"ended""#) }.count == 5)
+        let stallsEnded = endedLines.filter { line in !machine.contains { line.contains(#""id":"\#($0.id)""#) } }
+        #expect(stallsEnded.count == 5, "\(endedLines)")
         // …but the repeats of one signature are counted in the first report instead of written again.
-        let reports = try Fixtures.reports(in: directory)
+        let reports = all.filter { $0.cause?.isStarvedByTheMachine != true }
         // On failure, what kept the stalls apart: each report's signature, cause, duration and point stack's top.
         try #require(
             reports.count == 1,
