@@ -25,17 +25,22 @@ enum StallKind: String, CaseIterable {
 /// Functions that stall the calling thread (the loop) for about `durationMs`.
 enum Stalls {
     /// Runs the stall, then says on standard error how long it ran by the program's own clock, to set beside the
-    /// report (disk I/O can overrun the asked-for time): `stallwatch-demo: the io stall ran 771.3 ms`.
+    /// report (disk I/O can overrun the asked-for time), and when, in seconds since 1970 as reports date stalls:
+    /// `stallwatch-demo: the io stall ran 771.3 ms (from 1796601234.123456 to 1796601234.894756)`.
     static func run(_ kind: StallKind, durationMs: Int) {
         let tid = sw_gettid()
         let waitAtStart = runQueueWaitNanos(thread: tid)
         lastStall.withLock { $0 = waitAtStart.map { (tid, $0) } }
         let injected = InjectedStalls.shared.begin()
-        defer { InjectedStalls.shared.end(injected) }
+        let startedAt = Date()
         let start = DispatchTime.now().uptimeNanoseconds
         defer {
             let ran = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-            let line = String(format: "stallwatch-demo: the %@ stall ran %.1f ms\n", kind.rawValue, ran)
+            let endedAt = Date()
+            InjectedStalls.shared.end(injected)
+            let line = String(
+                format: "stallwatch-demo: the %@ stall ran %.1f ms (from %.6f to %.6f)\n", kind.rawValue, ran,
+                startedAt.timeIntervalSince1970, endedAt.timeIntervalSince1970)
             FileHandle.standardError.write(Data(line.utf8))
         }
         switch kind {

@@ -12,6 +12,19 @@ package enum Fixtures {
         }
     }
 
+    /// When each of the demo's stalls ran by its own clock, from its standard error (`… ran 300.1 ms (from S to
+    /// S)`, seconds since 1970).
+    package static func demoStallIntervals(_ stderr: String) -> [ClosedRange<Date>] {
+        stderr.split(separator: "\n").compactMap { line in
+            guard let from = line.range(of: " (from "),
+                let to = line.range(of: " to ", range: from.upperBound..<line.endIndex),
+                let start = Double(line[from.upperBound..<to.lowerBound]),
+                let end = Double(line[to.upperBound...].prefix { $0 != ")" }), start <= end
+            else { return nil }
+            return Date(timeIntervalSince1970: start)...Date(timeIntervalSince1970: end)
+        }
+    }
+
     /// How long the demo's stall thread waited for a CPU from the stall's start to its report, as the demo says on
     /// standard error (`stallwatch-demo: the stall's thread waited 12.3 ms for a CPU`); nil when it did not.
     package static func demoStallThreadRunQueueMs(_ stderr: String) -> Double? {
