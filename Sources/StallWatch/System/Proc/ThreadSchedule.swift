@@ -100,14 +100,26 @@ extension ThreadSchedule {
 
     /// The calling thread's `se.exec_start` read while it runs on `cpu`, and the monotonic time just after; its
     /// CPU affinity is restored after.
+    ///
+    /// A reading that took longer than ``ownReadingLimitNanos`` gives nil: the calling thread was kept from its CPU
+    /// in the middle of it (a busy machine), and its `exec_start` may be from before that wait while the time taken
+    /// after it is not — the wait would be counted as the other thread's running, and a time dated from the
+    /// reading would err late by it (seen: 223 ms).
     private static func ownLastStartedRunning(onCPU cpu: Int32) -> (Double, UInt64)? {
         var saved = [UInt8](repeating: 0, count: 128)
         guard sw_pin_to_cpu(cpu, &saved, 128) == 0 else { return nil }
         defer { _ = sw_set_affinity(saved, 128) }
         guard sw_current_cpu() == cpu else { return nil }
+        let before = sw_monotonic_ns()
         let text = ProcFile.text("/proc/thread-self/sched")
         let at = sw_monotonic_ns()
-        guard sw_current_cpu() == cpu, let started = text.flatMap(lastStartedRunning(inSched:)) else { return nil }
+        guard at &- before <= ownReadingLimitNanos, sw_current_cpu() == cpu,
+            let started = text.flatMap(lastStartedRunning(inSched:))
+        else { return nil }
         return (started, at)
     }
+
+    /// The longest a reading of the calling thread's own `sched` may take (it takes tens of microseconds on a CPU
+    /// of its own).
+    static let ownReadingLimitNanos: UInt64 = 2_000_000
 }
