@@ -71,6 +71,12 @@ import Testing
         CorpusCase(
             name: "python timed wait on its own wake-up pipe", command: python("self-pipe-sleep"),
             expect: .stall(.sleep, frames: ["select"]), evidenceContains: "own wake-up descriptor"),
+        // logging's handler lock (a threading.RLock) held by a thread whose record a slow collector is taking:
+        // the RLock records its owner's handle beside the semaphore it waits on, and that thread is named.
+        CorpusCase(
+            name: "python logging handler lock held by another thread", command: python("logging-lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"]),
+            evidenceContains: "the lock's own structure records thread", candidateThread: "audit"),
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),

@@ -82,6 +82,25 @@ extension CauseClassifier {
         }
     }
 
+    /// A lock that keeps no owner in its word but records one in a structure of its own (``RecordedHolder``): that
+    /// thread is the likely holder, named first; the other candidates follow as possible ones.
+    static func recordedHolderCause(
+        _ recorded: RecordedHolder.Finding, _ e: Evidence, candidates: [StallReport.ThreadSnapshot],
+        evidence: [String]
+    ) -> StallReport.Cause {
+        let thread = e.threads.first { $0.threadId == recorded.threadID }
+        let name = thread?.name ?? ""
+        let doing = thread.map { t in ", \(t.stateDescription)" + (t.syscall.map { " in \($0)" } ?? "") } ?? ""
+        let sentence =
+            "the lock's own structure records thread \(recorded.threadID)" + (name.isEmpty ? "" : " (\(name))")
+            + " as holding it: \(recorded.how); likely the holder, not certain\(doing)"
+        let holder = StallReport.Cause.CandidateHolder(
+            threadId: recorded.threadID, name: name, reason: "recorded by the lock's own structure: \(recorded.how)",
+            confidence: .likely)
+        let others = holderData(Array(candidates.filter { $0.threadId != recorded.threadID }.prefix(2))) ?? []
+        return .init(kind: .lock, evidence: evidence + [sentence], candidateHolders: [holder] + others)
+    }
+
     /// One evidence sentence naming the candidates, or nil when there are none.
     static func candidateSentence(_ candidates: [StallReport.ThreadSnapshot]) -> String? {
         guard !candidates.isEmpty else { return nil }

@@ -12,6 +12,8 @@ package enum CauseClassifier {
         var symbols: [String]
         /// The owner of the lock the loop waited on at this sample, if it could be read.
         var lockOwner: Int32?
+        /// The thread the lock's own structure records as its holder, when the lock word names none.
+        var recordedHolder: RecordedHolder.Finding?
         /// The call's class judged by its arguments too (``ThreadWait/kind``), when they were read.
         var waitKind: SyscallTable.Kind?
         /// The capture could not stop the thread in time: it was working inside the kernel (a long write).
@@ -401,6 +403,9 @@ package enum CauseClassifier {
             }
             evidence.append("the lock's owner could not be read (not a glibc mutex, or a condition/semaphore)")
             let candidates = candidateHolders(e, loopWaitAddress: loopWait)
+            if let recorded = mostCommon(e.observations.compactMap(\.recordedHolder)) {
+                return recordedHolderCause(recorded, e, candidates: candidates, evidence: evidence)
+            }
             if let sentence = candidateSentence(candidates) { evidence.append(sentence) }
             if let other = likelyCycle(e, loopWaitAddress: loopWait) {
                 evidence.append(

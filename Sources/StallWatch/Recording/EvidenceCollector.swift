@@ -222,8 +222,19 @@ struct EvidenceCollector {
         if let probe = sample.probe, let wait = probe.wait, wait.kind == .lock, wait.number == 72 || wait.number == 73 {
             sample.fileLockHolder = FileLockHolder.holder(pid: pid, wait: wait)
         } else if let probe = sample.probe, probe.syscallKind == .lock, let wait = probe.wait {
-            sample.lockOwner =
-                LockOwner.owner(pid: pid, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))?.threadID
+            let threads = Set(ThreadProbe.threadIDs(pid: pid))
+            sample.lockOwner = LockOwner.owner(pid: pid, wait: wait, threads: threads)?.threadID
+            // A lock whose word names no owner may record one in a structure of its own; read once per call (a
+            // sample in the same call as the one before waits for the same lock).
+            if sample.lockOwner == nil {
+                if let before = evidence.samples.last, let previous = before.probe?.wait, wait.isSameCall(as: previous)
+                {
+                    sample.recordedHolder = before.recordedHolder
+                } else {
+                    sample.recordedHolder = RecordedHolder.find(
+                        pid: pid, waiter: thread.threadID, wait: wait, threads: threads)
+                }
+            }
         }
         if let sampler = target.sampler {
             let taken = sampler.sample(thread, configuration: configuration)

@@ -225,6 +225,7 @@ struct StallReportBuilder {
             observation.inPageFault =
                 probe.state == "D" && probe.wait.map { !$0.inSyscall && $0.stackPointer != 0 } == true
             observation.stopWaitNanos = raw.stopWaitNanos
+            observation.recordedHolder = raw.recordedHolder
             return observation
         }
         var loopCPU: UInt64?

@@ -70,7 +70,8 @@ extension StallReport {
         public struct CandidateHolder: Codable, Sendable, Equatable {
             /// How strongly the evidence points at this thread.
             public enum Confidence: String, Codable, Sendable, CaseIterable {
-                /// Part of a cycle of lock waits with the loop thread: each waits for a lock the other may hold.
+                /// Part of a cycle of lock waits with the loop thread (each waits for a lock the other may hold), or
+                /// recorded as the holder by the lock's own structure rather than by its word.
                 case likely
                 /// Its state allows it (blocked on another lock, running, sleeping), nothing more.
                 case possible

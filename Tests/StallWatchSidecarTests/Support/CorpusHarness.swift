@@ -37,6 +37,8 @@ struct CorpusCase: Sendable, CustomTestStringConvertible {
     var blockingProcess: String?
     /// The command name of the first candidate holder that is another process, a `likely` one.
     var candidateProcess: String?
+    /// The thread name of the first candidate holder, a `likely` one, a thread of the watched process.
+    var candidateThread: String?
     /// A line the report's `capture.errors` must contain (substring).
     var captureErrorsContain: String?
     /// Symbol substrings each of which some frame of the point stack must contain (deeper than `topFrames`).
@@ -230,6 +232,12 @@ enum CorpusHarness {
                 let candidate = report.cause?.candidateHolders?.first { $0.processId != nil }
                 #expect(
                     candidate?.name == name && candidate?.confidence == .likely,
+                    "candidate \(String(describing: candidate)): \(describe(report))")
+            }
+            if let name = c.candidateThread {
+                let candidate = report.cause?.candidateHolders?.first
+                #expect(
+                    candidate?.name == name && candidate?.confidence == .likely && candidate?.processId == nil,
                     "candidate \(String(describing: candidate)): \(describe(report))")
             }
             if let text = c.captureErrorsContain {

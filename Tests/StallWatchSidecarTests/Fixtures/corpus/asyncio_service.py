@@ -130,6 +130,12 @@ def stall():
         # A housekeeping pause that a signal can cut short: wait on the wake-up pipe (written non-blocking from a
         # signal handler, as the self-pipe trick wants) for at most STALL seconds.
         select.select([wakeup_r], [], [], STALL)
+    elif MODE == "logging-lock":
+        # The loop logs while the audit thread's record is still being shipped: logging holds a handler's lock (a
+        # threading.RLock) over its emit, and the HTTP log collector takes STALL seconds to answer.
+        audit_go.set()
+        audit_emitting.wait()
+        log.warning("request served")
     elif MODE == "timed-lock":
         lock = threading.Lock()
         holder(lock, STALL, "lock-holder")
@@ -166,6 +172,44 @@ if MODE in ("flock", "fcntl-lock"):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     other.stdout.readline()
     release_other = lambda: (other.stdin.write("go\n"), other.stdin.flush())
+
+if MODE == "logging-lock":
+    # Records go to an HTTP log collector on this machine (logging.handlers.HTTPHandler), from the loop and from an
+    # audit thread; the collector, started before the loop runs, takes STALL seconds over the audit thread's record.
+    import logging, logging.handlers, subprocess
+
+    collector = subprocess.Popen(
+        [sys.executable, "-c", "import http.server, sys, time\n"
+         "open('/proc/self/comm', 'w').write('log-collector')\n"
+         "class Slow(http.server.BaseHTTPRequestHandler):\n"
+         "    def do_POST(self):\n"
+         "        self.rfile.read(int(self.headers['Content-Length']))\n"
+         "        if self.server.first:\n            time.sleep(float(sys.argv[1]))\n"
+         "        self.server.first = False\n"
+         "        self.send_response(200)\n        self.send_header('Content-Length', '0')\n"
+         "        self.end_headers()\n"
+         "    def log_message(self, *args):\n        pass\n"
+         "server = http.server.HTTPServer(('127.0.0.1', 0), Slow)\nserver.first = True\n"
+         "print(server.server_port, flush=True)\nserver.handle_request()\nserver.handle_request()", str(STALL)],
+        stdout=subprocess.PIPE, text=True)
+    collector_port = int(collector.stdout.readline())
+
+    class AuditHandler(logging.handlers.HTTPHandler):
+        def emit(self, record):
+            if threading.current_thread().name == "audit":
+                audit_emitting.set()
+            super().emit(record)
+
+    log = logging.getLogger("service")
+    log.addHandler(AuditHandler(f"127.0.0.1:{collector_port}", "/log", method="POST"))
+    audit_go, audit_emitting = threading.Event(), threading.Event()
+
+    def audit():
+        name_thread("audit")
+        audit_go.wait()
+        log.warning("audit: session opened")
+
+    threading.Thread(target=audit, name="audit", daemon=True).start()
 
 if MODE in ("pipe-read", "unix-socket", "tcp-loopback"):
     import http.client, socket, subprocess

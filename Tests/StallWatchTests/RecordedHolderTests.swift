@@ -1,0 +1,127 @@
+// RecordedHolder reads the holder a lock records in a structure of its own, in this process, with real threads.
+import Dispatch
+import Foundation
+import StallWatchTestSupport
+import Testing
+
+@testable import StallWatch
+
+/// A reentrant lock as runtimes write it: a POSIX semaphore and, beside it, the owning thread's `pthread_self()`.
+/// `inline` keeps the semaphore in the structure; otherwise the structure points to one allocated apart.
+private final class OwnedSemaphoreLock: @unchecked Sendable {
+    // Layout of the raw structure: [owner handle][count][semaphore pointer], then the inline semaphore.
+    let raw = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
+    let separate = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+    let inline: Bool
+
+    init(inline: Bool) {
+        self.inline = inline
+        raw.initializeMemory(as: UInt8.self, repeating: 0, count: 64)
+        sem_init(semaphore, 0, 1)
+        raw.storeBytes(of: UInt(bitPattern: semaphore), toByteOffset: 16, as: UInt.self)
+    }
+
+    deinit {
+        sem_destroy(semaphore)
+        raw.deallocate()
+        separate.deallocate()
+    }
+
+    var semaphore: UnsafeMutablePointer<sem_t> {
+        inline ? (raw + 24).bindMemory(to: sem_t.self, capacity: 1) : separate
+    }
+
+    /// Takes the lock, recording the caller as its owner when `record`.
+    @inline(never) func acquire(record: Bool) {
+        let structure = raw
+        while sem_wait(semaphore) != 0 {}
+        if record { structure.storeBytes(of: pthread_self(), as: UInt.self) }
+        withExtendedLifetime(structure) {}
+    }
+
+    func release() {
+        raw.storeBytes(of: 0, as: UInt.self)
+        sem_post(semaphore)
+    }
+}
+
+@Suite(.offPool) struct RecordedHolderTests {
+    /// A holder thread takes `lock` (recording itself when `record`), a waiter blocks on it; returns what
+    /// RecordedHolder finds from the waiter's wait, with the holder's and the waiter's ids.
+    private func findWhileHeld(
+        _ lock: OwnedSemaphoreLock, record: Bool, recordWaiter: Bool = false
+    ) throws -> (found: RecordedHolder.Finding?, holder: Int32, waiter: Int32) {
+        let holder = HolderTID()
+        let waiter = HolderTID()
+        let taken = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            holder.set(StallWatchTestSupport.currentThreadID())
+            lock.acquire(record: record)
+            taken.signal()
+            release.wait()
+            lock.release()
+        }.start()
+        taken.wait()
+        if recordWaiter {
+            // A structure that records the waiter (a "last waiter" field): not a holder.
+            Thread {
+                waiter.set(StallWatchTestSupport.currentThreadID())
+                lock.raw.storeBytes(of: pthread_self(), as: UInt.self)
+                lock.acquire(record: false)
+                lock.release()
+                done.signal()
+            }.start()
+        } else {
+            Thread {
+                waiter.set(StallWatchTestSupport.currentThreadID())
+                lock.acquire(record: false)
+                lock.release()
+                done.signal()
+            }.start()
+        }
+        let pid = getpid()
+        func waitOf() -> ThreadWait? {
+            guard waiter.value != 0, let wait = ProcDirectory(processID: pid, threadID: waiter.value).syscall(),
+                wait.number == 202
+            else { return nil }
+            return wait
+        }
+        #expect(pollUntil { waitOf() != nil })
+        let wait = try #require(waitOf())
+        #expect(wait.arguments[0] == UInt64(UInt(bitPattern: lock.semaphore)))
+        let found = RecordedHolder.find(
+            pid: pid, waiter: waiter.value, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))
+        release.signal()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        return (found, holder.value, waiter.value)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aHolderRecordedInAStructureThatPointsToTheSemaphoreIsFoundThroughTheWaitersStack() throws {
+        let lock = OwnedSemaphoreLock(inline: false)
+        let (found, holder, _) = try findWhileHeld(lock, record: true)
+        #expect(found?.threadID == holder, "\(String(describing: found))")
+        #expect(found?.structureAddress == UInt64(UInt(bitPattern: lock.raw)))
+        #expect(found?.how.contains("+0, this thread's handle") == true, "\(found?.how ?? "")")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aHolderRecordedBesideAnInlineSemaphoreIsFound() throws {
+        let lock = OwnedSemaphoreLock(inline: true)
+        let (found, holder, _) = try findWhileHeld(lock, record: true)
+        #expect(found?.threadID == holder, "\(String(describing: found))")
+        #expect(found?.structureAddress == UInt64(UInt(bitPattern: lock.raw)))
+        #expect(
+            found?.how.contains("the lock word at +24 and, at +0, this thread's handle") == true, "\(found?.how ?? "")")
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func aLockThatRecordsNoHolderOrOnlyItsWaiterNamesNobody(inline: Bool) throws {
+        let unrecorded = try findWhileHeld(OwnedSemaphoreLock(inline: inline), record: false)
+        #expect(unrecorded.found == nil, "\(String(describing: unrecorded.found))")
+        let waiterRecorded = try findWhileHeld(OwnedSemaphoreLock(inline: inline), record: false, recordWaiter: true)
+        #expect(waiterRecorded.found == nil, "\(String(describing: waiterRecorded.found))")
+    }
+}
