@@ -65,6 +65,12 @@ import Testing
             let thread = try #require(threads.first { $0.threadId == blocking })
             #expect(thread.name == name)
             #expect(!thread.frames.isEmpty, "the blocking thread's stack is in the report: \(thread.error ?? "")")
+            // The evidence says where the lock recorded its owner.
+            #expect(
+                cause.evidence.contains {
+                    $0.hasPrefix("the lock is held by thread \(blocking)") && $0.contains(", as its ")
+                },
+                "\(cause.evidence)")
         }
         if c.kind == "deadlock" {
             let cycle = try #require(cause.deadlockedThreadIds)

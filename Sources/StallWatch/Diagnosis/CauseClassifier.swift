@@ -12,6 +12,8 @@ package enum CauseClassifier {
         var symbols: [String]
         /// The owner of the lock the loop waited on at this sample, if it could be read.
         var lockOwner: Int32?
+        /// Where the lock recorded `lockOwner`.
+        var lockOwnerSource: LockOwner.Source?
         /// The thread the lock's own structure records as its holder, when the lock word names none.
         var recordedHolder: RecordedHolder.Finding?
         /// The call's class judged by its arguments too (``ThreadWait/kind``), when they were read.
@@ -425,7 +427,10 @@ package enum CauseClassifier {
         }
         let ownerThread = e.threads.first { $0.threadId == owner }
         let ownerName = ownerThread.map { " (\($0.name))" } ?? ""
-        evidence.append("the lock is held by thread \(owner)\(ownerName)")
+        let source = e.observations.first { $0.lockOwner == owner }?.lockOwnerSource
+        evidence.append(
+            "the lock is held by thread \(owner)\(ownerName)" + (source.map { ", as its \($0.rawValue) records" } ?? "")
+        )
         // Follow the chain of waits from the owner: back to the loop thread is a deadlock.
         var chain = [e.loopThreadID, owner]
         var current = ownerThread

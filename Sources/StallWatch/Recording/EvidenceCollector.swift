@@ -223,7 +223,9 @@ struct EvidenceCollector {
             sample.fileLockHolder = FileLockHolder.holder(pid: pid, wait: wait)
         } else if let probe = sample.probe, probe.syscallKind == .lock, let wait = probe.wait {
             let threads = Set(ThreadProbe.threadIDs(pid: pid))
-            sample.lockOwner = LockOwner.owner(pid: pid, wait: wait, threads: threads)?.threadID
+            let owner = LockOwner.owner(pid: pid, wait: wait, threads: threads)
+            sample.lockOwner = owner?.threadID
+            sample.lockOwnerSource = owner?.source
             // A lock whose word names no owner may record one in a structure of its own; read once per call (a
             // sample in the same call as the one before waits for the same lock).
             if sample.lockOwner == nil {

@@ -19,6 +19,8 @@ struct StallEvidence: Sendable {
         var probe: ThreadProbe?
         /// The thread holding the lock the stuck thread waits for, when the probe shows a futex wait.
         var lockOwner: Int32?
+        /// Where the lock recorded `lockOwner`.
+        var lockOwnerSource: LockOwner.Source?
         /// The thread the lock's own structure records, when the futex word names no owner (``RecordedHolder``).
         var recordedHolder: RecordedHolder.Finding?
         /// The process holding the file lock the stuck thread waits for (`/proc/locks`), when it waits for one.
