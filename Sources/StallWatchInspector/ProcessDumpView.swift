@@ -49,6 +49,18 @@ package struct ProcessDumpView: Sendable {
             if let owner = snapshot.waitingForThreadId {
                 let named = names[owner].map { " \($0)" } ?? ""
                 out.append(style.styled("  waits for a lock held by thread \(owner)\(named)", "33"))
+            } else if let holder = thread.recordedHolderId {
+                let named = names[holder].map { " \($0)" } ?? ""
+                let how = thread.recordedHolderEvidence.map { ": \(escape($0))" } ?? ""
+                out.append(
+                    style.styled(
+                        "  waits for a lock whose own structure records thread \(holder)\(named) as its holder (likely, "
+                            + "not certain)\(how)", "33"))
+                let others = (thread.candidateHolderIds ?? []).filter { $0 != holder }
+                if !others.isEmpty {
+                    let list = others.map { "\($0) \(names[$0] ?? "")" }.joined(separator: ", ")
+                    out.append(style.styled("  other candidate holders: \(list)", "33"))
+                }
             } else if let candidates = thread.candidateHolderIds, !candidates.isEmpty {
                 let list = candidates.map { "\($0) \(names[$0] ?? "")" }.joined(separator: ", ")
                 out.append(style.styled("  the lock records no owner; candidate holders, not certain: \(list)", "33"))

@@ -23,6 +23,8 @@ struct DumpRanking {
     var guessedLoops: [Int32]
     /// Thread → owner of the lock it waits for.
     var waitsFor: [Int32: Int32]
+    /// Thread → the thread its lock's own structure records as holding it, where the word names no owner.
+    var recordedHolders: [Int32: Int32] = [:]
 
     /// What a thread is doing from /proc alone; nil for a futex wait with no recorded owner, which its stack
     /// decides (``activity(ofOwnerlessFutexWaitWith:)``).
@@ -146,10 +148,13 @@ struct DumpRanking {
             if waitsFor[snapshot.threadId] == nil, entry.activity == .blocked, snapshot.waitAddress != nil {
                 let found = CauseClassifier.candidateHolders(
                     entries.map(\.snapshot), waiter: snapshot.threadId, waitAddress: snapshot.waitAddress)
-                candidatesOf[snapshot.threadId] = found.map(\.threadId)
-                for candidate in found {
-                    candidates.insert(candidate.threadId)
-                    add(candidate.threadId)
+                // The thread the lock's structure records comes first.
+                let recorded = recordedHolders[snapshot.threadId].map { [$0] } ?? []
+                let ids = recorded + found.map(\.threadId).filter { !recorded.contains($0) }
+                candidatesOf[snapshot.threadId] = ids
+                for candidate in ids {
+                    candidates.insert(candidate)
+                    add(candidate)
                 }
             }
         }

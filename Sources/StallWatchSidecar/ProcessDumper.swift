@@ -126,7 +126,24 @@ package struct ProcessDumper: Sendable {
             }
         }
         let guessedLoops = knownLoops.isEmpty ? DumpRanking.guessedLoops(entries(), mainThread: pid) : []
-        let ranking = DumpRanking(knownLoops: knownLoops, guessedLoops: guessedLoops, waitsFor: graph.waitsFor)
+        // A blocked thread on a lock whose word names no owner: the holder the lock's own structure records, read
+        // from memory without a stop (for the first 64 such threads).
+        var recorded: [Int32: RecordedHolder.Finding] = [:]
+        let threadIDs = Set(graph.probes.keys)
+        for entry in entries().sorted(by: { $0.snapshot.threadId < $1.snapshot.threadId })
+        where entry.activity == .blocked && entry.snapshot.waitAddress != nil
+            && entry.snapshot.waitingForThreadId == nil && recorded.count < 64
+        {
+            let tid = entry.snapshot.threadId
+            if let wait = graph.probes[tid]?.wait,
+                let found = RecordedHolder.find(pid: pid, waiter: tid, wait: wait, threads: threadIDs)
+            {
+                recorded[tid] = found
+            }
+        }
+        let ranking = DumpRanking(
+            knownLoops: knownLoops, guessedLoops: guessedLoops, waitsFor: graph.waitsFor,
+            recordedHolders: recorded.mapValues(\.threadID))
         let candidates = ranking.order(entries()).filter { $0.role == .candidateHolder }.map(\.entry.snapshot.threadId)
         if candidates.contains(where: { samples[$0] == nil }) {
             sampling.beginThreadSnapshot()
@@ -172,6 +189,8 @@ package struct ProcessDumper: Sendable {
                     blockedForAtLeastMs: entry.blockedForNanos.map { StallReport.milliseconds($0) },
                     onCPUForAtLeastMs: onCPU[tid].map { StallReport.milliseconds($0) },
                     candidateHolderIds: candidates.isEmpty ? nil : candidates,
+                    recordedHolderId: recorded[tid]?.threadID,
+                    recordedHolderEvidence: recorded[tid]?.how,
                     blockingProcess: entry.activity == .blocked
                         ? withPeerStack(probe.wait.flatMap { .behind($0, pid: pid) }) : nil))
         }

@@ -129,6 +129,28 @@ import Testing
         #expect(decoded.threads.last?.blockingProcess?.processId == 5151)
     }
 
+    @Test func aHolderRecordedByTheLocksStructureIsNamedAsLikelyWithItsEvidenceEscapedAndTheJSONKeepsIt() throws {
+        var dump = Self.dump()
+        dump.threads.append(
+            .init(
+                snapshot: .init(
+                    threadId: 4280, name: "logger", state: "S", wchan: "futex_wait_queue", syscall: "futex",
+                    waitAddress: 0x7f00_0000_4000),
+                role: .other, stateDescription: "sleeping", activity: .blocked, candidateHolderIds: [4243, 4242],
+                recordedHolderId: 4243, recordedHolderEvidence: "the object at 0x7f0000005000 holds" + Self.hostile))
+        let lines = ProcessDumpView(foldIdle: false).lines(dump)
+        let text = lines.joined(separator: "\n")
+        #expect(
+            text.contains(
+                "  waits for a lock whose own structure records thread 4243 lock-holder as its holder (likely, not "
+                    + "certain): the object at 0x7f0000005000 holds\\x1B]0;owned"), "\(text)")
+        #expect(text.contains("  other candidate holders: 4242 service"), "\(text)")
+        for line in lines { #expect(!line.unicodeScalars.contains(where: TerminalText.isDangerous), "\(line)") }
+        let decoded = try ProcessDump.decode(try dump.encodedJSON())
+        #expect(decoded.threads.last?.recordedHolderId == 4243)
+        #expect(decoded.threads.last?.recordedHolderEvidence?.hasSuffix(Self.hostile) == true)
+    }
+
     @Test func everyStringFromTheTargetIsEscaped() {
         let lines = ProcessDumpView(useColor: true).lines(Self.dump(threadName: "evil" + Self.hostile))
         // StallWatch's own colour is the only escape sequence: SGR, nothing else.

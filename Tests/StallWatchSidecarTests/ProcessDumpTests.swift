@@ -190,6 +190,33 @@ import Testing
         #expect(holderState?.tracer == "0" && holderState?.state == "S", "\(String(describing: holderState))")
     }
 
+    /// A CPython service whose loop waits on a `logging` handler's lock (a `threading.RLock`, whose semaphore records
+    /// no owner) while another thread holds it: the RLock's own structure names that thread, first among the
+    /// candidates, likely, with where its handle was read.
+    @Test(.timeLimit(.minutes(3)))
+    func aLockWhoseStructureRecordsItsHolderNamesThatThreadFirst() throws {
+        let service = try Spawned(
+            "/usr/bin/python3", [CorpusHarness.fixture("asyncio_service.py"), "logging-lock", "30"])
+        try #require(service.waitFor("READY"), "service: \(service.stderr)")
+        let pid = service.pid
+        #expect(Self.eventually { !ThreadProbe.threadIDs(pid: pid, nameMatching: "audit").isEmpty })
+        let audit = try #require(ThreadProbe.threadIDs(pid: pid, nameMatching: "audit").first)
+        // The loop blocks on the handler's lock once the audit thread's record is on its way.
+        #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "futex" }, "the loop blocks")
+        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--json"])
+        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        try Self.expectValidDump(dump.stdout)
+        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
+        let main = try #require(parsed.threads.first { $0.snapshot.threadId == pid })
+        #expect(main.activity == .blocked)
+        #expect(main.recordedHolderId == audit, "\(dump.stdout)")
+        #expect(main.candidateHolderIds?.first == audit)
+        #expect(main.recordedHolderEvidence?.contains("this thread's handle (pthread_self)") == true)
+        let holder = try #require(parsed.threads.first { $0.snapshot.threadId == audit })
+        #expect(holder.role == .candidateHolder)
+        #expect(SidecarFixtures.traceState(pid: pid)?.tracer == "0", "not left traced")
+    }
+
     /// Arriving mid-incident at a service whose named loop is stuck on a lock another thread holds: the loop
     /// named by `--threads` or `--tid` comes first, the holder is tagged, and each blocked thread says how long it
     /// has not run — at least as long as the test has seen it blocked, at most as long as the process has lived.

@@ -15,9 +15,9 @@ import CStallWatchCore
 /// CPython's does). Never in the memory merely next to the word: a heap neighbour may hold any thread's handle.
 /// The finding is a likely holder, not proof: the structure's meaning is inferred from its words, and a record can
 /// lag a release by a few instructions.
-enum RecordedHolder {
-    struct Finding: Sendable, Hashable {
-        var threadID: Int32
+package enum RecordedHolder {
+    package struct Finding: Sendable, Hashable {
+        package var threadID: Int32
         /// Where the thread's handle was read.
         var handleAddress: UInt64
         /// The futex word waited on.
@@ -27,7 +27,7 @@ enum RecordedHolder {
         var structureAddress: UInt64
 
         /// How it was found, for the evidence.
-        var how: String {
+        package var how: String {
             let structure = structureAddress
             let at = "0x" + String(structure, radix: 16)
             let handle = "at +\(handleAddress &- structure), this thread's handle (pthread_self)"
@@ -51,7 +51,7 @@ enum RecordedHolder {
 
     /// The thread (of `threads`, not `waiter`) recorded by the structure of the lock `waiter` waits for in `wait`,
     /// a futex wait whose word names no owner; nil when no structure records exactly one such thread.
-    static func find(pid: Int32, waiter: Int32, wait: ThreadWait, threads: Set<Int32>) -> Finding? {
+    package static func find(pid: Int32, waiter: Int32, wait: ThreadWait, threads: Set<Int32>) -> Finding? {
         guard wait.number == 202, wait.arguments.count == 6 else { return nil }
         let futex = wait.arguments[0]
         guard futex >= 4096, futex % 4 == 0 else { return nil }

@@ -81,6 +81,11 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         /// For a stuck thread waiting on a lock that records no owner: the threads that may hold it, most likely
         /// first (candidates, not certain).
         package var candidateHolderIds: [Int32]?
+        /// For a stuck thread waiting on a lock that records no owner in its word: the thread the lock's own
+        /// structure records as holding it (``RecordedHolder``), likely, not certain; first of `candidateHolderIds`.
+        package var recordedHolderId: Int32?
+        /// Where that thread's handle was read, one sentence.
+        package var recordedHolderEvidence: String?
         /// For a blocked thread: another process behind its wait (a file lock's holder, a SysV semaphore's last
         /// operator, a process-shared lock's recorded owner, the other end of its pipe or socket), as a stall
         /// report's `cause.blockingProcess` names it.
@@ -98,10 +103,12 @@ package struct ProcessDump: Codable, Sendable, Equatable {
         package init(
             snapshot: StallReport.ThreadSnapshot, role: Role, stateDescription: String, waitTarget: String? = nil,
             pauseMicros: Double? = nil, activity: Activity? = nil, blockedForAtLeastMs: Double? = nil,
-            onCPUForAtLeastMs: Double? = nil, candidateHolderIds: [Int32]? = nil,
-            blockingProcess: StallReport.Cause.BlockingProcess? = nil
+            onCPUForAtLeastMs: Double? = nil, candidateHolderIds: [Int32]? = nil, recordedHolderId: Int32? = nil,
+            recordedHolderEvidence: String? = nil, blockingProcess: StallReport.Cause.BlockingProcess? = nil
         ) {
             self.candidateHolderIds = candidateHolderIds
+            self.recordedHolderId = recordedHolderId
+            self.recordedHolderEvidence = recordedHolderEvidence
             self.blockingProcess = blockingProcess
             self.activity = activity
             self.blockedForAtLeastMs = blockedForAtLeastMs
@@ -115,7 +122,7 @@ package struct ProcessDump: Codable, Sendable, Equatable {
 
         private enum CodingKeys: String, CodingKey {
             case role, stateDescription, waitTarget, pauseMicros, activity, blockedForAtLeastMs, candidateHolderIds
-            case blockingProcess, onCPUForAtLeastMs
+            case blockingProcess, onCPUForAtLeastMs, recordedHolderId, recordedHolderEvidence
         }
 
         /// The snapshot's keys and the dump's side by side in one object.
@@ -130,6 +137,8 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             blockedForAtLeastMs = try container.decodeIfPresent(Double.self, forKey: .blockedForAtLeastMs)
             onCPUForAtLeastMs = try container.decodeIfPresent(Double.self, forKey: .onCPUForAtLeastMs)
             candidateHolderIds = try container.decodeIfPresent([Int32].self, forKey: .candidateHolderIds)
+            recordedHolderId = try container.decodeIfPresent(Int32.self, forKey: .recordedHolderId)
+            recordedHolderEvidence = try container.decodeIfPresent(String.self, forKey: .recordedHolderEvidence)
             blockingProcess = try container.decodeIfPresent(
                 StallReport.Cause.BlockingProcess.self, forKey: .blockingProcess)
         }
@@ -145,6 +154,8 @@ package struct ProcessDump: Codable, Sendable, Equatable {
             try container.encodeIfPresent(blockedForAtLeastMs, forKey: .blockedForAtLeastMs)
             try container.encodeIfPresent(onCPUForAtLeastMs, forKey: .onCPUForAtLeastMs)
             try container.encodeIfPresent(candidateHolderIds, forKey: .candidateHolderIds)
+            try container.encodeIfPresent(recordedHolderId, forKey: .recordedHolderId)
+            try container.encodeIfPresent(recordedHolderEvidence, forKey: .recordedHolderEvidence)
             try container.encodeIfPresent(blockingProcess, forKey: .blockingProcess)
         }
     }
