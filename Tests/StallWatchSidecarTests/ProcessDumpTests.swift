@@ -39,6 +39,18 @@ import Testing
         #expect(check.wait() == 0, "schema validation failed: \(check.stdout)\(check.stderr)")
     }
 
+    /// `stallwatch dump -p pid --json`, checked against the schema, and the thread `tid` of it.
+    static func dumpThread(pid: Int32, tid: Int32) throws -> (
+        dump: ProcessDump, thread: ProcessDump.Thread, json: String
+    ) {
+        let dump = try Spawned(stallwatch, ["dump", "-p", "\(pid)", "--json"])
+        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
+        try expectValidDump(dump.stdout)
+        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
+        let thread = try #require(parsed.threads.first { $0.snapshot.threadId == tid }, "\(dump.stdout)")
+        return (parsed, thread, dump.stdout)
+    }
+
     /// Waits until `condition` holds (checked every 10 ms), at most `timeout`.
     static func eventually(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
         let deadline = ContinuousClock.now + timeout
@@ -170,13 +182,9 @@ import Testing
         let waiter = try Spawned("/usr/bin/flock", [file, "true"])
         let pid = waiter.pid
         #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "flock" }, "the waiter blocks")
-        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--json"])
-        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
-        try Self.expectValidDump(dump.stdout)
-        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
-        let main = try #require(parsed.threads.first { $0.snapshot.threadId == pid })
+        let (_, main, json) = try Self.dumpThread(pid: pid, tid: pid)
         #expect(main.activity == .blocked)
-        let process = try #require(main.blockingProcess, "\(dump.stdout)")
+        let process = try #require(main.blockingProcess, "\(json)")
         #expect(process.processId == holder.pid)
         #expect(process.name == "sleep")
         // /proc/locks names the `flock` command that took the lock and exited: the holder is found by the open file
@@ -203,13 +211,9 @@ import Testing
         let audit = try #require(ThreadProbe.threadIDs(pid: pid, nameMatching: "audit").first)
         // The loop blocks on the handler's lock once the audit thread's record is on its way.
         #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "futex" }, "the loop blocks")
-        let dump = try Spawned(Self.stallwatch, ["dump", "-p", "\(pid)", "--json"])
-        #expect(dump.wait() == 0, "dump: \(dump.stderr)")
-        try Self.expectValidDump(dump.stdout)
-        let parsed = try ProcessDump.decode(Data(dump.stdout.utf8))
-        let main = try #require(parsed.threads.first { $0.snapshot.threadId == pid })
+        let (parsed, main, json) = try Self.dumpThread(pid: pid, tid: pid)
         #expect(main.activity == .blocked)
-        #expect(main.recordedHolderId == audit, "\(dump.stdout)")
+        #expect(main.recordedHolderId == audit, "\(json)")
         #expect(main.candidateHolderIds?.first == audit)
         #expect(main.recordedHolderEvidence?.contains("this thread's handle (pthread_self)") == true)
         let holder = try #require(parsed.threads.first { $0.snapshot.threadId == audit })

@@ -64,23 +64,14 @@ private final class OwnedSemaphoreLock: @unchecked Sendable {
             lock.release()
         }.start()
         taken.wait()
-        if recordWaiter {
+        Thread {
+            waiter.set(StallWatchTestSupport.currentThreadID())
             // A structure that records the waiter (a "last waiter" field): not a holder.
-            Thread {
-                waiter.set(StallWatchTestSupport.currentThreadID())
-                lock.raw.storeBytes(of: pthread_self(), as: UInt.self)
-                lock.acquire(record: false)
-                lock.release()
-                done.signal()
-            }.start()
-        } else {
-            Thread {
-                waiter.set(StallWatchTestSupport.currentThreadID())
-                lock.acquire(record: false)
-                lock.release()
-                done.signal()
-            }.start()
-        }
+            if recordWaiter { lock.raw.storeBytes(of: pthread_self(), as: UInt.self) }
+            lock.acquire(record: false)
+            lock.release()
+            done.signal()
+        }.start()
         let pid = getpid()
         func waitOf() -> ThreadWait? {
             guard waiter.value != 0, let wait = ProcDirectory(processID: pid, threadID: waiter.value).syscall(),
