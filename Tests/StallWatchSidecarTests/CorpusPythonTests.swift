@@ -77,6 +77,13 @@ import Testing
             name: "python logging handler lock held by another thread", command: python("logging-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"]),
             evidenceContains: "the lock's own structure records thread", candidateThread: "audit"),
+        // Two RLocks taken crosswise while the thread pool's workers idle on locks of their own (so the candidates
+        // alone are ambiguous): each RLock records its holder, and the two records close the cycle.
+        CorpusCase(
+            name: "python deadlock of two RLocks beside an idle thread pool", command: python("rlock-deadlock", "1.5"),
+            expect: .stall(.deadlock, frames: ["sem_", "futex", "lll_lock"], deadlock: true),
+            evidenceContains: "waits for a lock recorded as held by the loop thread: likely a deadlock",
+            candidateThread: "reindex"),
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),

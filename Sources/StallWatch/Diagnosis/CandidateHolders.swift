@@ -98,6 +98,17 @@ extension CauseClassifier {
             threadId: recorded.threadID, name: name, reason: "recorded by the lock's own structure: \(recorded.how)",
             confidence: .likely)
         let others = holderData(Array(candidates.filter { $0.threadId != recorded.threadID }.prefix(2))) ?? []
+        if let cycle = mostCommon(e.observations.compactMap(\.recordedCycle)), cycle.count > 1 {
+            // Each thread past the loop waits for a lock held (recorded) by the next; the last, by the loop.
+            let holders = cycle.dropFirst(2).map { "thread \($0)" } + ["the loop thread"]
+            let links = zip(cycle.dropFirst(), holders).map {
+                "thread \($0) waits for a lock recorded as held by \($1)"
+            }
+            return .init(
+                kind: .deadlock,
+                evidence: evidence + [sentence, links.joined(separator: ", ") + ": likely a deadlock"],
+                deadlockedThreadIds: cycle, deadlockCertainty: .likely, candidateHolders: [holder] + others)
+        }
         return .init(kind: .lock, evidence: evidence + [sentence], candidateHolders: [holder] + others)
     }
 

@@ -16,6 +16,8 @@ package enum CauseClassifier {
         var lockOwnerSource: LockOwner.Source?
         /// The thread the lock's own structure records as its holder, when the lock word names none.
         var recordedHolder: RecordedHolder.Finding?
+        /// A cycle of lock waits through recorded holders back to the loop thread, from it on.
+        var recordedCycle: [Int32]?
         /// The call's class judged by its arguments too (``ThreadWait/kind``), when they were read.
         var waitKind: SyscallTable.Kind?
         /// The capture could not stop the thread in time: it was working inside the kernel (a long write).

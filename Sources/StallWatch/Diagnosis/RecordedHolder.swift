@@ -81,6 +81,25 @@ package enum RecordedHolder {
         return findings.min { $0.handleAddress - $0.structureAddress < $1.handleAddress - $1.structureAddress }
     }
 
+    /// A cycle of lock waits through recorded holders: from `holder` (recorded by the lock `loop` waits for), each
+    /// thread blocked on a futex lock whose owner its word or its structure records, back to `loop`. Returns the
+    /// threads from `loop` on, or nil when the chain ends, leaves the process's threads or runs past 8 threads.
+    package static func cycle(pid: Int32, loop: Int32, holder: Int32, threads: Set<Int32>) -> [Int32]? {
+        var chain = [loop]
+        var next: Int32? = holder
+        while let tid = next, chain.count <= 8 {
+            if tid == loop { return chain }
+            guard !chain.contains(tid), let probe = ThreadProbe.read(pid: pid, tid: tid), probe.syscallKind == .lock,
+                let wait = probe.wait
+            else { return nil }
+            chain.append(tid)
+            next =
+                LockOwner.owner(pid: pid, wait: wait, threads: threads)?.threadID
+                ?? find(pid: pid, waiter: tid, wait: wait, threads: threads)?.threadID
+        }
+        return nil
+    }
+
     private static func isUserPointer(_ value: UInt64) -> Bool {
         value >= 0x10000 && value < 0x8000_0000_0000 && value % 8 == 0
     }

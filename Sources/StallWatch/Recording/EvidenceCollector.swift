@@ -232,9 +232,13 @@ struct EvidenceCollector {
                 if let before = evidence.samples.last, let previous = before.probe?.wait, wait.isSameCall(as: previous)
                 {
                     sample.recordedHolder = before.recordedHolder
+                    sample.recordedCycle = before.recordedCycle
                 } else {
                     sample.recordedHolder = RecordedHolder.find(
                         pid: pid, waiter: thread.threadID, wait: wait, threads: threads)
+                    sample.recordedCycle = sample.recordedHolder.flatMap {
+                        RecordedHolder.cycle(pid: pid, loop: thread.threadID, holder: $0.threadID, threads: threads)
+                    }
                 }
             }
         }

@@ -23,6 +23,8 @@ struct StallEvidence: Sendable {
         var lockOwnerSource: LockOwner.Source?
         /// The thread the lock's own structure records, when the futex word names no owner (``RecordedHolder``).
         var recordedHolder: RecordedHolder.Finding?
+        /// The holders recorded from `recordedHolder` on lead back to the stuck thread: that cycle, from it on.
+        var recordedCycle: [Int32]?
         /// The process holding the file lock the stuck thread waits for (`/proc/locks`), when it waits for one.
         var fileLockHolder: FileLockHolder.Holder?
         /// Another process behind the stuck thread's wait (a semaphore's last operator, a pipe's or socket's other

@@ -226,6 +226,7 @@ struct StallReportBuilder {
                 probe.state == "D" && probe.wait.map { !$0.inSyscall && $0.stackPointer != 0 } == true
             observation.stopWaitNanos = raw.stopWaitNanos
             observation.recordedHolder = raw.recordedHolder
+            observation.recordedCycle = raw.recordedCycle
             observation.lockOwnerSource = raw.lockOwnerSource
             return observation
         }

@@ -130,6 +130,14 @@ def stall():
         # A housekeeping pause that a signal can cut short: wait on the wake-up pipe (written non-blocking from a
         # signal handler, as the self-pipe trick wants) for at most STALL seconds.
         select.select([wakeup_r], [], [], STALL)
+    elif MODE == "rlock-deadlock":
+        # Two threading.RLocks (each records its owner) taken in opposite orders by the loop and the reindex
+        # thread, while the service's thread pool idles. The loop gives up after STALL seconds (a timed acquire).
+        with cache_lock:
+            reindex_go.set()
+            index_taken.wait()
+            if index_lock.acquire(timeout=STALL):
+                index_lock.release()
     elif MODE == "logging-lock":
         # The loop logs while the audit thread's record is still being shipped: logging holds a handler's lock (a
         # threading.RLock) over its emit, and the HTTP log collector takes STALL seconds to answer.
@@ -172,6 +180,29 @@ if MODE in ("flock", "fcntl-lock"):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     other.stdout.readline()
     release_other = lambda: (other.stdin.write("go\n"), other.stdin.flush())
+
+if MODE == "rlock-deadlock":
+    # The thread pool's two workers, started before the loop runs, then idle waiting for work; and the reindex
+    # thread, which takes the index, then the cache.
+    import concurrent.futures
+
+    cache_lock, index_lock = threading.RLock(), threading.RLock()
+    reindex_go, index_taken = threading.Event(), threading.Event()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="pool")
+    started = threading.Barrier(3)
+    for _ in range(2):
+        pool.submit(started.wait)
+    started.wait()
+
+    def reindex():
+        name_thread("reindex")
+        reindex_go.wait()
+        with index_lock:
+            index_taken.set()
+            with cache_lock:
+                pass
+
+    threading.Thread(target=reindex, daemon=True).start()
 
 if MODE == "logging-lock":
     # Records go to an HTTP log collector on this machine (logging.handlers.HTTPHandler), from the loop and from an
