@@ -65,15 +65,6 @@ import Testing
         return true
     }
 
-    /// The ids of this process's threads named `name` (a `comm`, at most 15 bytes).
-    static func threads(named name: String) -> Set<String> {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return Set(
-            tasks.filter {
-                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.hasPrefix(name) == true
-            })
-    }
-
     /// The voluntary context switches of thread `tid` of this process: one per wait between its looks.
     static func voluntarySwitches(ofThread tid: String) -> UInt64? {
         guard let status = try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8),
@@ -97,11 +88,10 @@ import Testing
         defer { for loop in loops { loop.submit { false } } }
         let watchdog = try ThreadWatchdog(
             threadsNamed: "idle-elt-*", configuration: config, rescanInterval: .seconds(60))
-        // Other suites may run thread watchdogs of their own: ours is the watching thread that starts now.
-        let others = Self.threads(named: "stallwatch-thre")
+        // Other suites may run thread watchdogs of their own, started at any time: ours is the one it names.
         try watchdog.start()
         defer { watchdog.stop() }
-        let watcher = try #require(Self.threads(named: "stallwatch-thre").subtracting(others).first)
+        let watcher = try #require(watchdog.watchingThreadID.map { String($0) })
         #expect(watchdog.watchedThreads.map(\.name) == ["idle-elt-0", "idle-elt-1"])
         // The idle waits are learned at the first looks; count from then on.
         try await Task.sleep(for: .milliseconds(300))

@@ -39,6 +39,8 @@ public final class ThreadWatchdog: @unchecked Sendable {
     package let rescanInterval: Duration
     private let onEvent: @Sendable (StallEvent) -> Void
     private let stopRequested = StopFlag()
+    /// The watching thread's id while it runs (0 before the first start).
+    private let watchingThread = ThreadIDCell()
     private let wakeup = DispatchSemaphore(value: 0)
     private let lock = Mutex<NamedThread?>(nil)
     private var watcher: NamedThreadWatcher?
@@ -109,10 +111,19 @@ public final class ThreadWatchdog: @unchecked Sendable {
                 emit: onEvent
             ) { [stopRequested] in stopRequested.value.load(ordering: .acquiring) }
             let ready = DispatchSemaphore(value: 0)
-            thread = try NamedThread(name: "stallwatch-threads") { watcher.run { ready.signal() } }
+            thread = try NamedThread(name: "stallwatch-threads") { [watchingThread] in
+                watchingThread.value.store(sw_gettid(), ordering: .releasing)
+                watcher.run { ready.signal() }
+            }
             ready.wait()
             self.watcher = watcher
         }
+    }
+
+    /// The id of the thread that watches, once ``start()`` has returned; nil before.
+    package var watchingThreadID: Int32? {
+        let tid = watchingThread.value.load(ordering: .acquiring)
+        return tid == 0 ? nil : tid
     }
 
     /// Stops and joins the watching thread. A stall in progress is written as `unrecovered`.
@@ -132,5 +143,9 @@ public final class ThreadWatchdog: @unchecked Sendable {
     /// Shared with the watching thread's closure without keeping the watchdog alive.
     private final class StopFlag: Sendable {
         let value = Atomic<Bool>(false)
+    }
+
+    private final class ThreadIDCell: Sendable {
+        let value = Atomic<Int32>(0)
     }
 }
