@@ -88,9 +88,9 @@ def stall():
             os.fsync(f.fileno())
             synced = time.time_ns()
         print("SAVED", started, written, synced, time.time_ns(), flush=True)
-    elif MODE == "deadlock":
-        # Two threading.Locks (POSIX semaphores: no owner recorded) taken in opposite orders by the loop and a
-        # worker. The loop gives up after STALL seconds (a timed acquire), so the service survives.
+    elif MODE in ("deadlock", "rlock-deadlock"):
+        # Two locks taken in opposite orders by the loop and a worker. The loop gives up after STALL seconds (a
+        # timed acquire), so the service survives.
         first.acquire()
         take_second.set()
         second_taken.wait()
@@ -130,14 +130,6 @@ def stall():
         # A housekeeping pause that a signal can cut short: wait on the wake-up pipe (written non-blocking from a
         # signal handler, as the self-pipe trick wants) for at most STALL seconds.
         select.select([wakeup_r], [], [], STALL)
-    elif MODE == "rlock-deadlock":
-        # Two threading.RLocks (each records its owner) taken in opposite orders by the loop and the reindex
-        # thread, while the service's thread pool idles. The loop gives up after STALL seconds (a timed acquire).
-        with cache_lock:
-            reindex_go.set()
-            index_taken.wait()
-            if index_lock.acquire(timeout=STALL):
-                index_lock.release()
     elif MODE == "logging-lock":
         # The loop logs while the audit thread's record is still being shipped: logging holds a handler's lock (a
         # threading.RLock) over its emit, and the HTTP log collector takes STALL seconds to answer.
@@ -153,13 +145,15 @@ def stall():
 if MODE == "save-document":
     document = b"x" * (int(STALL) << 20)  # what the service has to save, built before the loop runs
 
-if MODE == "deadlock":
-    # The worker is started before the loop runs (a thread start can itself wait on a lock under load).
-    first, second = threading.Lock(), threading.Lock()
+if MODE in ("deadlock", "rlock-deadlock"):
+    # The worker is started before the loop runs (a thread start can itself wait on a lock under load). The locks
+    # are threading.Locks (POSIX semaphores: no owner recorded), or threading.RLocks (each records its owner beside
+    # its semaphore) in a service whose thread pool idles beside them.
+    first, second = (threading.Lock(), threading.Lock()) if MODE == "deadlock" else (threading.RLock(), threading.RLock())
     take_second, second_taken = threading.Event(), threading.Event()
 
     def crosswise():
-        name_thread("ledger-worker")
+        name_thread("ledger-worker" if MODE == "deadlock" else "reindex")
         take_second.wait()
         with second:
             second_taken.set()
@@ -182,27 +176,14 @@ if MODE in ("flock", "fcntl-lock"):
     release_other = lambda: (other.stdin.write("go\n"), other.stdin.flush())
 
 if MODE == "rlock-deadlock":
-    # The thread pool's two workers, started before the loop runs, then idle waiting for work; and the reindex
-    # thread, which takes the index, then the cache.
+    # The thread pool's two workers, started before the loop runs, then idle waiting for work.
     import concurrent.futures
 
-    cache_lock, index_lock = threading.RLock(), threading.RLock()
-    reindex_go, index_taken = threading.Event(), threading.Event()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="pool")
     started = threading.Barrier(3)
     for _ in range(2):
         pool.submit(started.wait)
     started.wait()
-
-    def reindex():
-        name_thread("reindex")
-        reindex_go.wait()
-        with index_lock:
-            index_taken.set()
-            with cache_lock:
-                pass
-
-    threading.Thread(target=reindex, daemon=True).start()
 
 if MODE == "logging-lock":
     # Records go to an HTTP log collector on this machine (logging.handlers.HTTPHandler), from the loop and from an
