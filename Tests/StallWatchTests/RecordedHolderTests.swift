@@ -115,4 +115,47 @@ private final class OwnedSemaphoreLock: @unchecked Sendable {
         let waiterRecorded = try findWhileHeld(OwnedSemaphoreLock(inline: inline), record: false, recordWaiter: true)
         #expect(waiterRecorded.found == nil, "\(String(describing: waiterRecorded.found))")
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func twoLocksTakenCrosswiseThatRecordTheirHoldersCloseACycle() throws {
+        let first = OwnedSemaphoreLock(inline: false)
+        let second = OwnedSemaphoreLock(inline: true)
+        let a = HolderTID()
+        let b = HolderTID()
+        let aHas = DispatchSemaphore(value: 0)
+        let bHas = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        func crosswise(
+            _ me: HolderTID, _ mine: OwnedSemaphoreLock, _ theirs: OwnedSemaphoreLock, _ has: DispatchSemaphore,
+            _ other: DispatchSemaphore
+        ) {
+            Thread {
+                me.set(StallWatchTestSupport.currentThreadID())
+                mine.acquire(record: true)
+                has.signal()
+                other.wait()
+                theirs.acquire(record: false)
+                theirs.release()
+                mine.release()
+                done.signal()
+            }.start()
+        }
+        crosswise(a, first, second, aHas, bHas)
+        crosswise(b, second, first, bHas, aHas)
+        let pid = getpid()
+        func inFutexWait(_ tid: HolderTID) -> Bool {
+            tid.value != 0 && ProcDirectory(processID: pid, threadID: tid.value).syscall()?.number == 202
+        }
+        #expect(pollUntil { inFutexWait(a) && inFutexWait(b) })
+        let threads = Set(ThreadProbe.threadIDs(pid: pid))
+        let cycle = RecordedHolder.cycle(pid: pid, loop: a.value, holder: b.value, threads: threads)
+        // A thread that is not blocked on a lock ends the chain: no cycle through this one.
+        let broken = RecordedHolder.cycle(
+            pid: pid, loop: a.value, holder: StallWatchTestSupport.currentThreadID(), threads: threads)
+        // Break the deadlock from outside: one more unit on the first lock lets the second thread through.
+        sem_post(first.semaphore)
+        #expect(done.wait(timeout: .now() + 10) == .success && done.wait(timeout: .now() + 10) == .success)
+        #expect(cycle == [a.value, b.value], "\(String(describing: cycle)) for \(a.value), \(b.value)")
+        #expect(broken == nil)
+    }
 }
