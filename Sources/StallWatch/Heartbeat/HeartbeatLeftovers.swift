@@ -33,6 +33,31 @@ enum HeartbeatLeftovers {
         }
     }
 
+    /// Creates a fresh temporary file of `size` bytes, readable and writable by its owner alone, mapped shared;
+    /// returns the mapping and the file's path (stale temporaries in `directory` are removed first). On failure the
+    /// temporary is gone.
+    /// - Throws: `.systemCall` naming the call (`open`, `fchmod`, `ftruncate`, `mmap`) and the path.
+    static func mapTemporary(
+        in directory: String, pid: Int32, size: Int
+    ) throws(StallWatchError) -> (raw: UnsafeMutableRawPointer, path: String) {
+        remove(in: directory)
+        let (fd, temporary) = try createTemporary(in: directory, pid: pid)
+        defer { close(fd) }
+        do throws(StallWatchError) {
+            try Syscall.retrying("fchmod") { fchmod(fd, 0o600) }
+            try Syscall.retrying("ftruncate") { ftruncate(fd, off_t(size)) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        guard let raw = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), raw != MAP_FAILED else {
+            let err = errno
+            unlink(temporary)
+            throw Syscall.error("mmap", errno: err, path: temporary)
+        }
+        return (raw, temporary)
+    }
+
     /// Removes stale temporaries (see ``staleSeconds``) in `directory`; best effort, never fails.
     static func remove(in directory: String) {
         guard let stream = opendir(directory) else { return }

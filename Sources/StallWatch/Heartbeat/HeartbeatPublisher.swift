@@ -38,22 +38,8 @@ public final class HeartbeatPublisher: @unchecked Sendable {  // The mapping is 
         throws(StallWatchError)
     {
         let pid = getpid()
-        HeartbeatLeftovers.remove(in: directory)
-        let (fd, temporary) = try HeartbeatLeftovers.createTemporary(in: directory, pid: pid)
-        defer { close(fd) }
         let size = MemoryLayout<sw_heartbeat>.size
-        do throws(StallWatchError) {
-            try Syscall.retrying("fchmod") { fchmod(fd, 0o600) }
-            try Syscall.retrying("ftruncate") { ftruncate(fd, off_t(size)) }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-        guard let raw = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), raw != MAP_FAILED else {
-            let err = errno
-            unlink(temporary)
-            throw Syscall.error("mmap", errno: err, path: temporary)
-        }
+        let (raw, temporary) = try HeartbeatLeftovers.mapTemporary(in: directory, pid: pid, size: size)
         segment = raw.bindMemory(to: sw_heartbeat.self, capacity: 1)
         var header = sw_heartbeat()
         header.magic = SW_HEARTBEAT_MAGIC

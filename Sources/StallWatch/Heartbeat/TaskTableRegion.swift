@@ -41,21 +41,7 @@ package final class TaskTableRegion: @unchecked Sendable {  // The mapping is im
     /// A new file of `size` bytes in `directory`, mapped but not yet visible: call ``publish()`` once the
     /// header is written.
     init(directory: String, size: Int, pid: Int32) throws(StallWatchError) {
-        HeartbeatLeftovers.remove(in: directory)
-        let (fd, temporary) = try HeartbeatLeftovers.createTemporary(in: directory, pid: pid)
-        defer { close(fd) }
-        do throws(StallWatchError) {
-            try Syscall.retrying("fchmod") { fchmod(fd, 0o600) }
-            try Syscall.retrying("ftruncate") { ftruncate(fd, off_t(size)) }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-        guard let raw = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), raw != MAP_FAILED else {
-            let err = errno
-            unlink(temporary)
-            throw Syscall.error("mmap", errno: err, path: temporary)
-        }
+        let (raw, temporary) = try HeartbeatLeftovers.mapTemporary(in: directory, pid: pid, size: size)
         base = raw
         self.size = size
         pendingPath = temporary
