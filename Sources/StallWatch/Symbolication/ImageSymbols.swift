@@ -97,25 +97,33 @@ package final class ImageSymbols: Sendable {
     var namesLoaded: Bool { names.withLockIfAvailable { $0.loaded } ?? false }
 
     private func lookUpName(_ offset: UInt64, in table: inout Table<Symbol>) -> Symbol? {
+        cached(offset, in: &table) { session, address in
+            var within: UInt64 = 0
+            guard let raw = sw_symbols_name(session, address, &within) else { return nil }
+            let mangled = String(cString: raw)
+            let full = Demangler.demangle(mangled)
+            return Symbol(name: full, shortName: StackFrame.shortSymbol(raw: mangled, full: full), offset: within)
+        }
+    }
+
+    /// The value of `offset` in `table`, from its cache or else from `resolve` (given the session and the session's
+    /// address of the offset), remembered either way; the first lookup marks the table loaded.
+    private func cached<Value>(
+        _ offset: UInt64, in table: inout Table<Value>, resolve: (OpaquePointer, UInt64) -> Value?
+    ) -> Value? {
         if let known = table.entries[offset] {
             counters.hits.add(1, ordering: .relaxed)
             return known
         }
         counters.misses.add(1, ordering: .relaxed)
-        var symbol: Symbol?
-        var within: UInt64 = 0
-        if let session = table.session, let raw = sw_symbols_name(session, table.origin &+ offset, &within) {
-            let mangled = String(cString: raw)
-            let full = Demangler.demangle(mangled)
-            symbol = Symbol(name: full, shortName: StackFrame.shortSymbol(raw: mangled, full: full), offset: within)
-        }
+        let value = table.session.flatMap { resolve($0, table.origin &+ offset) }
         if !table.loaded {
             table.loaded = true
             counters.tablesLoaded.add(1, ordering: .releasing)
         }
         if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
-        table.entries[offset] = symbol
-        return symbol
+        table.entries[offset] = value
+        return value
     }
 
     /// The source file and line of `offset` from DWARF, or nil when the image has no line information there.
@@ -141,22 +149,10 @@ package final class ImageSymbols: Sendable {
     var linesLoaded: Bool { lines.withLockIfAvailable { $0.loaded } ?? false }
 
     private func lookUp(_ offset: UInt64, in table: inout Table<SourceLine>) -> SourceLine? {
-        if let known = table.entries[offset] {
-            counters.hits.add(1, ordering: .relaxed)
-            return known
+        cached(offset, in: &table) { session, address in
+            var line: Int32 = 0
+            guard let file = sw_symbols_source(session, address, &line) else { return nil }
+            return SourceLine(file: String(cString: file), line: line > 0 ? Int(line) : nil)
         }
-        counters.misses.add(1, ordering: .relaxed)
-        var location: SourceLine?
-        var line: Int32 = 0
-        if let session = table.session, let file = sw_symbols_source(session, table.origin &+ offset, &line) {
-            location = SourceLine(file: String(cString: file), line: line > 0 ? Int(line) : nil)
-        }
-        if !table.loaded {
-            table.loaded = true
-            counters.tablesLoaded.add(1, ordering: .releasing)
-        }
-        if table.entries.count >= Self.entryLimit { table.entries.removeAll(keepingCapacity: true) }
-        table.entries[offset] = location
-        return location
     }
 }
