@@ -10,8 +10,8 @@ import Testing
     import Glibc
 #endif
 
-/// Watching that starts mid-incident: `Fixtures/corpus/stuck_service.c` and `lock_deadlock.py` (two
-/// `threading.Lock`s) get stuck before the watcher starts, and
+/// Watching that starts mid-incident: `Fixtures/corpus/stuck_service.c`, `lock_deadlock.py` (two
+/// `threading.Lock`s) and `logging_stuck.py` (a `logging` handler's lock) get stuck before the watcher starts, and
 /// idle services (C epoll, poll and condition-wait loops, a Python socketserver and queue worker, a Node HTTP
 /// server) are watched from their idle state into one late stall. Slow: the idle services idle 30 s (at once).
 @Suite(.offPool, .serialized) struct CorpusArrivalTests {
@@ -44,6 +44,8 @@ import Testing
         var certainty: StallReport.Cause.Certainty? = nil
         /// The program, when it is not `stuck_service MODE`.
         var command: [String]? = nil
+        /// The name of the thread named first among the candidate holders, `likely`.
+        var likelyHolder: String? = nil
         var testDescription: String { mode }
     }
 
@@ -59,6 +61,11 @@ import Testing
         Stuck(
             mode: "python threading.Lock deadlock", cause: .deadlock, deadlock: true, certainty: .likely,
             command: ["/usr/bin/env", "python3", CorpusHarness.fixture("lock_deadlock.py")]),
+        // A loop thread waiting for a `logging` handler's lock (a `threading.RLock`, whose semaphore records no
+        // owner) that a thread keeps while a log collector does not answer: the RLock records its holder.
+        Stuck(
+            mode: "python logging handler lock", cause: .lock,
+            command: ["/usr/bin/env", "python3", CorpusHarness.fixture("logging_stuck.py")], likelyHolder: "audit"),
     ]
 
     /// The loop has been stuck 1.5 s when the watcher starts: one report with the right cause, detected within
@@ -134,6 +141,10 @@ import Testing
         if c.blocked { #expect(report.cause?.blockingThreadId != nil, "\(CorpusHarness.describe(report))") }
         if c.deadlock {
             #expect((report.cause?.deadlockedThreadIds?.count ?? 0) >= 2, "\(CorpusHarness.describe(report))")
+        }
+        if let name = c.likelyHolder {
+            let first = report.cause?.candidateHolders?.first
+            #expect(first?.name == name && first?.confidence == .likely, "\(CorpusHarness.describe(report))")
         }
         if let certainty = c.certainty {
             #expect(report.cause?.deadlockCertainty == certainty, "\(CorpusHarness.describe(report))")

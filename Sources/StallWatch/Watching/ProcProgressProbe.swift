@@ -135,9 +135,10 @@ package struct ProcProgressProbe: Sendable {
         withdrawal = nil
         endedBy = nil
         let lockOwned = waitsForOwnedLock(wait, directory)
-        // Found in a wait for a lock that records no owner, opposite the one other thread in such a wait: half of a
-        // likely deadlock, never an idle wait (a watch may start mid-incident; only the first look can see it so).
-        let inLockCycle = firstLook && !lockOwned && waitsInLikelyLockCycle(wait)
+        // Found in a wait for a lock that records no owner in its word, opposite the one other thread in such a wait
+        // (half of a likely deadlock), or whose own structure records another thread as its holder (a runtime's
+        // reentrant lock): never an idle wait (a watch may start mid-incident; only the first look can see it so).
+        let inLockCycle = firstLook && !lockOwned && (waitsInLikelyLockCycle(wait) || waitsForRecordedHolder(wait))
         let inIdleWait =
             wait == nil
             ? inIdleWaitByWchan(directory)
@@ -347,6 +348,14 @@ package struct ProcProgressProbe: Sendable {
         guard let wait, wait.inSyscall, wait.number == 202 else { return false }
         let threads = Set(ProcDirectory(processID: processID).threadIDs())
         return LockOwner.likelyCyclePartner(pid: processID, threadID: threadID, wait: wait, threads: threads) != nil
+    }
+
+    /// Whether `wait` is for a lock whose word records no owner but whose own structure records another live thread
+    /// of the process as its holder (``RecordedHolder``): a lock held by that thread, not an idle wait.
+    private func waitsForRecordedHolder(_ wait: ThreadWait?) -> Bool {
+        guard let wait, wait.inSyscall, wait.number == 202 else { return false }
+        let threads = Set(ProcDirectory(processID: processID).threadIDs())
+        return RecordedHolder.find(pid: processID, waiter: threadID, wait: wait, threads: threads) != nil
     }
 
     /// Whether the thread, seen in the same wake-only futex wait as at the last look, slept again in between
