@@ -121,6 +121,21 @@ import Testing
         #expect(cause.evidence.contains { $0.contains("woke 500 ms late") })
     }
 
+    /// A loop asleep in an event wait (a nested epoll) while the watcher woke 394 ms late: its own figures (115 ms in
+    /// the run queue, no CPU, of 1116 ms) say it did not want a CPU, so the machine's busyness is no verdict.
+    @Test func aLateWatcherDoesNotMakeALoopAsleepInAnEventWaitStarved() {
+        var e = Self.evidence(cpuMs: 0, runQueueMs: 115, wallMs: 1116)
+        e.lateWakeupNanos = 394_000_000
+        e.observations = Array(
+            repeating: CauseClassifier.Observation(state: "S", syscall: 232, wchan: "ep_poll"), count: 10)
+        #expect(CauseClassifier.classify(e).kind != .starved)
+        // Waiting for a CPU for most of it, the same wait is the machine's.
+        var runnable = Self.evidence(cpuMs: 0, runQueueMs: 700, wallMs: 1116)
+        runnable.lateWakeupNanos = 394_000_000
+        runnable.observations = e.observations
+        #expect(CauseClassifier.classify(runnable).kind == .starved)
+    }
+
     @Test func processCPUPercentIsBoundedByTheCPUCountAndMeasuredOverTheRealInterval() {
         let probe = SystemContextProbe(pid: getpid(), loopThreadID: Int32(getpid()), monotonicNanos: 0)
         // An end time before the start snapshot (a stall's end read earlier than the last look) must not

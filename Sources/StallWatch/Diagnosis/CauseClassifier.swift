@@ -205,7 +205,11 @@ package enum CauseClassifier {
         if let starved = runQueueStarvation(e, evidence: evidence, sampledInACall: inANamedCall) { return starved }
         // The quota and the watcher's own lateness say nothing of the loop thread itself: they count only where
         // the loop wanted a CPU (not blocked in a call).
-        if top == .cpu || top == .other || top == .idle || (top == .io && unnamedTimeouts >= topCount),
+        // An event wait counts only where the loop's own figures say it wanted a CPU for half the span (a starved
+        // loop re-entering its wait after a capture); a loop that slept in it, as in a nested event wait, did not.
+        let wantedCPU = e.loopRunQueueWaitNanos.map { ($0 &+ (e.loopCPUNanos ?? 0)) * 2 >= e.wallNanos } ?? true
+        if top == .cpu || top == .other || (top == .idle && wantedCPU)
+            || (top == .io && unnamedTimeouts >= topCount),
             let starved = starvation(e, evidence: evidence)
         {
             return starved
