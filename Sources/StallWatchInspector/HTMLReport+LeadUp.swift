@@ -15,15 +15,35 @@ extension HTMLReport {
         }
         guard !leadUp.topItems.isEmpty else { return html }
         html += "<h3>Top items</h3>\n<table class=\"groups\">\n<tr><th>Item</th><th>Duration</th><th>Started</th>"
-        html += "<th>Queued</th></tr>\n"
+        html += "<th>Queued</th><th>Where it ran</th></tr>\n"
         for item in leadUp.topItems {
             let cells = [
                 item.label ?? "(unlabelled)", duration(item.durationMs), LeadUpView.offset(item.startMs),
                 item.delayMs.map(duration) ?? "-",
             ]
-            html += "<tr>" + cells.map { "<td>\(esc($0))</td>" }.joined() + "</tr>\n"
+            html += "<tr>" + cells.map { "<td>\(esc($0))</td>" }.joined()
+            html += "<td>\(leadUpStacks(item))</td></tr>\n"
         }
-        return html + "</table>\n"
+        html += "</table>\n"
+        if let source = leadUp.stackSource {
+            var line = "stacks: \(source.samples) by \(source.method ?? "none")"
+            if let note = source.note { line += "; " + note }
+            html += "<p class=\"dim\">\(esc(line))</p>\n"
+        }
+        return html
+    }
+
+    /// An item's sampled stacks, each as its sample count and its innermost frames (escaped), one per line.
+    private func leadUpStacks(_ item: StallReport.LeadUp.Item) -> String {
+        guard let stacks = item.stacks else { return "-" }
+        let total = stacks.reduce(0) { $0 + $1.samples }
+        return stacks.map { stack in
+            let frames = stack.frames.drop(while: ReportDetailView.isMachinery).prefix(LeadUpView.stackFrames)
+            return "<details><summary>\(stack.samples) of \(total) samples: "
+                + HTMLReportEscaping.escape(frames.first.map(CallTreeView.functionName) ?? "?") + "</summary><pre>"
+                + frames.map { HTMLReportEscaping.escape(ReportDetailView.describe($0)) }.joined(separator: "\n")
+                + "</pre></details>"
+        }.joined()
     }
 
     /// Busy share, queue delay and run-queue wait per bucket as bar rows, each bar with its figures on hover.

@@ -51,6 +51,7 @@ struct LeadUpView {
                 "  in flight: \(inFlight.label ?? "(unlabelled)"), running \(duration(inFlight.durationMs))"
                     + (leadUp.stallStartMs == nil ? "" : " (the stuck item)")
             )
+            out += Self.stackLines(inFlight, indent: "    ")
         }
         if !leadUp.topItems.isEmpty {
             out.append("  Top items (longest first)")
@@ -59,7 +60,21 @@ struct LeadUpView {
                 line += "\(Self.offset(item.startMs))"
                 if let delay = item.delayMs { line += ", queued \(duration(delay))" }
                 out.append(line)
+                out += Self.stackLines(item, indent: "       ")
             }
+        }
+        if let source = leadUp.stackSource {
+            var line = "  Stacks: "
+            switch source.method {
+            case "perf-clock"?:
+                line +=
+                    "\(source.samples) kept by the kernel (one per \(duration(source.intervalMs)) of the loop's CPU)"
+            case let method?:
+                line += "\(source.samples) by \(method) (one per \(duration(source.intervalMs)) while busy)"
+            case nil: line += "none"
+            }
+            if let note = source.note { line += "; \(note)" }
+            out.append(line)
         }
         if !leadUp.items.isEmpty {
             let shown = leadUp.items.suffix(Self.latestItems)
@@ -75,6 +90,25 @@ struct LeadUpView {
             if let from = leadUp.itemsCompleteFromMs {
                 out.append("    (older long items were overwritten: the list is complete from \(Self.offset(from)))")
             }
+        }
+        return out
+    }
+
+    /// The frames shown of an item's stack.
+    static let stackFrames = 6
+
+    /// An item's stacks: the most sampled one with its innermost frames, the others by their innermost function.
+    static func stackLines(_ item: StallReport.LeadUp.Item, indent: String) -> [String] {
+        guard let stacks = item.stacks, let top = stacks.first else { return [] }
+        let total = stacks.reduce(0) { $0 + $1.samples }
+        func shown(_ stack: StallReport.LeadUp.ItemStack) -> ArraySlice<StackFrame> {
+            stack.frames.drop(while: ReportDetailView.isMachinery).prefix(stackFrames)
+        }
+        var out = ["\(indent)\(top.samples) of \(total) samples in:"]
+        out += shown(top).map { "\(indent)  \(ReportDetailView.describe($0))" }
+        for other in stacks.dropFirst() {
+            let leaf = shown(other).first.map { CallTreeView.functionName($0) } ?? "?"
+            out.append("\(indent)\(other.samples) of \(total) in \(leaf)")
         }
         return out
     }

@@ -120,12 +120,22 @@ enum TerminalText {
         func item(_ item: StallReport.LeadUp.Item) -> StallReport.LeadUp.Item {
             var i = item
             i.label = i.label.map(escape)
+            i.stacks = i.stacks?.map { stack in
+                var s = stack
+                s.frames = s.frames.map(escaped)
+                return s
+            }
             return i
         }
         l.items = l.items.map(item)
         l.inFlight = l.inFlight.map(item)
         l.topItems = l.topItems.map(item)
         l.findings = l.findings.map(escape)
+        if var source = l.stackSource {
+            source.method = source.method.map(escape)
+            source.note = source.note.map(escape)
+            l.stackSource = source
+        }
         return l
     }
 

@@ -75,12 +75,14 @@ enum LoopBenchmarks {
     static func throughput() {
         var unwatchedNanosPerItem = Double.nan
         var leadUpOffNanosPerItem = Double.nan
-        for mode in ["off", "deadline, lead-up off", "deadline", "classic"] {
+        var stacksOffNanosPerItem = Double.nan
+        for mode in ["off", "deadline, lead-up off", "deadline, lead-up stacks off", "deadline", "classic"] {
             let loop = benchmarkLoop("bench")
             var config = StallWatchConfiguration()
             config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
             config.strategy = mode == "classic" ? .classic : .deadline
             config.leadUp = mode != "deadline, lead-up off"
+            config.leadUpStacks = mode == "deadline, lead-up stacks off" ? .off : .auto
             let watchdog = Watchdog(loop: loop, configuration: config)
             if mode != "off" { try! watchdog.start() }
             let total = 2_000_000
@@ -98,9 +100,12 @@ enum LoopBenchmarks {
             let perItem = Double(cpu) / Double(total)
             if mode == "off" { unwatchedNanosPerItem = perItem }
             if mode == "deadline, lead-up off" { leadUpOffNanosPerItem = perItem }
+            if mode == "deadline, lead-up stacks off" { stacksOffNanosPerItem = perItem }
             let leadUpCost =
                 mode == "deadline"
-                ? String(format: "; lead-up +%.1f ns per item vs lead-up off", perItem - leadUpOffNanosPerItem) : ""
+                ? String(
+                    format: "; lead-up +%.1f ns per item vs lead-up off, its stacks (kernel ring) %+.1f ns",
+                    perItem - leadUpOffNanosPerItem, perItem - stacksOffNanosPerItem) : ""
             Table.row([
                 "loop, 2M chained items, watchdog \(mode)",
                 String(format: "%.0f k items/s", Double(total) / (Double(wall) / 1e9) / 1000),
@@ -120,13 +125,15 @@ enum LoopBenchmarks {
     static func fixedRateCPU(seconds: Int = 3) {
         var baseline: Double = 0
         var leadUpOff: Double = 0
-        for mode in ["off", "deadline, lead-up off", "deadline", "classic"] {
+        var stacksOff: Double = 0
+        for mode in ["off", "deadline, lead-up off", "deadline, lead-up stacks off", "deadline", "classic"] {
             let loop = benchmarkLoop("rate")
             var config = StallWatchConfiguration()
             config.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-reports"
             config.strategy = mode == "classic" ? .classic : .deadline
             config.heartbeat = false
             config.leadUp = mode != "deadline, lead-up off"
+            config.leadUpStacks = mode == "deadline, lead-up stacks off" ? .off : .auto
             let watchdog = Watchdog(loop: loop, configuration: config)
             if mode != "off" { try! watchdog.start() }
             let thread = Thread { loop.run() }
@@ -145,9 +152,12 @@ enum LoopBenchmarks {
             watchdog.stop()
             if mode == "off" { baseline = cpu }
             if mode == "deadline, lead-up off" { leadUpOff = cpu }
+            if mode == "deadline, lead-up stacks off" { stacksOff = cpu }
             var delta = mode == "off" ? "" : String(format: "%+.2f points vs off", cpu - baseline)
             if mode == "deadline" {
-                delta += String(format: ", %+.2f vs lead-up off (bar: lead-up ≤ +1 point)", cpu - leadUpOff)
+                delta += String(
+                    format: ", %+.2f vs lead-up off (bar: lead-up ≤ +1 point), stacks %+.2f", cpu - leadUpOff,
+                    cpu - stacksOff)
             }
             Table.row([
                 "100k items/s for \(seconds) s, watchdog \(mode)", String(format: "process CPU %.2f%%", cpu),

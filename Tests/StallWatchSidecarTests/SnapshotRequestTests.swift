@@ -46,6 +46,11 @@ import Testing
         let leadUp = try #require(snapshot.leadUp)
         #expect(leadUp.inFlight?.label == "stallOnCPU", "\(outputs)")
         #expect(leadUp.topItems.first?.label == "warmCaches", "\(leadUp.topItems)")
+        // Where the top item and the busy item ran, from the kernel's ring of the loop thread.
+        let warm = leadUp.topItems.first?.stacks?.first?.frames ?? []
+        #expect(warm.contains { $0.symbol?.contains("warmCaches") == true }, "\(warm.map { $0.symbol ?? "?" })")
+        let busy = leadUp.inFlight?.stacks?.first?.frames ?? []
+        #expect(busy.contains { $0.symbol?.contains("stallOnCPU") == true }, "\(busy.map { $0.symbol ?? "?" })")
         try Fixtures.expectReportsValidate(in: directory)
     }
 

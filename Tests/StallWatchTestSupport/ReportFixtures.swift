@@ -224,9 +224,25 @@ package enum ReportFixtures {
         return report
     }()
 
-    /// The lead-up of ``diagnosedLock``: a 165 ms item ended 5 ms before the stuck one began.
+    /// The lead-up of ``diagnosedLock``: a 165 ms item ended 5 ms before the stuck one began, with the stacks the
+    /// kernel's ring sampled while it ran.
     package static let leadUpBeforeLock: StallReport.LeadUp = {
         let sort = StallReport.LeadUp.Item(startMs: -420, durationMs: 165, delayMs: 2.5, label: "route=/sessions/sort")
+        let sortFrame = StackFrame(
+            address: 0x55d0a0004a20, image: demo, offset: 0x4a20, symbol: "ChatDemo.Sessions.sortByActivity() -> ()",
+            symbolOffset: 96, file: "/src/chat-demo/Sources/ChatDemo/Sessions.swift", line: 57)
+        let handler = StackFrame(
+            address: 0x55d0a0002e80, image: demo, offset: 0x2e80,
+            symbol: "ChatDemo.Server.handle(request: ChatDemo.Request) -> ()", symbolOffset: 64,
+            file: "/src/chat-demo/Sources/ChatDemo/Server.swift", line: 97)
+        let compare = StackFrame(
+            address: 0x55d0a0004c10, image: demo, offset: 0x4c10,
+            symbol: "ChatDemo.Session.isMoreActive(than: ChatDemo.Session) -> Swift.Bool", symbolOffset: 12,
+            file: "/src/chat-demo/Sources/ChatDemo/Sessions.swift", line: 71)
+        var sortWithStacks = sort
+        sortWithStacks.stacks = [
+            .init(samples: 12, frames: [sortFrame, handler]), .init(samples: 4, frames: [compare, sortFrame, handler]),
+        ]
         let timer = StallReport.LeadUp.Item(startMs: -905, durationMs: 4.5, delayMs: 0.25, label: "timer")
         let read = StallReport.LeadUp.Item(startMs: -612.25, durationMs: 1.5, label: "read fd 7")
         return StallReport.LeadUp(
@@ -243,12 +259,12 @@ package enum ReportFixtures {
                 involuntarySwitches: [0, 0, 0, 0, 0, 1, 2, 1, 0, 0]),
             items: [timer, read, sort],
             inFlight: .init(startMs: -250, durationMs: 250, label: "route=/messages/send"),
-            topItems: [sort, timer, read],
+            topItems: [sortWithStacks, timer, read],
             findings: [
                 "'route=/sessions/sort' ran 165 ms and ended 5 ms before the stuck item began: the stall may be the tail "
                     + "of it"
             ],
-            patterns: [.longItemBefore])
+            patterns: [.longItemBefore], stackSource: .init(method: "perf-clock", intervalMs: 10, samples: 19))
     }()
 }
 

@@ -65,6 +65,9 @@ public struct StallWatchConfiguration: Sendable, Equatable {
     public var leadUpBucketMs = 100
     /// Items of loop work at least this long are kept one by one (with their label and queue delay).
     public var leadUpItemMs = 1
+    /// How the lead-up records the loop thread's stacks, so that its long items show where they ran: `auto` (a
+    /// kernel-kept perf ring where allowed, else StallWatch's sampler), `sampler` or `off`.
+    public var leadUpStacks = LeadUpStackMode.auto
     /// Tasks the task table of ``ConcurrencyWatchdog`` holds at once; more are counted, not tabled. 0 (the default:
     /// the table costs more than its 2 % bar on a Concurrency-heavy workload, `scripts/bench.sh tasks`): no table.
     public var maxTasks = 0
@@ -179,6 +182,7 @@ extension StallWatchConfiguration {
         Key(name: "leadUpWindowMs", kind: .integer(100...600_000, \.leadUpWindowMs)),
         Key(name: "leadUpBucketMs", kind: .integer(10...60_000, \.leadUpBucketMs)),
         Key(name: "leadUpItemMs", kind: .integer(1...60_000, \.leadUpItemMs)),
+        Key(name: "leadUpStacks", kind: choice(\.leadUpStacks)),
         Key(name: "maxTasks", kind: .integer(0...4_000_000, \.maxTasks)),
         Key(name: "hungAwaitThresholdMs", kind: .integer(0...86_400_000, \.hungAwaitThresholdMs)),
         Key(name: "hungAwaitExemptions", kind: .text(\.hungAwaitExemptions)),

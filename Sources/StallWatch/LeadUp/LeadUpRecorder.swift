@@ -5,6 +5,10 @@ import Synchronization
 /// (``LeadUpSectionBuilder``).
 package struct LeadUpCapture: Sendable {
     package var window: LeadUpWindow
+    /// The loop thread's stacks taken in the window, oldest first.
+    package var stacks: [LeadUpStackSample] = []
+    /// How they were taken (nil: no stacks are recorded).
+    package var stackOrigin: LeadUpStackOrigin?
 }
 
 /// Keeps one loop's lead-up on the watching thread: the loop thread's run-queue wait, CPU time and context
@@ -16,6 +20,11 @@ package struct LeadUpCapture: Sendable {
 /// ``capture(endingAt:)`` may run on any thread.
 package final class LeadUpRecorder: Sendable {
     package let ring: LeadUpRing
+    /// The loop thread's stacks (nil: none recorded).
+    package let stacks: LeadUpStacks?
+    /// Samples the loop thread for the stacks when the kernel's ring is not used; nil when it cannot be sampled
+    /// now (a stall is being followed: its own samples cover it). On the watching thread.
+    private let sampleLoopThread: (@Sendable () -> [UnwoundFrame]?)?
 
     private struct State {
         /// The last scheduler reading of the loop thread.
@@ -34,9 +43,17 @@ package final class LeadUpRecorder: Sendable {
     /// How many scheduler readings of the loop thread the recorder has taken.
     package var readingsTaken: Int { state.withLock { $0.readings } }
 
-    /// - Parameter ring: The loop's rings (``LoopState/startLeadUp(_:)``).
-    package init(ring: LeadUpRing) {
+    /// - Parameters:
+    ///   - ring: The loop's rings (``LoopState/startLeadUp(_:)``).
+    ///   - stacks: How the loop thread's stacks are recorded (`.off`: not at all).
+    ///   - sampleLoopThread: Takes one sample of the loop thread, for the stacks' sampler mode.
+    package init(
+        ring: LeadUpRing, stacks mode: LeadUpStackMode = .off,
+        sampleLoopThread: (@Sendable () -> [UnwoundFrame]?)? = nil
+    ) {
         self.ring = ring
+        self.stacks = mode == .off ? nil : LeadUpStacks(mode: mode, bucketNanos: ring.settings.bucketNanos)
+        self.sampleLoopThread = sampleLoopThread
     }
 
     /// Reads the loop thread's scheduler figures when a bucket has passed (and once more when the loop went idle).
@@ -46,7 +63,13 @@ package final class LeadUpRecorder: Sendable {
     ///   - sequence: The loop's transition count now; the same as at the last tick means it made no transition.
     ///   - isBusy: Whether the loop is inside an item (not waiting) now.
     package func tick(now: UInt64, threadID: Int32?, sequence: UInt64, isBusy: Bool) -> UInt64? {
-        state.withLock { state -> UInt64? in
+        if let stacks {
+            if let threadID { stacks.attach(threadID: threadID) }
+            if isBusy, stacks.wantsSample(now: now), let frames = sampleLoopThread?() {
+                stacks.record(frames, at: now)
+            }
+        }
+        return state.withLock { state -> UInt64? in
             let moved = sequence != state.lastSequence
             state.lastSequence = sequence
             let wentIdle = !moved && !isBusy && state.idleReadSequence != sequence
@@ -86,6 +109,9 @@ package final class LeadUpRecorder: Sendable {
 
     /// Copies the window that ends at `end` (CLOCK_MONOTONIC).
     package func capture(endingAt end: UInt64) -> LeadUpCapture {
-        LeadUpCapture(window: ring.window(endingAt: end))
+        let window = ring.window(endingAt: end)
+        guard let stacks else { return LeadUpCapture(window: window) }
+        return LeadUpCapture(
+            window: window, stacks: stacks.samples(from: window.startNanos, to: end), stackOrigin: stacks.origin)
     }
 }

@@ -17,6 +17,8 @@ struct LeadUpSectionBuilder {
     /// CLOCK_MONOTONIC → date.
     var wallDate: (UInt64) -> Date
     var label: (UInt32) -> String? = { LeadUpLabels.shared.text(for: $0) }
+    /// Resolves the stacks of the top items and the item in flight; nil leaves them out.
+    var symbolicate: (([UnwoundFrame]) -> [StackFrame])?
 
     /// Top items listed.
     static let topItemCount = 5
@@ -54,6 +56,12 @@ struct LeadUpSectionBuilder {
                 startMs: offset(raw.beginNanos), durationMs: ms(raw.durationNanos),
                 delayMs: raw.delayNanos > 0 ? ms(raw.delayNanos) : nil, label: label(raw.label))
         }
+        let stacks = symbolicate.map { StackGrouping(samples: capture.stacks, symbolicate: $0) }
+        func itemWithStacks(_ raw: LeadUpWindow.Item) -> StallReport.LeadUp.Item {
+            var described = item(raw)
+            described.stacks = stacks?.stacks(from: raw.beginNanos, to: raw.beginNanos &+ raw.durationNanos)
+            return described
+        }
         let top = window.items.enumerated().sorted {
             ($0.element.durationNanos, $0.offset) > ($1.element.durationNanos, $1.offset)
         }.prefix(Self.topItemCount).map(\.element)
@@ -61,10 +69,44 @@ struct LeadUpSectionBuilder {
             endedAt: wallDate(end), stallStartMs: stallStartNanos.map(offset),
             windowMs: ms(window.settings.windowNanos), bucketMs: ms(width), itemMinMs: ms(window.settings.itemMinNanos),
             buckets: buckets, items: window.items.suffix(StallReport.LeadUp.maxItems).map(item),
-            itemsCompleteFromMs: window.itemsCompleteFromNanos.map(offset), inFlight: window.inFlight.map(item),
-            topItems: top.map(item))
+            itemsCompleteFromMs: window.itemsCompleteFromNanos.map(offset),
+            inFlight: window.inFlight.map(itemWithStacks), topItems: top.map(itemWithStacks))
+        if let origin = capture.stackOrigin {
+            section.stackSource = .init(
+                method: origin.method?.rawValue, intervalMs: ms(origin.intervalNanos), samples: capture.stacks.count,
+                note: origin.note)
+        }
         (section.findings, section.patterns) = judge(window, busy: busy)
         return section
+    }
+
+    /// The lead-up's samples grouped for items: each sample resolved once, an item's samples grouped by the
+    /// functions of their frames (two samples at other instructions of the same functions are one stack).
+    struct StackGrouping {
+        private let samples: [(time: UInt64, frames: [StackFrame], key: [String])]
+
+        init(samples raw: [LeadUpStackSample], symbolicate: ([UnwoundFrame]) -> [StackFrame]) {
+            samples = raw.map { sample in
+                let frames = symbolicate(Array(sample.frames.prefix(StallReport.LeadUp.ItemStack.maxFrames)))
+                return (sample.timeNanos, frames, frames.map { $0.symbol ?? "0x" + String($0.address, radix: 16) })
+            }
+        }
+
+        /// The distinct stacks sampled between `from` and `to`, most samples first (the earliest first among equals).
+        func stacks(from: UInt64, to: UInt64) -> [StallReport.LeadUp.ItemStack]? {
+            var groups: [(key: [String], frames: [StackFrame], count: Int)] = []
+            for sample in samples where sample.time >= from && sample.time <= to {
+                if let index = groups.firstIndex(where: { $0.key == sample.key }) {
+                    groups[index].count += 1
+                } else {
+                    groups.append((sample.key, sample.frames, 1))
+                }
+            }
+            guard !groups.isEmpty else { return nil }
+            return groups.enumerated().sorted { ($0.element.count, -$0.offset) > ($1.element.count, -$1.offset) }
+                .prefix(StallReport.LeadUp.ItemStack.maxStacks)
+                .map { StallReport.LeadUp.ItemStack(samples: $0.element.count, frames: $0.element.frames) }
+        }
     }
 
     /// The findings and patterns of the window: a long item just before the stuck one, a loop overloaded for

@@ -102,11 +102,12 @@ final class ReportWorker: @unchecked Sendable {
         queue.async { [self] in emit(.ended(publisher.publishFinal(report, now: now))) }
     }
 
-    /// Writes a snapshot report (no stall: never folded, no event); on `queue` only.
-    func writeSnapshotOnQueue(_ report: StallReport) -> Result<String, StallWatchError> {
+    /// Builds a snapshot report with the final reports' symbolicator and writes it (no stall: never folded, no
+    /// event); on `queue` only.
+    func writeSnapshotOnQueue(_ build: (any FrameResolving) -> StallReport) -> Result<String, StallWatchError> {
         dispatchPrecondition(condition: .onQueue(queue))
         do {
-            return .success(try publisher.writer.write(report))
+            return .success(try publisher.writer.write(build(symbolicator)))
         } catch {
             return .failure(error)
         }

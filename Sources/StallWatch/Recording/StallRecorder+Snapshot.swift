@@ -22,21 +22,25 @@ extension StallRecorder {
     /// - Returns: The report's path, once written.
     /// - Throws: `.report` or `.systemCall` when it cannot be written.
     func writeSnapshot(_ moment: SnapshotMoment) throws(StallWatchError) -> String {
-        let report = builder.snapshot(moment, id: Self.makeID(wallNanos: moment.wallNanos))
-        return try reports.writeSnapshot(report).get()
+        let id = Self.makeID(wallNanos: moment.wallNanos)
+        return try reports.queue.sync { [self] in
+            reports.writeSnapshotOnQueue { builder.snapshot(moment, id: id, symbols: $0) }
+        }.get()
     }
 
     /// ``writeSnapshot(_:)`` without waiting: `then` gets the path or the error on the report queue.
     func writeSnapshot(_ moment: SnapshotMoment, then: @escaping @Sendable (Result<String, StallWatchError>) -> Void) {
-        let report = builder.snapshot(moment, id: Self.makeID(wallNanos: moment.wallNanos))
-        reports.queue.async { [reports] in then(reports.writeSnapshotOnQueue(report)) }
+        let id = Self.makeID(wallNanos: moment.wallNanos)
+        reports.queue.async { [self] in
+            then(reports.writeSnapshotOnQueue { builder.snapshot(moment, id: id, symbols: $0) })
+        }
     }
 }
 
 extension StallReportBuilder {
     /// The report of a snapshot: status `snapshot` with its reason, the loop as it is, the lead-up up to now; no
     /// samples, no cause, a duration of 0.
-    func snapshot(_ moment: StallRecorder.SnapshotMoment, id: String) -> StallReport {
+    func snapshot(_ moment: StallRecorder.SnapshotMoment, id: String, symbols: any FrameResolving) -> StallReport {
         let wallDate = { (mono: UInt64) in
             Date(timeIntervalSince1970: (Double(moment.wallNanos) - (Double(moment.now) - Double(mono))) / 1e9)
         }
@@ -59,15 +63,9 @@ extension StallReportBuilder {
             var builder = LeadUpSectionBuilder(
                 stallStartNanos: nil, thresholdNanos: detector.thresholdNanos, wallDate: wallDate)
             builder.forStall = false
+            builder.symbolicate = { symbols.symbolicate($0) }
             report.leadUp = builder.build(capture)
         }
         return report
-    }
-}
-
-extension ReportWorker {
-    /// Writes `report` on the queue, after the jobs queued before it, and returns its path.
-    func writeSnapshot(_ report: StallReport) -> Result<String, StallWatchError> {
-        queue.sync { writeSnapshotOnQueue(report) }
     }
 }

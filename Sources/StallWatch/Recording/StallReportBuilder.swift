@@ -146,8 +146,9 @@ struct StallReportBuilder {
         if final { report.context = evidence.context }
         report.task = evidence.task
         if let capture = evidence.leadUp {
-            let builder = LeadUpSectionBuilder(
+            var builder = LeadUpSectionBuilder(
                 stallStartNanos: stall.startNanos, thresholdNanos: detector.thresholdNanos, wallDate: wallDate)
+            builder.symbolicate = { symbols.symbolicate($0) }
             report.leadUp = builder.build(capture)
         }
         // A names-only provisional report of a `full` configuration has its lines pending, as has a final report

@@ -97,7 +97,7 @@ enum ReportDocumentV2 {
         var threads: [Thread]?
         var callTree: [Node]?
         var images: [ImageInfo]
-        /// The same in both formats: it holds no frames.
+        /// The same in both formats (its item stacks hold their frames inline).
         var leadUp: StallReport.LeadUp?
     }
 

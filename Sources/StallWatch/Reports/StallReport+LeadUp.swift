@@ -67,12 +67,56 @@ extension StallReport {
             package var delayMs: Double?
             /// Its label (annotations, a `perform` label, a timer's or source's name), when it had one.
             package var label: String?
+            /// Where it spent its time: the loop thread's distinct stacks sampled while it ran, most samples first
+            /// (top items and the item in flight only; nil when none was sampled).
+            package var stacks: [ItemStack]?
 
-            package init(startMs: Double, durationMs: Double, delayMs: Double? = nil, label: String? = nil) {
+            package init(
+                startMs: Double, durationMs: Double, delayMs: Double? = nil, label: String? = nil,
+                stacks: [ItemStack]? = nil
+            ) {
                 self.startMs = startMs
                 self.durationMs = durationMs
                 self.delayMs = delayMs
                 self.label = label
+                self.stacks = stacks
+            }
+        }
+
+        /// One stack of the loop thread sampled while an item ran, and how many of its samples had it (by function).
+        package struct ItemStack: Codable, Sendable, Equatable {
+            package var samples: Int
+            /// Innermost first, at most ``maxFrames``.
+            package var frames: [StackFrame]
+
+            package init(samples: Int, frames: [StackFrame]) {
+                self.samples = samples
+                self.frames = frames
+            }
+
+            /// The most frames an item's stack keeps, and the most stacks an item lists.
+            package static let maxFrames = 48
+            package static let maxStacks = 3
+        }
+
+        /// How the loop thread's stacks in the lead-up were taken.
+        package struct StackSource: Codable, Sendable, Equatable {
+            /// `perf-clock`: a ring the kernel kept (perf's software task clock, user stacks by frame pointers, no
+            /// signal); `sampler`: StallWatch's own sampler about once a bucket while the loop was busy; nil when no
+            /// stacks were taken (see `note`).
+            package var method: String?
+            /// Time between samples: the loop thread's CPU time for `perf-clock`, wall time while busy for `sampler`.
+            package var intervalMs: Double
+            /// Samples taken in the window.
+            package var samples: Int
+            /// Why the kernel's ring was not used, when it was not.
+            package var note: String?
+
+            package init(method: String?, intervalMs: Double, samples: Int, note: String? = nil) {
+                self.method = method
+                self.intervalMs = intervalMs
+                self.samples = samples
+                self.note = note
             }
         }
 
@@ -97,6 +141,8 @@ extension StallReport {
         /// What the window shows, one sentence each.
         package var findings: [String]
         package var patterns: [Pattern]
+        /// How the stacks of `topItems` and `inFlight` were taken; nil when stacks are off.
+        package var stackSource: StackSource?
 
         /// The most items a report lists.
         package static let maxItems = 500
@@ -105,7 +151,7 @@ extension StallReport {
             endedAt: Date, stallStartMs: Double? = nil, windowMs: Double,
             bucketMs: Double, itemMinMs: Double, buckets: Buckets, items: [Item] = [],
             itemsCompleteFromMs: Double? = nil, inFlight: Item? = nil, topItems: [Item] = [],
-            findings: [String] = [], patterns: [Pattern] = []
+            findings: [String] = [], patterns: [Pattern] = [], stackSource: StackSource? = nil
         ) {
             self.endedAt = endedAt
             self.stallStartMs = stallStartMs
@@ -119,6 +165,7 @@ extension StallReport {
             self.topItems = topItems
             self.findings = findings
             self.patterns = patterns
+            self.stackSource = stackSource
         }
 
         /// Every bucket's busy share of its width, 0…1.

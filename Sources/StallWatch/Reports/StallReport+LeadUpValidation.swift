@@ -59,6 +59,12 @@ extension ReportValidator {
         if let inFlight = section.inFlight { try item("leadUp.inFlight", inFlight) }
         for (index, top) in section.topItems.enumerated() { try item("leadUp.topItems[\(index)]", top) }
         for (index, line) in section.findings.enumerated() { try string("leadUp.findings[\(index)]", line) }
+        if let source = section.stackSource {
+            if let method = source.method { try string("leadUp.stackSource.method", method) }
+            try milliseconds("leadUp.stackSource.intervalMs", source.intervalMs, signed: false)
+            try self.count("leadUp.stackSource.samples", source.samples)
+            if let note = source.note { try string("leadUp.stackSource.note", note) }
+        }
     }
 
     private func item(_ field: String, _ item: StallReport.LeadUp.Item) throws(Failure) {
@@ -66,5 +72,21 @@ extension ReportValidator {
         try milliseconds(field + ".durationMs", item.durationMs, signed: false)
         if let delay = item.delayMs { try milliseconds(field + ".delayMs", delay, signed: false) }
         if let label = item.label { try string(field + ".label", label) }
+        guard let stacks = item.stacks else { return }
+        typealias ItemStack = StallReport.LeadUp.ItemStack
+        guard stacks.count <= ItemStack.maxStacks else {
+            throw Failure(
+                field: field + ".stacks", value: "\(stacks.count) stacks", rule: "at most \(ItemStack.maxStacks)")
+        }
+        for (index, stack) in stacks.enumerated() {
+            let name = "\(field).stacks[\(index)]"
+            try self.count(name + ".samples", stack.samples)
+            guard stack.frames.count <= ItemStack.maxFrames else {
+                throw Failure(
+                    field: name + ".frames", value: "\(stack.frames.count) frames",
+                    rule: "at most \(ItemStack.maxFrames)")
+            }
+            try frames(name + ".frames", stack.frames)
+        }
     }
 }

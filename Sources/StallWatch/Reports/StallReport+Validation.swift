@@ -134,7 +134,7 @@ struct ReportValidator {
         }
     }
 
-    private func frames(_ field: String, _ frames: [StackFrame]) throws(Failure) {
+    func frames(_ field: String, _ frames: [StackFrame]) throws(Failure) {
         for (index, frame) in frames.enumerated() {
             let name = "\(field)[\(index)]"
             if let symbol = frame.symbol { try string(name + ".symbol", symbol) }

@@ -88,7 +88,15 @@ public final class Watchdog: @unchecked Sendable {
             // an idle loop, so it gets no lead-up rather than a wrong one.
             if configuration.leadUp, loop is EventLoop, let ring = loop.state.startLeadUp(configuration.leadUpSettings)
             {
-                let leadUp = LeadUpRecorder(ring: ring)
+                let leadUp = LeadUpRecorder(ring: ring, stacks: configuration.leadUpStacks) {
+                    [loop, weak recorder, configuration] in
+                    // The stacks' sampler mode: the stall sampler, not while it follows a stall (its samples do).
+                    // Weak: the recorder holds the lead-up.
+                    guard let recorder, !recorder.isFollowing, let thread = loop.sampled?.sampledThread,
+                        let sampler = recorder.target.sampler
+                    else { return nil }
+                    return sampler.sample(thread, configuration: configuration).frames
+                }
                 recorder.leadUp = leadUp
                 self.leadUp = leadUp
             }
@@ -103,6 +111,7 @@ public final class Watchdog: @unchecked Sendable {
             } catch {
                 heartbeat?.withdraw()
                 heartbeat = nil
+                leadUp?.stacks?.close()
                 leadUp = nil
                 loop.state.stopLeadUp()
                 loop.state.watchdogAttached.store(false, ordering: .releasing)
@@ -121,6 +130,7 @@ public final class Watchdog: @unchecked Sendable {
             running.join()
             thread = nil
             recorder = nil
+            leadUp?.stacks?.close()
             leadUp = nil
             loop.state.stopLeadUp()
             heartbeat?.withdraw()

@@ -17,9 +17,14 @@ import Testing
         precondition(x != 0)
     }
 
+    /// A function whose name a stack sampled while it ran shows.
+    @inline(never) static func warmUpCaches(milliseconds: UInt64) {
+        spin(milliseconds: milliseconds)
+    }
+
     /// Runs `work` on a watched loop (threshold `thresholdMs`) and returns the report of the one stall it causes.
     func report(
-        thresholdMs: Int = 250, leadUp: Bool = true, _ work: (EventLoop) -> Void
+        thresholdMs: Int = 250, leadUp: Bool = true, stacks: LeadUpStackMode = .auto, _ work: (EventLoop) -> Void
     ) throws -> StallReport {
         let directory = Fixtures.temporaryDirectory("lead-up")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -28,6 +33,7 @@ import Testing
         config.thresholdMs = thresholdMs
         config.reportDirectory = directory
         config.leadUp = leadUp
+        config.leadUpStacks = stacks
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: config) { event in
             if case .ended = event { ended.signal() }
@@ -110,5 +116,62 @@ import Testing
             loop.perform(label: "stuck") { Self.spin(milliseconds: 500) }
         }
         #expect(report.leadUp == nil)
+    }
+
+    /// The report of a stall in `stallOnCPU` right after `warmUpCaches` ran 300 ms as the item before it.
+    func reportAfterWarmingUp(stacks: LeadUpStackMode) throws -> StallReport {
+        try report(thresholdMs: 400, stacks: stacks) { loop in
+            loop.perform(label: "warmUpCaches") {
+                Self.warmUpCaches(milliseconds: 300)
+                loop.perform(label: "stallOnCPU") { Self.spin(milliseconds: 700) }
+            }
+        }
+    }
+
+    /// The stacks listed for `label` among the top items, and whether its most sampled one ran in `function`.
+    func expectTopStack(_ leadUp: StallReport.LeadUp, label: String, function: String) throws {
+        let item = try #require(leadUp.topItems.first { $0.label == label }, "\(leadUp.topItems)")
+        let stacks = try #require(item.stacks, "no stacks for \(label): \(String(describing: leadUp.stackSource))")
+        #expect(stacks.count <= StallReport.LeadUp.ItemStack.maxStacks)
+        #expect(stacks.map(\.samples) == stacks.map(\.samples).sorted(by: >))
+        let top = try #require(stacks.first)
+        #expect(
+            top.frames.contains { $0.symbol?.contains(function) == true },
+            "\(top.frames.map { $0.symbol ?? "?" })")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aLongItemsStacksComeFromTheKernelsRingAndNameTheFunctionItRanIn() throws {
+        let report = try reportAfterWarmingUp(stacks: .auto)
+        let leadUp = try #require(report.leadUp)
+        let source = try #require(leadUp.stackSource)
+        #expect(source.method == "perf-clock", "\(source)")
+        #expect(source.note == nil)
+        try expectTopStack(leadUp, label: "warmUpCaches", function: "warmUpCaches")
+        // The kernel samples every 10 ms of the thread's CPU time: 300 ms spinning give it many samples, and the
+        // stuck item in flight (700 ms spinning) has its own.
+        let warm = try #require(leadUp.topItems.first { $0.label == "warmUpCaches" })
+        let warmSamples = (warm.stacks ?? []).reduce(0) { $0 + $1.samples }
+        #expect(warmSamples >= 5, "\(warmSamples) samples in 300 ms of spinning")
+        #expect(leadUp.inFlight?.stacks?.first?.frames.contains { $0.symbol?.contains("spin") == true } == true)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func withTheSamplerALongItemsStacksNameTheFunctionItRanIn() throws {
+        let report = try reportAfterWarmingUp(stacks: .sampler)
+        let leadUp = try #require(report.leadUp)
+        let source = try #require(leadUp.stackSource)
+        #expect(source.method == "sampler", "\(source)")
+        #expect(source.intervalMs == leadUp.bucketMs)
+        try expectTopStack(leadUp, label: "warmUpCaches", function: "warmUpCaches")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func withStacksOffTheLeadUpHasNoneAndNoSource() throws {
+        let report = try reportAfterWarmingUp(stacks: .off)
+        let leadUp = try #require(report.leadUp)
+        #expect(leadUp.stackSource == nil)
+        #expect(leadUp.topItems.allSatisfy { $0.stacks == nil })
+        #expect(leadUp.inFlight?.stacks == nil)
     }
 }

@@ -1,0 +1,111 @@
+// The lead-up's stacks: the kernel's ring read back, a refused ring falling back to the sampler, damaged records.
+import CStallWatchCore
+import Foundation
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+@Suite struct LeadUpStacksTests {
+    /// A thread that spins in a function of its own until told to stop.
+    final class SpinningThread: @unchecked Sendable {
+        let threadID = Atomic<Int32>(0)
+        let stop = Atomic<Bool>(false)
+        let done = DispatchSemaphore(value: 0)
+
+        @inline(never) func spinInLeadUpStacksTest() {
+            var x: UInt64 = 1
+            while !stop.load(ordering: .relaxed) { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+            precondition(x != 0)
+        }
+
+        func start() {
+            Thread.detachNewThread { [self] in
+                threadID.store(sw_gettid(), ordering: .releasing)
+                spinInLeadUpStacksTest()
+                done.signal()
+            }
+            while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
+        }
+    }
+
+    @Test func theKernelsRingHoldsTheThreadsStacksInTimeOrderWithinTheAskedSpan() throws {
+        let stacks = LeadUpStacks(mode: .auto, bucketNanos: 100_000_000)
+        defer { stacks.close() }
+        let thread = SpinningThread()
+        thread.start()
+        let from = sw_monotonic_ns()
+        stacks.attach(threadID: thread.threadID.load(ordering: .acquiring))
+        #expect(stacks.origin.method == .perfClock, "\(stacks.origin)")
+        // Spins until the kernel has taken 10 samples (10 ms of the thread's CPU time each), bounded at 30 s.
+        var samples: [LeadUpStackSample] = []
+        let deadline = from + 30_000_000_000
+        while samples.count < 10 && sw_monotonic_ns() < deadline {
+            usleep(20_000)
+            samples = stacks.samples(from: from, to: sw_monotonic_ns())
+        }
+        thread.stop.store(true, ordering: .relaxed)
+        thread.done.wait()
+        #expect(samples.count >= 10)
+        #expect(samples.map(\.timeNanos) == samples.map(\.timeNanos).sorted())
+        let symbolicator = Symbolicator(processID: getpid(), mode: .fast)
+        let named = samples.filter { sample in
+            symbolicator.symbolicate(sample.frames).contains { $0.symbol?.contains("spinInLeadUpStacksTest") == true }
+        }
+        #expect(named.count == samples.count, "\(samples.count - named.count) samples outside the spinning function")
+        // A span before the thread ran holds none of them.
+        #expect(stacks.samples(from: 0, to: from - 1).isEmpty)
+    }
+
+    @Test func aRingTheKernelRefusesLeavesTheSamplerWithTheReason() {
+        let stacks = LeadUpStacks(mode: .auto, bucketNanos: 100_000_000)
+        // No thread has this id: perf_event_open fails (ESRCH), as it would for a forbidden one.
+        stacks.attach(threadID: Int32.max)
+        #expect(stacks.origin.method == .sampler)
+        #expect(stacks.origin.note?.contains("perf_event_open") == true, "\(stacks.origin)")
+        #expect(stacks.wantsSample(now: sw_monotonic_ns()))
+        stacks.record([.programCounter(0x1000)], at: 5_000)
+        #expect(!stacks.wantsSample(now: 5_000 + 99_000_000))
+        #expect(stacks.wantsSample(now: 5_000 + 100_000_000))
+        #expect(stacks.samples(from: 0, to: 10_000).map(\.timeNanos) == [5_000])
+    }
+
+    @Test func theSamplersRingKeepsTheLatestStacks() {
+        let stacks = LeadUpStacks(mode: .sampler, bucketNanos: 100)
+        for time in 1...UInt64(LeadUpStacks.sampleCapacity + 50) {
+            stacks.record([.programCounter(time)], at: time * 100)
+        }
+        let kept = stacks.samples(from: 0, to: .max)
+        #expect(kept.count == LeadUpStacks.sampleCapacity)
+        #expect(kept.first?.timeNanos == 51 * 100)
+        #expect(kept.last?.timeNanos == UInt64(LeadUpStacks.sampleCapacity + 50) * 100)
+    }
+
+    /// One record as the kernel writes it: header, then the sample's fields.
+    static func record(type: UInt32 = 9, size: UInt16? = nil, time: UInt64, chain: [UInt64]) -> [UInt8] {
+        var fields: [UInt64] = [0, time, UInt64(chain.count)] + chain  // pid/tid word, time, nr, entries
+        let length = UInt16(8 + fields.count * 8)
+        var bytes: [UInt8] = []
+        withUnsafeBytes(of: type.littleEndian) { bytes += $0 }
+        withUnsafeBytes(of: UInt16(0)) { bytes += $0 }
+        withUnsafeBytes(of: (size ?? length).littleEndian) { bytes += $0 }
+        fields.withUnsafeMutableBytes { bytes += $0 }
+        return bytes
+    }
+
+    @Test func parsingDropsContextMarkersAndStopsAtADamagedRecord() {
+        let user: UInt64 = 0xffff_ffff_ffff_fe00  // PERF_CONTEXT_USER
+        var bytes = Self.record(time: 30, chain: [user, 0x4000, 0x5000])
+        bytes += Self.record(type: 2, time: 20, chain: [0x1])  // not a sample: skipped
+        bytes += Self.record(time: 10, chain: [user, 0x6000])
+        bytes += Self.record(size: 4, time: 5, chain: [0x7000])  // a size shorter than a header: the end
+        bytes += Self.record(time: 1, chain: [0x8000])
+        let samples = bytes.withUnsafeBytes(LeadUpStacks.parse)
+        #expect(samples.map(\.timeNanos) == [30, 10])
+        #expect(samples.first?.frames == [.programCounter(0x4000), .returnAddress(0x5000)])
+        // A chain count past the record's end is not read beyond it.
+        var lying = Self.record(time: 40, chain: [0x4000])
+        lying.replaceSubrange(24..<32, with: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
+        #expect(lying.withUnsafeBytes(LeadUpStacks.parse).isEmpty)
+    }
+}
