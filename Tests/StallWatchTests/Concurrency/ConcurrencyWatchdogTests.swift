@@ -227,6 +227,18 @@ extension ConcurrencyWatchdogTests {
         }.count
     }
 
+    /// ``poolThreads()`` once it reads `expected`, or after 5 s. A thread that `disable()` joined stays listed in
+    /// /proc/self/task until the kernel reaps it, which a loaded machine can delay past the next `enable()`; a
+    /// thread that never exits is still counted after 5 s.
+    static func poolThreads(settlingAt expected: Int) async -> Int {
+        var count = poolThreads()
+        for _ in 0..<5000 where count != expected {
+            try? await Task.sleep(for: .milliseconds(1))
+            count = poolThreads()
+        }
+        return count
+    }
+
     /// This process's open descriptors, each as its number and what it refers to (the listing's own descriptor,
     /// closed by the time it is read, is left out).
     static func openDescriptors() -> Set<String> {
@@ -290,16 +302,19 @@ extension ConcurrencyWatchdogTests {
                 try ConcurrencyWatchdog.enable(configuration: config)
                 if cycle % 100 == 0 {
                     await jobs()
-                    if poolThreads() != 1 || !ConcurrencyWatchdog.hookInstalled {
-                        return "cycle \(cycle) did not enable\n"
+                    let threads = await poolThreads(settlingAt: 1)
+                    if threads != 1 || !ConcurrencyWatchdog.hookInstalled {
+                        return "cycle \(cycle) did not enable: \(threads) stallwatch-pool threads, hook installed: "
+                            + "\(ConcurrencyWatchdog.hookInstalled)\n"
                     }
                 }
                 ConcurrencyWatchdog.disable()
             }
             let descriptors = halfway
             var left = ""
-            if poolThreads() != 0 || ConcurrencyWatchdog.isEnabled {
-                left += "\(poolThreads()) stallwatch-pool threads, enabled: \(ConcurrencyWatchdog.isEnabled)\n"
+            let threads = await poolThreads(settlingAt: 0)
+            if threads != 0 || ConcurrencyWatchdog.isEnabled {
+                left += "\(threads) stallwatch-pool threads, enabled: \(ConcurrencyWatchdog.isEnabled)\n"
             }
             if ConcurrencyWatchdog.hookInstalled { left += "the global enqueue hook\n" }
             let after = openDescriptors()
