@@ -1,6 +1,7 @@
 // Tests of out-of-process capture (PtraceSampler) against real child processes.
 import CStallWatchCore
 import CStallWatchFixtures
+import Foundation
 import StallWatchSidecar
 import StallWatchTestSupport
 import Testing
@@ -140,6 +141,10 @@ extension CaptureTests {
             }
             var byte: UInt8 = 0
             try #require(read(events, &byte, 1) == 1 && byte == UInt8(ascii: "S"), "the child did not start its write")
+            // 'S' comes just before the write: a child preempted in between would be stopped in user space. Its
+            // file has grown once the write is under way (tmpfs sets the size page by page).
+            try #require(
+                pollUntil { Self.writtenBytes(byChild: pid) > 0 }, "the child's file did not grow within 10 s")
             let result = PtraceSampler(processID: pid, timeout: .seconds(30)).capture(
                 threadID: pid, maxStackBytes: 4096)
             // The capture is over while the write goes on: no 'E' yet from the child.
@@ -158,6 +163,22 @@ extension CaptureTests {
             #expect(read(events, &byte, 1) == 1 && byte == UInt8(ascii: "E"), "the write failed or was cut short")
             let status = readProcFile("/proc/\(pid)/status") ?? ""
             #expect(!status.contains("State:\tt") && !status.contains("State:\tT"), "\(status)")
+        }
+
+        /// The size of the file `sw_test_spawn_long_write`'s child writes (found among its descriptors), 0 until
+        /// it has one.
+        static func writtenBytes(byChild pid: Int32) -> Int {
+            let directory = "/proc/\(pid)/fd"
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+                let path = directory + "/" + name
+                guard
+                    let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path),
+                    target.hasPrefix("/dev/shm/stallwatch-long-write-")
+                else { continue }
+                var info = stat()
+                return stat(path, &info) == 0 ? Int(info.st_size) : 0
+            }
+            return 0
         }
 
         @Test func aNonexistentProcessIsNoSuchProcess() {
