@@ -40,6 +40,10 @@ package final class LeadUpRecorder: Sendable {
     }
     private let state = Mutex(State())
 
+    /// How far the detector's next look must be for the stacks' work to be done in a tick: 50 ms, the late
+    /// wake-up tolerance's default, so that work would have to take twice that to defer a judgement.
+    package static let stackWorkMarginNanos: UInt64 = 50_000_000
+
     /// How many scheduler readings of the loop thread the recorder has taken.
     package var readingsTaken: Int { state.withLock { $0.readings } }
 
@@ -62,8 +66,13 @@ package final class LeadUpRecorder: Sendable {
     /// - Parameters:
     ///   - sequence: The loop's transition count now; the same as at the last tick means it made no transition.
     ///   - isBusy: Whether the loop is inside an item (not waiting) now.
-    package func tick(now: UInt64, threadID: Int32?, sequence: UInt64, isBusy: Bool) -> UInt64? {
-        if let stacks {
+    ///   - lookDue: When the detector looks at the loop next (nil: it parks until the loop moves). The stacks'
+    ///     work (opening the kernel's ring, a sampler sample) is done only when that is at least
+    ///     ``stackWorkMarginNanos`` away, so that it never makes the detector's look late: a late look defers a
+    ///     stall's judgement, and its first sample.
+    package func tick(now: UInt64, threadID: Int32?, sequence: UInt64, isBusy: Bool, lookDue: UInt64? = nil) -> UInt64?
+    {
+        if let stacks, lookDue.map({ $0 > now && $0 - now >= Self.stackWorkMarginNanos }) ?? true {
             if let threadID { stacks.attach(threadID: threadID) }
             if isBusy, stacks.wantsSample(now: now), let frames = sampleLoopThread?() {
                 stacks.record(frames, at: now)

@@ -79,7 +79,7 @@ struct LoopProgressSource: ProgressSource {
             if deadline == nil && snapshot.isBusy { return false }
             let tick = leadUp.tick(
                 now: sw_monotonic_ns(), threadID: sampledThread?.threadID, sequence: snapshot.sequence,
-                isBusy: snapshot.isBusy)
+                isBusy: snapshot.isBusy, lookDue: deadline)
             guard let tick, deadline.map({ tick < $0 }) ?? true else { return sleep(until: deadline) }
             if !sleep(until: tick) { return false }
             if isStopping() { return false }

@@ -108,4 +108,26 @@ import Testing
         lying.replaceSubrange(24..<32, with: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
         #expect(lying.withUnsafeBytes(LeadUpStacks.parse).isEmpty)
     }
+
+    /// The stacks' work waits for a tick whose detector look is far enough away: opening the ring (or a sampler's
+    /// sample) never runs into the look.
+    @Test func theRingIsOpenedOnlyInATickWhoseDetectorLookIsFarEnoughAway() throws {
+        let loop = try EventLoop(name: "stack-margin", mainQueue: .disabled)
+        defer { loop.state.stopLeadUp() }
+        let ring = try #require(loop.state.startLeadUp(StallWatchConfiguration().leadUpSettings))
+        let recorder = LeadUpRecorder(ring: ring, stacks: .auto)
+        defer { recorder.stacks?.close() }
+        let stacks = try #require(recorder.stacks)
+        let thread = sw_gettid()
+        let now = sw_monotonic_ns()
+        _ = recorder.tick(
+            now: now, threadID: thread, sequence: 1, isBusy: true,
+            lookDue: now + LeadUpRecorder.stackWorkMarginNanos - 1)
+        #expect(stacks.origin.method == nil, "opened with the look \(LeadUpRecorder.stackWorkMarginNanos - 1) ns away")
+        _ = recorder.tick(now: now, threadID: thread, sequence: 1, isBusy: true, lookDue: now - 1)
+        #expect(stacks.origin.method == nil, "opened with the look overdue")
+        _ = recorder.tick(
+            now: now, threadID: thread, sequence: 1, isBusy: true, lookDue: now + LeadUpRecorder.stackWorkMarginNanos)
+        #expect(stacks.origin.method == .perfClock)
+    }
 }
