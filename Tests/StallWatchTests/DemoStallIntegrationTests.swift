@@ -101,10 +101,11 @@ import Testing
         #expect(stallsEnded.count == 5, "\(endedLines)")
         // …but the repeats of one signature are counted in the first report instead of written again.
         let reports = all.filter { $0.cause?.isStarvedByTheMachine != true }
-        // On failure, what kept the stalls apart: each report's signature, cause, duration and point stack's top.
+        // On failure, what kept the stalls apart: each report's signature, cause, duration, point stack's top, the
+        // cause's evidence and the capture's errors.
         try #require(
             reports.count == 1,
-            "\(reports.map { ($0.id, $0.signature, $0.cause?.kind.rawValue ?? "-", $0.durationMs, $0.pointStack?.frames.first?.symbol ?? "-") })"
+            "\(reports.map { ($0.id, $0.signature, $0.cause?.kind.rawValue ?? "-", $0.durationMs, $0.pointStack?.frames.first?.symbol ?? "-", $0.cause?.evidence ?? [], $0.capture.errors) })"
         )
         #expect(reports[0].occurrences == 5)
         #expect(reports[0].status == .ended)
