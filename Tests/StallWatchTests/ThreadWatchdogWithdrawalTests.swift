@@ -143,9 +143,11 @@ import Testing
         #expect(pollUntil { loop.turns.load(ordering: .acquiring) == 2 })
         usleep(1_000_000)
 
-        let endings = ended.values.map {
-            "\($0.status) \($0.durationMs) ms \($0.cause?.kind.rawValue ?? "-"): \($0.notes)"
+        let describe = { (r: StallReport) in
+            "\(r.id) \(r.status) \(r.durationMs) ms before-attach \(r.startedBeforeAttach ?? false) "
+                + "\(r.cause?.kind.rawValue ?? "-") \(r.cause?.evidence ?? []): \(r.notes)"
         }
+        let endings = "began: \(began.values.map(describe)); ended: \(ended.values.map(describe))"
         #expect(
             began.values.count == 1 && ended.values.count == 1,
             "\(began.values.count) began, \(ended.values.count) ended: \(endings)")
