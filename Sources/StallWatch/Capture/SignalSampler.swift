@@ -149,10 +149,12 @@ package final class SignalSampler: Sendable {
         let capacity = min(stackBufferSize, max(0, maxStackBytes ?? stackBufferSize))
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
-        let status = sw_capture_thread(
-            thread.threadID, thread.stackLow, thread.stackHigh, thread.boundsAreApproximate ? 1 : 0,
-            timeoutNanos, &record,
-            scratch.baseAddress, capacity)
+        let status = CaptureLedger.capturing(thread.threadID) {
+            sw_capture_thread(
+                thread.threadID, thread.stackLow, thread.stackHigh, thread.boundsAreApproximate ? 1 : 0,
+                timeoutNanos, &record,
+                scratch.baseAddress, capacity)
+        }
         guard Int(status) == SW_CAPTURE_OK else {
             return .failure(error(status, thread: thread, timeoutNanos: timeoutNanos))
         }

@@ -93,9 +93,11 @@ package final class ThreadCaptureHelper: Sendable {
         let capacity = max(1, min(maxStackBytes, SignalSampler.slotBytes))
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: capacity)
         defer { scratch.deallocate() }
-        let status = sw_helper_capture(
-            threadID, stackLow, stackHigh, timeoutNanos, &record, scratch.baseAddress,
-            capacity)
+        let status = CaptureLedger.capturing(threadID) {
+            sw_helper_capture(
+                threadID, stackLow, stackHigh, timeoutNanos, &record, scratch.baseAddress,
+                capacity)
+        }
         return StackCapture.fromPtraceRecord(
             record, status: status, threadID: threadID, stack: scratch, pauseNanoseconds: record.pause_ns,
             detachNote: "PTRACE_DETACH failed; the helper's exit detached instead"

@@ -100,10 +100,17 @@ package struct ProcProgressProbe: Sendable {
     /// The thread's CPU time when a capture found it in its idle wait: until it has run since, the call it is
     /// restarting after the stop is that wait.
     private var restartAfterCapture: UInt64?
+    /// A thread of this process: other watchers' captures of it are in the ``CaptureLedger``.
+    private let inProcess: Bool
+    /// The captures of the thread other threads than the looking one had finished at the last look (``CaptureLedger``).
+    private var othersCaptures: UInt64?
+    /// What the last look made of the thread, kept by a look that comes while another watcher's capture stops it.
+    private var lastActivity: LoopActivity = []
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
         self.threadID = threadID
+        inProcess = processID == getpid()
         phaseStart = now
         phaseStartSchedule = ProcDirectory(processID: processID, threadID: threadID).schedstat(now: now)
     }
@@ -115,7 +122,38 @@ package struct ProcProgressProbe: Sendable {
     }
 
     /// What the thread looks like now; nil when it is gone.
+    ///
+    /// A thread of this process may be stopped by another watcher's capture (``CaptureLedger``): a look while that
+    /// capture is under way keeps the last verdict, and the counter moves of the captures finished since the look
+    /// before are discounted like the probe's own (``noteCapture()``).
     package mutating func observe(now: UInt64) -> LoopSnapshot? {
+        if inProcess {
+            let entry = CaptureLedger.entry(threadID)
+            if entry.underWay > 0 {
+                return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
+            }
+            let finished = entry.finished(besides: sw_gettid())
+            if let seen = othersCaptures, finished > seen { noteOthersCaptures(finished - seen) }
+            othersCaptures = finished
+        }
+        let snapshot = look(now: now)
+        lastActivity = snapshot?.activity ?? []
+        return snapshot
+    }
+
+    /// `count` captures of the thread by other watchers, finished since the last look. In its idle wait at that look,
+    /// the thread restarts that wait after the stop ("running" until it has a CPU again: no work of the loop's);
+    /// otherwise each capture's counter moves are allowed for, as for the probe's own.
+    private mutating func noteOthersCaptures(_ count: UInt64) {
+        if idle {
+            if restartAfterCapture == nil { restartAfterCapture = idleLook?.schedule.cpuNanos }
+            return
+        }
+        for _ in 0..<count { noteCapture() }
+    }
+
+    /// One look at the thread (``observe(now:)`` without the other watchers' captures).
+    private mutating func look(now: UInt64) -> LoopSnapshot? {
         let directory = ProcDirectory(processID: processID, threadID: threadID)
         guard let status = directory.status() else { return nil }
         let state = status.state ?? "?"
