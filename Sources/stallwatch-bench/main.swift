@@ -18,7 +18,9 @@ if which == "all" || which == "loop" {
     LoopBenchmarks.throughput()
     TickBenchmarks.tickPairCost()
     TickBenchmarks.tickCost()
+    LoopBenchmarks.fixedRateCPU(itemsPerSecond: 10_000)
     LoopBenchmarks.fixedRateCPU()
+    LoopBenchmarks.residentPerLoop()
     LoopBenchmarks.idleWakeups()
     LoopBenchmarks.detectionLatency()
 }
