@@ -30,47 +30,23 @@ import Testing
             poll(nil, 0, 400)
         }
         defer { loop.stop() }
-        var config = StallWatchConfiguration()
-        config.thresholdMs = 100
-        config.reportDirectory = directory
-        let began = Recorder<StallReport>()
-        let ended = Recorder<StallReport>()
-        let withdrawn = Recorder<StallReport>()
-        let watchdog = try ThreadWatchdog(threadsNamed: "split-elt-*", configuration: config) { event in
-            if case .began(let report) = event { began.append(report) }
-            if case .ended(let report) = event {
-                if report.status == .withdrawn { withdrawn.append(report) } else { ended.append(report) }
-            }
-        }
-        try watchdog.start()
+        let events = ThreadWatchdogWithdrawalTests.WatchedEvents()
+        let watchdog = try events.watch("split-elt-*", directory: directory)
         defer { watchdog.stop() }
         // The premise: the watcher knows the loop's read as its idle wait. Its first look finds the thread in the
         // read and, knowing nothing yet, reports it as a stall; a turn then proves the read idle and that report is
         // withdrawn (the withdrawal tests' subject). A busy test process may delay that first look: the turns wait
         // for it.
-        try #require(
-            pollUntil(timeout: .seconds(30), every: .milliseconds(10)) { !began.values.isEmpty },
-            "the read found at the first look was not reported")
-        var turns = 0
-        var learned = false
-        while !learned, turns < 5 {
-            loop.send(1)
-            turns += 1
-            let done = turns
-            #expect(pollUntil { loop.turns.load(ordering: .acquiring) == done })
-            learned = pollUntil(timeout: .seconds(2), every: .milliseconds(10)) { !withdrawn.values.isEmpty }
-        }
-        try #require(
-            !withdrawn.values.isEmpty,
-            "the read was not withdrawn after \(turns) turns: \(ended.values.map { "\($0.status) \($0.notes)" })")
+        let turns = try loop.turnUntilTheReadIsLearned(events)
         // Any other stall so far (none is expected) is not one of the two.
-        let endedBefore = ended.values.count
+        let endedBefore = events.endedNotWithdrawn.count
         loop.send(2)
         #expect(pollUntil(timeout: .seconds(10)) { loop.turns.load(ordering: .acquiring) == turns + 1 })
         try #require(
-            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { ended.values.count >= endedBefore + 2 },
-            "\(ended.values.map { "\($0.status) \($0.durationMs) ms: \($0.notes)" })")
-        let reports = ended.values.dropFirst(endedBefore).sorted { $0.startedAt < $1.startedAt }
+            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) {
+                events.endedNotWithdrawn.count >= endedBefore + 2
+            }, "\(events.ended.values.map { "\($0.status) \($0.durationMs) ms: \($0.notes)" })")
+        let reports = events.endedNotWithdrawn.dropFirst(endedBefore).sorted { $0.startedAt < $1.startedAt }
         #expect(reports.count == 2, "\(reports.map { "\($0.durationMs) ms: \($0.notes)" })")
         let first = try #require(reports.first)
         let ending = first.notes.filter { $0.hasPrefix("ended where a look saw the thread go on: ") }

@@ -45,32 +45,12 @@ import Testing
         }
         defer { loop.stop() }
 
-        var config = StallWatchConfiguration()
-        config.thresholdMs = 100
-        config.reportDirectory = directory
-        let began = Recorder<StallReport>()
-        let ended = Recorder<StallReport>()
-        let withdrawn = Recorder<StallReport>()
-        let watchdog = try ThreadWatchdog(threadsNamed: "held-elt-*", configuration: config) { event in
-            if case .began(let report) = event { began.append(report) }
-            if case .ended(let report) = event {
-                if report.status == .withdrawn { withdrawn.append(report) } else { ended.append(report) }
-            }
-        }
-        try watchdog.start()
+        let events = ThreadWatchdogWithdrawalTests.WatchedEvents()
+        let watchdog = try events.watch("held-elt-*", directory: directory)
         defer { watchdog.stop() }
-        // The premise: the watcher knows the loop's read as its idle wait (the read found at the first look is
-        // reported, then withdrawn once a turn proves it idle).
-        try #require(pollUntil(timeout: .seconds(30), every: .milliseconds(10)) { !began.values.isEmpty })
-        var turns = 0
-        while withdrawn.values.isEmpty, turns < 5 {
-            loop.send(1)
-            turns += 1
-            let done = turns
-            #expect(pollUntil { loop.turns.load(ordering: .acquiring) == done })
-            _ = pollUntil(timeout: .seconds(2), every: .milliseconds(10)) { !withdrawn.values.isEmpty }
-        }
-        try #require(!withdrawn.values.isEmpty, "the idle read was not learned after \(turns) turns")
+        // The premise: the watcher knows the loop's read as its idle wait.
+        let turns = try loop.turnUntilTheReadIsLearned(events)
+        let (began, ended) = (events.began, events.ended)
         let beganBefore = began.values.count
         let endedBefore = ended.values.count
 
@@ -120,24 +100,10 @@ import Testing
         }
         let loop = try ThreadWatchdogWithdrawalTests.PipeReadLoop(name: "first-elt-0")
         defer { loop.stop() }
-        #expect(
-            pollUntil {
-                let tid = loop.threadID.load(ordering: .acquiring)
-                return tid != 0 && ProcDirectory(processID: getpid(), threadID: tid).syscall()?.number == 0
-            })
-        let readSince = sw_monotonic_ns()
-        while sw_monotonic_ns() < readSince + 500_000_000 { usleep(10_000) }
-
-        var config = StallWatchConfiguration()
-        config.thresholdMs = 100
-        config.reportDirectory = directory
-        let began = Recorder<StallReport>()
-        let ended = Recorder<StallReport>()
-        let watchdog = try ThreadWatchdog(threadsNamed: "first-elt-*", configuration: config) { event in
-            if case .began(let report) = event { began.append(report) }
-            if case .ended(let report) = event { ended.append(report) }
-        }
-        try watchdog.start()
+        loop.sitInRead(nanos: 500_000_000)
+        let events = ThreadWatchdogWithdrawalTests.WatchedEvents()
+        let (began, ended) = (events.began, events.ended)
+        let watchdog = try events.watch("first-elt-*", directory: directory)
         defer { watchdog.stop() }
         try #require(
             pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { !began.values.isEmpty },

@@ -61,6 +61,36 @@ import Testing
             return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
         }
 
+        /// Returns once the loop thread has sat in its read for `nanos` (by this thread's clock).
+        func sitInRead(nanos: UInt64) {
+            #expect(
+                pollUntil {
+                    let tid = threadID.load(ordering: .acquiring)
+                    return tid != 0 && ProcDirectory(processID: getpid(), threadID: tid).syscall()?.number == 0
+                })
+            let readSince = sw_monotonic_ns()
+            while sw_monotonic_ns() < readSince + nanos { usleep(10_000) }
+        }
+
+        /// Turns the loop (byte 1) until `events` has a withdrawn report — the read found at the first look, proved
+        /// the loop's idle wait — at most five times; returns the turns taken.
+        func turnUntilTheReadIsLearned(_ events: WatchedEvents) throws -> Int {
+            try #require(
+                pollUntil(timeout: .seconds(30), every: .milliseconds(10)) { !events.began.values.isEmpty },
+                "the read found at the first look was not reported")
+            var turns = 0
+            while events.withdrawn.isEmpty, turns < 5 {
+                send(1)
+                turns += 1
+                let done = turns
+                #expect(pollUntil { self.turns.load(ordering: .acquiring) == done })
+                _ = pollUntil(timeout: .seconds(2), every: .milliseconds(10)) { !events.withdrawn.isEmpty }
+            }
+            let seen = events.ended.values.map { "\($0.status) \($0.notes)" }
+            try #require(!events.withdrawn.isEmpty, "the read was not withdrawn after \(turns) turns: \(seen)")
+            return turns
+        }
+
         func send(_ byte: UInt8) {
             var value = byte
             _ = write(fds[1], &value, 1)
@@ -71,6 +101,28 @@ import Testing
             done.wait()
             close(fds[0])
             close(fds[1])
+        }
+    }
+
+    /// What a thread watchdog of the tests reported.
+    final class WatchedEvents: Sendable {
+        let began = Recorder<StallReport>()
+        /// Every report that ended, withdrawn ones included.
+        let ended = Recorder<StallReport>()
+        var withdrawn: [StallReport] { ended.values.filter { $0.status == .withdrawn } }
+        var endedNotWithdrawn: [StallReport] { ended.values.filter { $0.status != .withdrawn } }
+
+        /// A started thread watchdog of the threads named `pattern`, threshold 100 ms, its reports in `directory`.
+        func watch(_ pattern: String, directory: String) throws -> ThreadWatchdog {
+            var config = StallWatchConfiguration()
+            config.thresholdMs = 100
+            config.reportDirectory = directory
+            let watchdog = try ThreadWatchdog(threadsNamed: pattern, configuration: config) { [self] event in
+                if case .began(let report) = event { began.append(report) }
+                if case .ended(let report) = event { ended.append(report) }
+            }
+            try watchdog.start()
+            return watchdog
         }
     }
 
@@ -85,24 +137,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let loop = try PipeReadLoop(name: "pipe-elt-0", heldOffOnCPU: firstTurnHeldOffTheCPU ? 0 : nil)
         defer { loop.stop() }
-        #expect(
-            pollUntil {
-                let tid = loop.threadID.load(ordering: .acquiring)
-                return tid != 0 && ProcDirectory(processID: getpid(), threadID: tid).syscall()?.number == 0
-            })
-        let readSince = sw_monotonic_ns()
-        while sw_monotonic_ns() < readSince + 500_000_000 { usleep(10_000) }
-
-        var config = StallWatchConfiguration()
-        config.thresholdMs = 100
-        config.reportDirectory = directory
-        let began = Recorder<StallReport>()
-        let ended = Recorder<StallReport>()
-        let watchdog = try ThreadWatchdog(threadsNamed: "pipe-elt-*", configuration: config) { event in
-            if case .began(let report) = event { began.append(report) }
-            if case .ended(let report) = event { ended.append(report) }
-        }
-        try watchdog.start()
+        loop.sitInRead(nanos: 500_000_000)
+        let events = WatchedEvents()
+        let (began, ended) = (events.began, events.ended)
+        let watchdog = try events.watch("pipe-elt-*", directory: directory)
         defer { watchdog.stop() }
         try #require(
             pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { !began.values.isEmpty },
