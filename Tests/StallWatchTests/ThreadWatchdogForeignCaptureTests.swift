@@ -14,13 +14,24 @@ import Testing
 #endif
 
 @Suite(.offPool, .serialized) struct ThreadWatchdogForeignCaptureTests {
+    /// Whose all-thread snapshots stop the stuck thread.
+    enum Snapshotter: String, CustomStringConvertible {
+        /// A second watchdog of the process, over an `EventLoop` of its own (``OtherWatcher``).
+        case anotherWatchdog
+        /// The same thread watchdog, for another thread it follows (its snapshot is taken on the same watching
+        /// thread as the stuck thread's looks).
+        case theSameWatcherForAnotherThread
+        var description: String { rawValue }
+    }
+
     /// A loop that idles in a blocking pipe read; byte 2 is a turn stuck in a read of another pipe until the test
-    /// writes to it. While it is stuck, a second watchdog of the process (an `EventLoop`'s) reports three stalls of
-    /// its own loop, and each of their all-thread snapshots stops the stuck thread (each stop restarts its read:
-    /// one more read call and two more voluntary switches in its counters). The thread watchdog reports the stuck
-    /// read as one stall, ended, that lasts the read's whole time (the loop's own clock) less at most one look.
-    @Test(.timeLimit(.minutes(2)))
-    func anotherWatchersSnapshotsOfAStuckThreadDoNotSplitItsStall() throws {
+    /// writes to it. While it is stuck, three stalls of another loop are reported — by a second watchdog of the
+    /// process, or by the same thread watchdog for a second pipe loop that spins 250 ms of CPU on byte 3 — and each
+    /// of their all-thread snapshots stops the stuck thread (each stop restarts its read: one more read call and two
+    /// more voluntary switches in its counters). The thread watchdog reports the stuck read as one stall, ended,
+    /// that lasts the read's whole time (the loop's own clock) less at most one look.
+    @Test(.timeLimit(.minutes(2)), arguments: [Snapshotter.anotherWatchdog, .theSameWatcherForAnotherThread])
+    func snapshotsOfAStuckThreadForAnotherLoopDoNotSplitItsStall(by snapshotter: Snapshotter) throws {
         let directory = Fixtures.temporaryDirectory("thread-watchdog-foreign")
         let otherDirectory = Fixtures.temporaryDirectory("thread-watchdog-foreign-other")
         defer {
@@ -44,39 +55,68 @@ import Testing
             readSpan.withLock { $0 = (start, end) }
         }
         defer { loop.stop() }
+        let spinner =
+            snapshotter == .theSameWatcherForAnotherThread
+            ? try ThreadWatchdogWithdrawalTests.PipeReadLoop(name: "held-elt-1") { byte in
+                guard byte == 3 else { return }
+                let end = ThreadWatchdogWithdrawalTests.PipeReadLoop.threadCPUNanos() + 250_000_000
+                while ThreadWatchdogWithdrawalTests.PipeReadLoop.threadCPUNanos() < end {}
+            } : nil
+        defer { spinner?.stop() }
 
         let events = ThreadWatchdogWithdrawalTests.WatchedEvents()
-        let watchdog = try events.watch("held-elt-*", directory: directory)
+        // Every stall of the spinner its own report, with its snapshot.
+        let watchdog = try events.watch("held-elt-*", directory: directory) { $0.dedupWindowMs = 0 }
         defer { watchdog.stop() }
-        // The premise: the watcher knows the loop's read as its idle wait.
+        // The premise: the watcher knows each loop's read as its idle wait.
         let turns = try loop.turnUntilTheReadIsLearned(events)
-        let (began, ended) = (events.began, events.ended)
-        let beganBefore = began.values.count
-        let endedBefore = ended.values.count
+        let spinnerTurns = try spinner?.turnUntilTheReadIsLearned(events) ?? 0
+        let tid = loop.threadID.load(ordering: .acquiring)
+        let stuckReports = { (reports: [StallReport]) in reports.filter { $0.loop.threadId == tid } }
+        let beganBefore = stuckReports(events.began.values).count
+        let endedBefore = stuckReports(events.ended.values).count
 
-        let other = try OtherWatcher(directory: otherDirectory)
-        defer { other.stop() }
+        let other = snapshotter == .anotherWatchdog ? try OtherWatcher(directory: otherDirectory) : nil
+        defer { other?.stop() }
 
         loop.send(2)
         try #require(
-            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { began.values.count == beganBefore + 1 },
-            "the stuck read was not reported")
-        other.stallThreeTimes()
+            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) {
+                stuckReports(events.began.values).count == beganBefore + 1
+            }, "the stuck read was not reported")
+        if let other {
+            other.stallThreeTimes()
+        } else if let spinner {
+            let spinnerID = spinner.threadID.load(ordering: .acquiring)
+            for turn in 1...3 {
+                spinner.send(3)
+                let done = spinnerTurns + turn
+                #expect(pollUntil(timeout: .seconds(20)) { spinner.turns.load(ordering: .acquiring) == done })
+                #expect(
+                    pollUntil(timeout: .seconds(20), every: .milliseconds(10)) {
+                        events.endedNotWithdrawn.filter { $0.loop.threadId == spinnerID }.count == turn
+                    })
+            }
+        }
         var release: UInt8 = 1
         _ = write(stuck[1], &release, 1)
         #expect(pollUntil(timeout: .seconds(10)) { loop.turns.load(ordering: .acquiring) == turns + 1 })
         try #require(
-            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) { ended.values.count > endedBefore },
-            "the stuck read's stall did not end")
+            pollUntil(timeout: .seconds(10), every: .milliseconds(10)) {
+                stuckReports(events.ended.values).count > endedBefore
+            }, "the stuck read's stall did not end")
         usleep(300_000)  // three thresholds more: any further report of the turn would have begun by now
 
-        try other.expectThreeSnapshotsStopped(loop.threadID.load(ordering: .acquiring))
+        // The snapshots did stop the stuck thread (the case's premise).
+        let snapshots = try Fixtures.reports(in: other == nil ? directory : otherDirectory).filter {
+            $0.loop.threadId != tid && $0.status != .withdrawn
+        }
+        OtherWatcher.expectThreeSnapshotsStopped(tid, in: snapshots)
 
-        let reports = ended.values.dropFirst(endedBefore)
+        let reports = stuckReports(events.ended.values).dropFirst(endedBefore)
         let seen = reports.map { "\($0.status) \($0.durationMs) ms \($0.cause?.kind.rawValue ?? "-"): \($0.notes)" }
-        #expect(
-            began.values.count == beganBefore + 1 && reports.count == 1,
-            "\(began.values.count - beganBefore) began, \(reports.count) ended: \(seen)")
+        let began = stuckReports(events.began.values).count - beganBefore
+        #expect(began == 1 && reports.count == 1, "\(began) began, \(reports.count) ended: \(seen)")
         let report = try #require(reports.first)
         #expect(report.status == .ended)
         let span = readSpan.withLock { $0 }
@@ -167,7 +207,11 @@ import Testing
 
         /// The premise of the cases: each of the three reports holds thread `tid`'s stack, so each snapshot stopped it.
         func expectThreeSnapshotsStopped(_ tid: Int32) throws {
-            let reports = try Fixtures.reports(in: directory)
+            Self.expectThreeSnapshotsStopped(tid, in: try Fixtures.reports(in: directory))
+        }
+
+        /// Each of `reports`, three, holds thread `tid`'s stack.
+        static func expectThreeSnapshotsStopped(_ tid: Int32, in reports: [StallReport]) {
             let stopped = reports.filter { report in
                 report.threads?.contains { $0.threadId == tid && !$0.frames.isEmpty } == true
             }

@@ -72,22 +72,25 @@ import Testing
             while sw_monotonic_ns() < readSince + nanos { usleep(10_000) }
         }
 
-        /// Turns the loop (byte 1) until `events` has a withdrawn report — the read found at the first look, proved
-        /// the loop's idle wait — at most five times; returns the turns taken.
+        /// Turns the loop (byte 1) until `events` has a withdrawn report of its thread — the read found at the first
+        /// look, proved the loop's idle wait — at most five times; returns the turns taken.
         func turnUntilTheReadIsLearned(_ events: WatchedEvents) throws -> Int {
+            let tid = threadID.load(ordering: .acquiring)
+            let reported = { events.began.values.contains { $0.loop.threadId == tid } }
+            let learned = { events.withdrawn.contains { $0.loop.threadId == tid } }
             try #require(
-                pollUntil(timeout: .seconds(30), every: .milliseconds(10)) { !events.began.values.isEmpty },
+                pollUntil(timeout: .seconds(30), every: .milliseconds(10)) { reported() },
                 "the read found at the first look was not reported")
             var turns = 0
-            while events.withdrawn.isEmpty, turns < 5 {
+            while !learned(), turns < 5 {
                 send(1)
                 turns += 1
                 let done = turns
                 #expect(pollUntil { self.turns.load(ordering: .acquiring) == done })
-                _ = pollUntil(timeout: .seconds(2), every: .milliseconds(10)) { !events.withdrawn.isEmpty }
+                _ = pollUntil(timeout: .seconds(2), every: .milliseconds(10)) { learned() }
             }
             let seen = events.ended.values.map { "\($0.status) \($0.notes)" }
-            try #require(!events.withdrawn.isEmpty, "the read was not withdrawn after \(turns) turns: \(seen)")
+            try #require(learned(), "the read was not withdrawn after \(turns) turns: \(seen)")
             return turns
         }
 
@@ -113,10 +116,13 @@ import Testing
         var endedNotWithdrawn: [StallReport] { ended.values.filter { $0.status != .withdrawn } }
 
         /// A started thread watchdog of the threads named `pattern`, threshold 100 ms, its reports in `directory`.
-        func watch(_ pattern: String, directory: String) throws -> ThreadWatchdog {
+        func watch(
+            _ pattern: String, directory: String, configure: (inout StallWatchConfiguration) -> Void = { _ in }
+        ) throws -> ThreadWatchdog {
             var config = StallWatchConfiguration()
             config.thresholdMs = 100
             config.reportDirectory = directory
+            configure(&config)
             let watchdog = try ThreadWatchdog(threadsNamed: pattern, configuration: config) { [self] event in
                 if case .began(let report) = event { began.append(report) }
                 if case .ended(let report) = event { ended.append(report) }

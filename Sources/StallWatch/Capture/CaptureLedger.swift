@@ -1,16 +1,16 @@
 // CaptureLedger: every stop of a thread of this process by StallWatch's in-process samplers, for the other watchers.
-import CStallWatchCore
 import Synchronization
 
 /// Which threads of this process StallWatch's in-process samplers stopped or signalled (the ptrace helper's stops,
-/// the sampling signal), by which watching thread, and whether a capture of each is under way.
+/// the sampling signal), and whether a capture of each is under way.
 ///
 /// A watcher that judges a thread by its /proc counters (the thread watchdog's ``ProcProgressProbe``) discounts
-/// the counter moves of its own captures; a capture by another watcher of the same process — the all-thread
-/// snapshot of a stall elsewhere — moves the same counters (a blocked read restarted: one more read call, two more
-/// voluntary switches) and is no more the thread's progress. The probe reads this ledger at each look: the captures
-/// other threads finished since the look before are discounted like its own, and a look while one is under way
-/// (the thread may be stopped at that moment) keeps the verdict of the look before.
+/// the counter moves of its own captures; a capture by any other watcher of the process — the all-thread snapshot
+/// of a stall elsewhere, by another watchdog or by the same watching thread for another thread it follows — moves
+/// the same counters (a blocked read restarted: one more read call, two more voluntary switches) and is no more the
+/// thread's progress. The probe reads this ledger at each look: the captures finished since the look before, less
+/// those it took itself, are discounted like its own, and a look while one is under way (the thread may be stopped
+/// at that moment) keeps the verdict of the look before.
 ///
 /// Bounded: past 4096 threads, the entries with no capture under way are dropped (a probe that then reads fewer
 /// captures than it saw before discounts none at that look).
@@ -19,22 +19,16 @@ package enum CaptureLedger {
     package struct Entry: Sendable, Equatable {
         /// Captures of the thread running now.
         package var underWay = 0
-        /// Captures finished, by the thread that took them.
-        package var finishedBy: [Int32: UInt64] = [:]
-
-        /// Captures finished by threads other than `threadID`.
-        package func finished(besides threadID: Int32) -> UInt64 {
-            finishedBy.reduce(0) { $0 + ($1.key == threadID ? 0 : $1.value) }
-        }
+        /// Captures of the thread finished so far.
+        package var finished: UInt64 = 0
     }
 
     private static let entries = Mutex<[Int32: Entry]>([:])
     static let maxThreads = 4096
 
     /// Runs `body`, a capture that stops or signals thread `threadID` of this process, recorded as under way while
-    /// it runs and then as finished by the calling thread.
+    /// it runs and then as finished.
     package static func capturing<Result>(_ threadID: Int32, _ body: () -> Result) -> Result {
-        let capturer = sw_gettid()
         entries.withLock { entries in
             if entries[threadID] == nil, entries.count >= maxThreads {
                 entries = entries.filter { $0.value.underWay > 0 }
@@ -45,7 +39,7 @@ package enum CaptureLedger {
             entries.withLock { entries in
                 var entry = entries[threadID] ?? Entry()
                 entry.underWay = max(0, entry.underWay - 1)
-                entry.finishedBy[capturer, default: 0] += 1
+                entry.finished += 1
                 entries[threadID] = entry
             }
         }

@@ -102,8 +102,10 @@ package struct ProcProgressProbe: Sendable {
     private var restartAfterCapture: UInt64?
     /// A thread of this process: other watchers' captures of it are in the ``CaptureLedger``.
     private let inProcess: Bool
-    /// The captures of the thread other threads than the looking one had finished at the last look (``CaptureLedger``).
-    private var othersCaptures: UInt64?
+    /// The captures of the thread finished at the last look (``CaptureLedger``), and those this probe was told of
+    /// since (``noteCapture()``): the rest are other watchers'.
+    private var ledgerFinished: UInt64?
+    private var ownCapturesSinceLook: UInt64 = 0
     /// What the last look made of the thread, kept by a look that comes while another watcher's capture stops it.
     private var lastActivity: LoopActivity = []
 
@@ -132,9 +134,11 @@ package struct ProcProgressProbe: Sendable {
             if entry.underWay > 0 {
                 return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
             }
-            let finished = entry.finished(besides: sw_gettid())
-            if let seen = othersCaptures, finished > seen { noteOthersCaptures(finished - seen) }
-            othersCaptures = finished
+            if let seen = ledgerFinished, entry.finished > seen, entry.finished - seen > ownCapturesSinceLook {
+                noteOthersCaptures(entry.finished - seen - ownCapturesSinceLook)
+            }
+            ledgerFinished = entry.finished
+            ownCapturesSinceLook = 0
         }
         let snapshot = look(now: now)
         lastActivity = snapshot?.activity ?? []
@@ -149,7 +153,7 @@ package struct ProcProgressProbe: Sendable {
             if restartAfterCapture == nil { restartAfterCapture = idleLook?.schedule.cpuNanos }
             return
         }
-        for _ in 0..<count { noteCapture() }
+        for _ in 0..<count { allowForCapture() }
     }
 
     /// One look at the thread (``observe(now:)`` without the other watchers' captures).
@@ -408,6 +412,12 @@ package struct ProcProgressProbe: Sendable {
     /// Call after each ptrace capture of the thread: its stop and its going back to sleep after the detach are
     /// two voluntary context switches, and a read or write it was blocked in is counted again when restarted.
     package mutating func noteCapture() {
+        ownCapturesSinceLook += 1
+        allowForCapture()
+    }
+
+    /// The counter moves one capture of the thread causes, allowed for at the next look.
+    private mutating func allowForCapture() {
         captureAllowance.switches += 2
         // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
         guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
@@ -425,6 +435,7 @@ package struct ProcProgressProbe: Sendable {
             noteCapture()
             return
         }
+        ownCapturesSinceLook += 1
         if !idle, let capturedAt { idleSeenAt = capturedAt }
         enterIdleWait(wait)
         restartAfterCapture = ProcDirectory(processID: processID, threadID: threadID).schedstat(now: 0)?.cpuNanos
