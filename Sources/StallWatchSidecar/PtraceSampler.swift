@@ -55,11 +55,14 @@ package final class PtraceSampler: Sendable {
         defer { scratch.deallocate() }
         // Job control waits for the detach (CaptureGate): a suspended sidecar never holds the target stopped.
         let status = CaptureGate.capturing {
-            if let maps {
-                sw_ptrace_capture_with_maps(
-                    processID, threadID, timeoutNanos, scratch.baseAddress, capacity, maps.ranges, maps.count, &record)
-            } else {
-                sw_ptrace_capture(processID, threadID, timeoutNanos, scratch.baseAddress, capacity, &record)
+            CaptureLedger.capturing(processID: processID, threadID: threadID) {
+                if let maps {
+                    sw_ptrace_capture_with_maps(
+                        processID, threadID, timeoutNanos, scratch.baseAddress, capacity, maps.ranges, maps.count,
+                        &record)
+                } else {
+                    sw_ptrace_capture(processID, threadID, timeoutNanos, scratch.baseAddress, capacity, &record)
+                }
             }
         }
         withExtendedLifetime(maps) {}

@@ -37,6 +37,47 @@ import Testing
         #expect(reports[0].cause?.kind == .sleep)
     }
 
+    /// loop-a is stuck in a read of a pipe that loop-b writes only after three stalls of its own (0.4 s sleeps), each
+    /// reported with an all-thread snapshot that stops loop-a too (its read restarted: one more read call, two more
+    /// voluntary switches). Those stops, by another of the sidecar's watchers, are not loop-a's progress: its read
+    /// is one report, `io`, as long as the read (the service's own clock) less at most one look (50 ms).
+    @Test(.timeLimit(.minutes(3)))
+    func aLoopStuckWhileAnotherStallsIsOneReportThroughTheOthersSnapshots() throws {
+        let directory = SidecarFixtures.temporaryDirectory("threads-snapshots")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let target = try Spawned(
+            "/usr/bin/python3", [CorpusHarness.fixture("asyncio_service.py"), "stuck-beside-stalls", "0.4"])
+        try #require(target.waitFor("READY"), "target: \(target.stderr)")
+        let loops = Dictionary(
+            uniqueKeysWithValues: ThreadProbe.threadIDs(pid: target.pid, nameMatching: "loop-*").compactMap { tid in
+                ProcDirectory(processID: target.pid, threadID: tid).comm().map { ($0, tid) }
+            })
+        let stuck = try #require(loops["loop-a"], "\(loops)")
+        // Every stall of loop-b a report of its own, with its snapshot.
+        let sidecar = try Spawned(
+            SidecarFixtures.executable("stallwatch"),
+            [
+                "watch", "--pid", "\(target.pid)", "--threads", "loop-*", "--proc", "--threshold-ms", "100",
+                "--report-dir", directory,
+            ], environment: ["STALLWATCH_DEDUP_WINDOW_MS": "0"])
+        #expect(target.wait(timeout: .seconds(60)) == 0, "target: \(target.stderr)")
+        #expect(sidecar.wait(timeout: .seconds(10)) != nil, "the sidecar ends when its targets are gone")
+        let reports = SidecarFixtures.reports(in: directory)
+        let seen = reports.map { "\($0.loop.name) \($0.status) \($0.durationMs) ms \($0.cause?.kind.rawValue ?? "-")" }
+        // The premise: three reports of loop-b, each snapshot holding loop-a's stack.
+        let snapshots = reports.filter { $0.loop.name == "loop-b" && $0.cause?.kind == .sleep }
+        let stopped = snapshots.filter { $0.threads?.contains { $0.threadId == stuck && !$0.frames.isEmpty } == true }
+        #expect(snapshots.count == 3 && stopped.count == 3, "\(seen)")
+        let read = reports.filter { $0.loop.name == "loop-a" && $0.status != .withdrawn }
+        try #require(read.count == 1, "\(seen); sidecar: \(sidecar.stderr)")
+        #expect(read[0].cause?.kind == .io, "\(read[0].cause?.evidence ?? [])")
+        let line = try #require(target.stdout.split(separator: "\n").first { $0.hasPrefix("READ ") })
+        let times = line.split(separator: " ").dropFirst().compactMap { UInt64($0) }
+        try #require(times.count == 2, "\(line)")
+        let readMs = Double(times[1] - times[0]) / 1e6
+        #expect(read[0].durationMs >= readMs - 50, "the read took \(readMs) ms; \(seen)")
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func threadsThatStartOrAreRenamedLaterArePickedUpAndThoseThatExitOrAreRenamedAwayDropped() throws {
         let directory = SidecarFixtures.temporaryDirectory("threads-changing")

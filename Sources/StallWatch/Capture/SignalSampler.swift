@@ -149,7 +149,7 @@ package final class SignalSampler: Sendable {
         let capacity = min(stackBufferSize, max(0, maxStackBytes ?? stackBufferSize))
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, capacity))
         defer { scratch.deallocate() }
-        let status = CaptureLedger.capturing(thread.threadID) {
+        let status = CaptureLedger.capturing(processID: getpid(), threadID: thread.threadID) {
             sw_capture_thread(
                 thread.threadID, thread.stackLow, thread.stackHigh, thread.boundsAreApproximate ? 1 : 0,
                 timeoutNanos, &record,

@@ -93,7 +93,7 @@ package final class ThreadCaptureHelper: Sendable {
         let capacity = max(1, min(maxStackBytes, SignalSampler.slotBytes))
         let scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: capacity)
         defer { scratch.deallocate() }
-        let status = CaptureLedger.capturing(threadID) {
+        let status = CaptureLedger.capturing(processID: getpid(), threadID: threadID) {
             sw_helper_capture(
                 threadID, stackLow, stackHigh, timeoutNanos, &record, scratch.baseAddress,
                 capacity)

@@ -100,8 +100,6 @@ package struct ProcProgressProbe: Sendable {
     /// The thread's CPU time when a capture found it in its idle wait: until it has run since, the call it is
     /// restarting after the stop is that wait.
     private var restartAfterCapture: UInt64?
-    /// A thread of this process: other watchers' captures of it are in the ``CaptureLedger``.
-    private let inProcess: Bool
     /// The captures of the thread finished at the last look (``CaptureLedger``), and those this probe was told of
     /// since (``noteCapture()``): the rest are other watchers'.
     private var ledgerFinished: UInt64?
@@ -112,7 +110,6 @@ package struct ProcProgressProbe: Sendable {
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
         self.threadID = threadID
-        inProcess = processID == getpid()
         phaseStart = now
         phaseStartSchedule = ProcDirectory(processID: processID, threadID: threadID).schedstat(now: now)
     }
@@ -125,21 +122,19 @@ package struct ProcProgressProbe: Sendable {
 
     /// What the thread looks like now; nil when it is gone.
     ///
-    /// A thread of this process may be stopped by another watcher's capture (``CaptureLedger``): a look while that
+    /// The thread may be stopped by another watcher's capture in this process (``CaptureLedger``): a look while that
     /// capture is under way keeps the last verdict, and the counter moves of the captures finished since the look
     /// before are discounted like the probe's own (``noteCapture()``).
     package mutating func observe(now: UInt64) -> LoopSnapshot? {
-        if inProcess {
-            let entry = CaptureLedger.entry(threadID)
-            if entry.underWay > 0 {
-                return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
-            }
-            if let seen = ledgerFinished, entry.finished > seen, entry.finished - seen > ownCapturesSinceLook {
-                noteOthersCaptures(entry.finished - seen - ownCapturesSinceLook)
-            }
-            ledgerFinished = entry.finished
-            ownCapturesSinceLook = 0
+        let entry = CaptureLedger.entry(processID: processID, threadID: threadID)
+        if entry.underWay > 0 {
+            return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
         }
+        if let seen = ledgerFinished, entry.finished > seen, entry.finished - seen > ownCapturesSinceLook {
+            noteOthersCaptures(entry.finished - seen - ownCapturesSinceLook)
+        }
+        ledgerFinished = entry.finished
+        ownCapturesSinceLook = 0
         let snapshot = look(now: now)
         lastActivity = snapshot?.activity ?? []
         return snapshot

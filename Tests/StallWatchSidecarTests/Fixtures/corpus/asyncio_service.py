@@ -344,6 +344,44 @@ if MODE == "two-loops":
     print("READY", flush=True)
     for t in threads:
         t.join()
+elif MODE == "stuck-beside-stalls":
+    # Two event-loop threads: loop-a's callback reads a pipe that only loop-b writes to, after loop-b's callbacks
+    # have stalled it three times (STALL seconds of sleep each, 0.3 s apart); then both idle 1 s and the service
+    # exits. Prints READ with loop-a's read's start and end (CLOCK_MONOTONIC, nanoseconds).
+    r, w = os.pipe()
+
+    def serve(name):
+        name_thread(name)
+
+        async def run():
+            loop = asyncio.get_running_loop()
+
+            def tick():
+                loop.call_later(0.1, tick)
+
+            tick()
+            await asyncio.sleep(1.0)
+            if name == "loop-a":
+                start = time.monotonic_ns()
+                os.read(r, 1)
+                print("READ", start, time.monotonic_ns(), flush=True)
+            else:
+                await asyncio.sleep(0.3)
+                for _ in range(3):
+                    time.sleep(STALL)
+                    await asyncio.sleep(0.3)
+                os.write(w, b"x")
+            await asyncio.sleep(1.0)
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=serve, args=(n,)) for n in ("loop-a", "loop-b")]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    print("READY", flush=True)
+    for t in threads:
+        t.join()
 elif MODE == "changing-loops":
     # Loop threads that come and go, each an asyncio loop ticking every 100 ms, driven by SIGUSR1 from the test:
     # at the first, loop-a exits, loop-b starts, "spare" renames itself loop-c and loop-d renames itself old-d;
