@@ -1,5 +1,10 @@
 // CaptureLedger: every stop of a thread by this process's captures, for the other watchers of the same thread.
+import CStallWatchCore
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Which threads this process's captures stopped or signalled — its own threads by the in-process samplers (the
 /// ptrace helper, the sampling signal), another process's by the sidecar's ptrace sampler — and whether a capture of
@@ -11,8 +16,10 @@ import Synchronization
 /// follows — moves the same counters (a blocked read restarted: one more read call, two more voluntary switches)
 /// and is no more the thread's progress. The probe reads this ledger at each look: the captures finished since the
 /// look before, less those it took itself, are discounted like its own, and a look while one is under way (the
-/// thread may be stopped at that moment) keeps the verdict of the look before. Captures by other processes (another
-/// sidecar, the target's own embedded watchdog) are not seen here.
+/// thread may be stopped at that moment) keeps the verdict of the look before. A look and a capture of one thread
+/// never overlap: a capture waits for a look under way (its /proc reads, well under a millisecond; at most 10 ms),
+/// so no look reads counters that a capture moved half-way. Captures by other processes (another sidecar, the
+/// target's own embedded watchdog) are not seen here.
 ///
 /// Bounded: past 4096 threads, the entries with no capture under way are dropped (a probe that then reads fewer
 /// captures than it saw before discounts none at that look).
@@ -23,6 +30,8 @@ package enum CaptureLedger {
         package var underWay = 0
         /// Captures of the thread finished so far.
         package var finished: UInt64 = 0
+        /// Looks at the thread's /proc files under way.
+        package var looking = 0
     }
 
     private struct Key: Hashable {
@@ -30,21 +39,38 @@ package enum CaptureLedger {
         var threadID: Int32
     }
 
-    private static let entries = Mutex<[Key: Entry]>([:])
+    /// The entries, in shards by thread so that watchers of different threads seldom meet on one lock (a look that
+    /// waited for it would be one more voluntary switch of the watching thread).
+    private final class Shard: Sendable {
+        let entries = Mutex<[Key: Entry]>([:])
+    }
+
+    private static let shards = (0..<64).map { _ in Shard() }
     static let maxThreads = 4096
+
+    private static func shard(_ key: Key) -> Shard {
+        shards[Int(UInt32(bitPattern: key.threadID ^ key.processID &* 31) % UInt32(shards.count))]
+    }
 
     /// Runs `body`, a capture that stops or signals thread `threadID` of process `processID`, recorded as under way
     /// while it runs and then as finished.
     package static func capturing<Result>(processID: Int32, threadID: Int32, _ body: () -> Result) -> Result {
         let key = Key(processID: processID, threadID: threadID)
-        entries.withLock { entries in
-            if entries[key] == nil, entries.count >= maxThreads {
-                entries = entries.filter { $0.value.underWay > 0 }
+        let lookDeadline = sw_monotonic_ns() &+ maxLookWaitNanos
+        while true {
+            let started = shard(key).entries.withLock { entries in
+                if let entry = entries[key], entry.looking > 0, sw_monotonic_ns() < lookDeadline { return false }
+                if entries[key] == nil, entries.count >= maxThreads / shards.count {
+                    entries = entries.filter { $0.value.underWay > 0 || $0.value.looking > 0 }
+                }
+                entries[key, default: Entry()].underWay += 1
+                return true
             }
-            entries[key, default: Entry()].underWay += 1
+            if started { break }
+            usleep(50)
         }
         defer {
-            entries.withLock { entries in
+            shard(key).entries.withLock { entries in
                 var entry = entries[key] ?? Entry()
                 entry.underWay = max(0, entry.underWay - 1)
                 entry.finished += 1
@@ -54,8 +80,30 @@ package enum CaptureLedger {
         return body()
     }
 
-    /// Thread `threadID` of process `processID`: its captures by this process so far.
-    package static func entry(processID: Int32, threadID: Int32) -> Entry {
-        entries.withLock { $0[Key(processID: processID, threadID: threadID)] ?? Entry() }
+    /// The longest a capture waits for a look at its thread to end.
+    static let maxLookWaitNanos: UInt64 = 10_000_000
+
+    /// A look at thread `threadID` of process `processID` begins: its captures so far, or nil while one is under way
+    /// (no look then). Each non-nil answer is followed by ``endLook(processID:threadID:)`` once the look's /proc
+    /// reads are done; until then captures of the thread wait.
+    package static func beginLook(processID: Int32, threadID: Int32) -> Entry? {
+        let key = Key(processID: processID, threadID: threadID)
+        return shard(key).entries.withLock { entries in
+            if let entry = entries[key], entry.underWay > 0 { return nil }
+            if entries[key] == nil, entries.count >= maxThreads / shards.count {
+                entries = entries.filter { $0.value.underWay > 0 || $0.value.looking > 0 }
+            }
+            entries[key, default: Entry()].looking += 1
+            return entries[key]
+        }
     }
+
+    /// The look begun by ``beginLook(processID:threadID:)`` is done.
+    package static func endLook(processID: Int32, threadID: Int32) {
+        let key = Key(processID: processID, threadID: threadID)
+        shard(key).entries.withLock { entries in
+            if let entry = entries[key], entry.looking > 0 { entries[key]!.looking -= 1 }
+        }
+    }
+
 }

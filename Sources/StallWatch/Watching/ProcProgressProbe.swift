@@ -106,6 +106,10 @@ package struct ProcProgressProbe: Sendable {
     private var ownCapturesSinceLook: UInt64 = 0
     /// What the last look made of the thread, kept by a look that comes while another watcher's capture stops it.
     private var lastActivity: LoopActivity = []
+    /// The read or write a capture stopped the thread in: until the thread is seen in a call again or its counters
+    /// move, what reads "running" is that call's restart — runnable, waiting for a CPU, maybe preempted on its way
+    /// back in (on a loaded machine, for many looks).
+    private var restarting: ThreadWait?
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -123,13 +127,14 @@ package struct ProcProgressProbe: Sendable {
     /// What the thread looks like now; nil when it is gone.
     ///
     /// The thread may be stopped by another watcher's capture in this process (``CaptureLedger``): a look while that
-    /// capture is under way keeps the last verdict, and the counter moves of the captures finished since the look
-    /// before are discounted like the probe's own (``noteCapture()``).
+    /// capture is under way keeps the last verdict, the counter moves of the captures finished since the look before
+    /// are discounted like the probe's own (``noteCapture()``), and no capture of the thread begins until this look
+    /// is done.
     package mutating func observe(now: UInt64) -> LoopSnapshot? {
-        let entry = CaptureLedger.entry(processID: processID, threadID: threadID)
-        if entry.underWay > 0 {
+        guard let entry = CaptureLedger.beginLook(processID: processID, threadID: threadID) else {
             return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
         }
+        defer { CaptureLedger.endLook(processID: processID, threadID: threadID) }
         if let seen = ledgerFinished, entry.finished > seen, entry.finished - seen > ownCapturesSinceLook {
             noteOthersCaptures(entry.finished - seen - ownCapturesSinceLook)
         }
@@ -168,7 +173,16 @@ package struct ProcProgressProbe: Sendable {
             counters = nil
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
         }
-        let wait = directory.syscall()
+        var wait = directory.syscall()
+        let current = ThreadCounters.read(directory, status: status, stat: stat)
+        if let call = restarting {
+            let moves = counters.map { CounterMoves(from: $0, to: current, allowance: captureAllowance) }
+            if !(wait?.inSyscall ?? false), let moves, !moves.inconsistent, moves.switches == 0, !moves.madeCalls {
+                wait = call
+            } else {
+                restarting = nil
+            }
+        }
         withdrawal = nil
         endedBy = nil
         let lockOwned = waitsForOwnedLock(wait, directory)
@@ -194,7 +208,6 @@ package struct ProcProgressProbe: Sendable {
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         restartAfterCapture = nil
-        let current = ThreadCounters.read(directory, status: status, stat: stat)
         let allowance = captureAllowance
         captureAllowance = CaptureAllowance()
         var progress =
@@ -413,6 +426,13 @@ package struct ProcProgressProbe: Sendable {
 
     /// The counter moves one capture of the thread causes, allowed for at the next look.
     private mutating func allowForCapture() {
+        // Only a read or write: it cannot end without a counter moving (its return counts a call), where a timed
+        // wait's timeout moves none.
+        if let lastWait, lastWait.inSyscall, !lastWait.isRestart, let number = lastWait.number,
+            SyscallTable.kind(number) == .io
+        {
+            restarting = lastWait
+        }
         captureAllowance.switches += 2
         // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
         guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
