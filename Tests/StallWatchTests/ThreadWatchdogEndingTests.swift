@@ -30,6 +30,7 @@ import Testing
             poll(nil, 0, 400)
         }
         defer { loop.stop() }
+        loop.sitInRead()
         let events = ThreadWatchdogWithdrawalTests.WatchedEvents()
         let watchdog = try events.watch("split-elt-*", directory: directory)
         defer { watchdog.stop() }

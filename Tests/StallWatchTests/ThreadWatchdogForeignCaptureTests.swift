@@ -63,6 +63,8 @@ import Testing
                 while ThreadWatchdogWithdrawalTests.PipeReadLoop.threadCPUNanos() < end {}
             } : nil
         defer { spinner?.stop() }
+        loop.sitInRead()
+        spinner?.sitInRead()
 
         let events = ThreadWatchdogWithdrawalTests.WatchedEvents()
         // Every stall of the spinner its own report, with its snapshot.

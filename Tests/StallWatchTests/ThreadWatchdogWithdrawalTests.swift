@@ -61,8 +61,9 @@ import Testing
             return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
         }
 
-        /// Returns once the loop thread has sat in its read for `nanos` (by this thread's clock).
-        func sitInRead(nanos: UInt64) {
+        /// Returns once the loop thread has sat in its read for `nanos` (by this thread's clock): a watcher started
+        /// then finds it there at its first look.
+        func sitInRead(nanos: UInt64 = 0) {
             #expect(
                 pollUntil {
                     let tid = threadID.load(ordering: .acquiring)
@@ -155,12 +156,16 @@ import Testing
         let spun = DispatchSemaphore(value: 0)
         var turnClock: (wall: UInt64, cpu: UInt64)?
         if firstTurnHeldOffTheCPU {
+            let onTheCPU = DispatchSemaphore(value: 0)
             Thread {
                 var saved = [UInt8](repeating: 0, count: 128)
                 _ = sw_pin_to_cpu(0, &saved, 128)
+                onTheCPU.signal()
                 while spinning.load(ordering: .relaxed) {}
                 spun.signal()
             }.start()
+            // The spinner holds CPU 0 before the turn is asked for.
+            onTheCPU.wait()
             let tid = loop.threadID.load(ordering: .acquiring)
             let before = try #require(
                 ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: sw_monotonic_ns()))
