@@ -174,9 +174,12 @@ package struct ProcProgressProbe: Sendable {
             return LoopSnapshot(sequence: sequence, activity: [], phaseStartNanos: phaseStart)
         }
         var wait = directory.syscall()
-        let current = ThreadCounters.read(directory, status: status, stat: stat)
+        // Read here only while a capture's restart may be under way; an idle look reads no counters.
+        var countersNow: ThreadCounters?
         if let call = restarting {
-            let moves = counters.map { CounterMoves(from: $0, to: current, allowance: captureAllowance) }
+            let read = ThreadCounters.read(directory, status: status, stat: stat)
+            countersNow = read
+            let moves = counters.map { CounterMoves(from: $0, to: read, allowance: captureAllowance) }
             if !(wait?.inSyscall ?? false), let moves, !moves.inconsistent, moves.switches == 0, !moves.madeCalls {
                 wait = call
             } else {
@@ -208,6 +211,7 @@ package struct ProcProgressProbe: Sendable {
             return LoopSnapshot(sequence: sequence, activity: .beforeWaiting, phaseStartNanos: phaseStart)
         }
         restartAfterCapture = nil
+        let current = countersNow ?? ThreadCounters.read(directory, status: status, stat: stat)
         let allowance = captureAllowance
         captureAllowance = CaptureAllowance()
         var progress =
@@ -426,16 +430,12 @@ package struct ProcProgressProbe: Sendable {
 
     /// The counter moves one capture of the thread causes, allowed for at the next look.
     private mutating func allowForCapture() {
-        // Only a read or write: it cannot end without a counter moving (its return counts a call), where a timed
-        // wait's timeout moves none.
-        if let lastWait, lastWait.inSyscall, !lastWait.isRestart, let number = lastWait.number,
-            SyscallTable.kind(number) == .io
-        {
-            restarting = lastWait
-        }
         captureAllowance.switches += 2
         // Only a read or write the thread was blocked in is counted again; a busy thread's own reads are progress.
-        guard let number = lastWait?.number, SyscallTable.kind(number) == .io else { return }
+        guard let lastWait, let number = lastWait.number, SyscallTable.kind(number) == .io else { return }
+        // Only a read or write is followed through its restart: it cannot end without a counter moving (its return
+        // counts a call), where a timed wait's timeout moves none.
+        if lastWait.inSyscall, !lastWait.isRestart { restarting = lastWait }
         captureAllowance.readCalls += 1
         captureAllowance.writeCalls += 1
     }
