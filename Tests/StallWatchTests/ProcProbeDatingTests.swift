@@ -158,44 +158,65 @@ import Testing
     /// thread went back into its idle wait — the kernel's figure of when it last ran — not at that look, within
     /// 20 ms (and the hypervisor's steal, and any wait of the thread for a CPU on its way back to its `poll`) after
     /// the thread's own reading of its end, and never before it.
+    ///
+    /// A capture of the idle thread by another test's watchdog in this process between its end and the look (an
+    /// all-thread snapshot stops it and restarts its `poll`: it ran again, after its end) leaves no trace of when the
+    /// thread itself last ran, so that attempt is no case of the rule: it is only checked never to end early, and
+    /// the case is tried again, up to three times; one attempt must be clean, and every clean one dated right.
     @Test func aStallSeenOverByALateLookEndsWhenTheThreadWentBackToItsIdleWait() throws {
         let loop = try PipeLoop()
         defer { loop.stop() }
-        var probe = Self.probeSeeingIdle(loop)
-        let directory = ProcDirectory(processID: getpid(), threadID: loop.threadID.load(ordering: .acquiring))
-        loop.send(1)
-        #expect(pollUntil { loop.started.load(ordering: .acquiring) != 0 })
-        usleep(50_000)
-        #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == true)
-        probe.stallBegan()
-        #expect(pollUntil { loop.ended.load(ordering: .acquiring) != 0 && directory.syscall()?.number == 7 })
-        let endedAt = loop.ended.load(ordering: .acquiring)
-        let stealBefore = Self.stealTicks()
-        usleep(300_000)
-        let lookAt = sw_monotonic_ns()
-        // Between its end and its `poll` the thread may have waited for a CPU: it was back in its idle wait only
-        // after that wait, which its run-queue figure (unchanged while it sleeps) holds.
-        let waitedAfterEnd =
-            (directory.schedstat(now: 0)?.runQueueWaitNanos ?? 0) &- loop.runQueueWaitAtEnd.load(ordering: .relaxed)
-        guard case .progress(let snapshot, let stallEnd, _) = probe.read(now: lookAt) else {
-            Issue.record("the thread was not read")
-            return
+        let pid = getpid()
+        var unclean: [String] = []
+        var clean = false
+        for _ in 0..<3 where !clean {
+            var probe = Self.probeSeeingIdle(loop)
+            let tid = loop.threadID.load(ordering: .acquiring)
+            let directory = ProcDirectory(processID: pid, threadID: tid)
+            let startedBefore = loop.started.load(ordering: .acquiring)
+            loop.send(1)
+            #expect(pollUntil { loop.started.load(ordering: .acquiring) != startedBefore })
+            let startedAt = loop.started.load(ordering: .acquiring)
+            usleep(50_000)
+            #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == true)
+            probe.stallBegan()
+            #expect(pollUntil { loop.ended.load(ordering: .acquiring) > startedAt && directory.syscall()?.number == 7 })
+            let capturesAtEnd = CaptureLedger.finishedCaptures(processID: pid, threadID: tid)
+            let endedAt = loop.ended.load(ordering: .acquiring)
+            let stealBefore = Self.stealTicks()
+            usleep(300_000)
+            let lookAt = sw_monotonic_ns()
+            // Between its end and its `poll` the thread may have waited for a CPU: it was back in its idle wait only
+            // after that wait, which its run-queue figure (unchanged while it sleeps) holds.
+            let waitedAfterEnd =
+                (directory.schedstat(now: 0)?.runQueueWaitNanos ?? 0) &- loop.runQueueWaitAtEnd.load(ordering: .relaxed)
+            let reading = probe.read(now: lookAt)
+            let captured = CaptureLedger.finishedCaptures(processID: pid, threadID: tid) != capturesAtEnd
+            guard case .progress(let snapshot, let stallEnd, _) = reading else {
+                Issue.record("the thread was not read")
+                return
+            }
+            probe.stallEnded()
+            let stealMs =
+                Self.stealTicks().enumerated().map { cpu, ticks in
+                    Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
+                }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+            #expect(!snapshot.isBusy)
+            #expect(stallEnd >= endedAt, "ended \(Int64(endedAt) - Int64(stallEnd)) ns before the thread's own end")
+            let lateMs = (Int64(stallEnd) - Int64(endedAt)) / 1_000_000
+            let lookMs = (Int64(lookAt) - Int64(endedAt)) / 1_000_000
+            let dated =
+                "ended \(lateMs) ms after the thread's own end, the look \(lookMs) ms after it (steal up to \(stealMs) "
+                + "ms; the thread waited \(waitedAfterEnd / 1_000_000) ms for a CPU after its end)"
+            if captured {
+                unclean.append("another watcher captured the idle thread: \(dated)")
+                continue
+            }
+            let bound: UInt64 = endedAt + 20_000_000 + UInt64(stealMs) * 1_000_000 + waitedAfterEnd
+            #expect(stallEnd <= bound, "\(dated)")
+            clean = true
         }
-        let stealMs =
-            Self.stealTicks().enumerated().map { cpu, ticks in
-                Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
-            }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
-        #expect(!snapshot.isBusy)
-        #expect(stallEnd >= endedAt, "ended \(Int64(endedAt) - Int64(stallEnd)) ns before the thread's own end")
-        let lateMs = (Int64(stallEnd) - Int64(endedAt)) / 1_000_000
-        let lookMs = (Int64(lookAt) - Int64(endedAt)) / 1_000_000
-        let bound: UInt64 = endedAt + 20_000_000 + UInt64(stealMs) * 1_000_000 + waitedAfterEnd
-        #expect(
-            stallEnd <= bound,
-            """
-            ended \(lateMs) ms after the thread's own end, the look \(lookMs) ms after it (steal up to \(stealMs) ms; \
-            the thread waited \(waitedAfterEnd / 1_000_000) ms for a CPU after its end)
-            """)
+        #expect(clean, "no attempt of three went uncaptured by another watcher: \(unclean)")
     }
 
     /// Seen idle, then only by a look 250 ms late (the watcher kept from a CPU, or busy): by then the thread left its

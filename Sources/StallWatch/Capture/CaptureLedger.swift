@@ -98,6 +98,13 @@ package enum CaptureLedger {
         }
     }
 
+    /// How many captures of thread `threadID` of process `processID` have finished so far (0 if none was recorded,
+    /// or its entry was dropped past the bound).
+    package static func finishedCaptures(processID: Int32, threadID: Int32) -> UInt64 {
+        let key = Key(processID: processID, threadID: threadID)
+        return shard(key).entries.withLock { $0[key]?.finished ?? 0 }
+    }
+
     /// The look begun by ``beginLook(processID:threadID:)`` is done.
     package static func endLook(processID: Int32, threadID: Int32) {
         let key = Key(processID: processID, threadID: threadID)
