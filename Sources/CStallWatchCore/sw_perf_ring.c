@@ -6,6 +6,9 @@
 
 #include <errno.h>
 #include <linux/perf_event.h>
+#if defined(__x86_64__)
+#include <asm/perf_regs.h>
+#endif
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -13,10 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
-int sw_perf_ring_open(sw_perf_ring *ring, pid_t tid, uint64_t period_ns, uint32_t data_pages, uint16_t max_frames) {
+int sw_perf_ring_open(sw_perf_ring *ring, pid_t tid, uint64_t period_ns, uint32_t data_pages, uint16_t max_frames,
+                      uint32_t leaf_stack_bytes) {
     memset(ring, 0, sizeof *ring);
     ring->fd = -1;
     if (data_pages == 0 || (data_pages & (data_pages - 1)) != 0) return -EINVAL;
+#if !defined(__x86_64__)
+    leaf_stack_bytes = 0;
+#endif
+    leaf_stack_bytes &= ~7u;
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.size = sizeof attr;
@@ -31,7 +39,22 @@ int sw_perf_ring_open(sw_perf_ring *ring, pid_t tid, uint64_t period_ns, uint32_
     attr.clockid = CLOCK_MONOTONIC;
     attr.write_backward = 1;
     attr.sample_max_stack = max_frames;
+#if defined(__x86_64__)
+    if (leaf_stack_bytes > 0) {
+        attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        attr.sample_regs_user = (1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) | (1ull << PERF_REG_X86_IP);
+        attr.sample_stack_user = leaf_stack_bytes;
+    }
+#endif
     long fd = syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0 && errno == EINVAL && leaf_stack_bytes > 0) {
+        // A kernel that cannot dump user registers and stack: the call chain alone.
+        attr.sample_type &= ~(uint64_t)(PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
+        attr.sample_regs_user = 0;
+        attr.sample_stack_user = 0;
+        leaf_stack_bytes = 0;
+        fd = syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
     if (fd < 0) return -errno;
     long page = sysconf(_SC_PAGESIZE);
     size_t data_size = (size_t)data_pages * (size_t)page;
@@ -47,6 +70,7 @@ int sw_perf_ring_open(sw_perf_ring *ring, pid_t tid, uint64_t period_ns, uint32_
     ring->base = base;
     ring->map_size = map_size;
     ring->data_size = data_size;
+    ring->leaf_stack_bytes = leaf_stack_bytes;
     return 0;
 }
 

@@ -123,6 +123,25 @@ package final class StackUnwinder: @unchecked Sendable {
         return stack
     }
 
+    /// The return address of the innermost frame of `capture`, found by its unwind tables alone (one step, no
+    /// walk of async frames or stack switches); nil when the step fails (no unwind information, a read the copy
+    /// does not cover).
+    package func caller(of capture: StackCapture) -> UInt64? {
+        guard capture.registers.count == StackCapture.registerCount else { return nil }
+        var result = sw_unwind_result()
+        var addresses: [UInt64] = [0, 0]
+        let count = capture.registers.withUnsafeBufferPointer { captured in
+            capture.stack.withUnsafeBufferPointer { stack in
+                var input = sw_unwind_input(
+                    registers: captured.baseAddress, stack_pointer: capture.stackPointer,
+                    stack: stack.baseAddress, stack_size: stack.count, stack_low: capture.stackLow,
+                    stack_high: capture.stackHigh)
+                return sw_unwind(handle, &input, &addresses, 2, &result)
+            }
+        }
+        return count == 2 && addresses[1] != 0 ? addresses[1] : nil
+    }
+
     /// Forgets cached unwind information, for example after the process unloaded libraries (`dlclose`), whose
     /// addresses a newly loaded library may reuse.
     func flushCaches() {

@@ -50,11 +50,16 @@ package final class LeadUpStacks: Sendable {
     static let perfDataPages: UInt32 = 64
     /// Frames the kernel records per perf sample.
     static let perfMaxFrames: UInt16 = 64
+    /// Bytes of user stack above the stack pointer each perf sample carries, with RBP, RSP and RIP: what one step
+    /// of the unwind tables needs to find the innermost frame's caller, which the frame-pointer chain skips when
+    /// the sample hit a function without a frame of its own, or a prologue or epilogue (a frame's return address
+    /// lies within the first words above the stack pointer there).
+    static let perfLeafStackBytes: UInt32 = 128
     /// The sampler's ring: 20 seconds at one sample per 100 ms bucket.
     static let sampleCapacity = 200
 
     private struct State: ~Copyable {
-        var ring = sw_perf_ring(fd: -1, base: nil, map_size: 0, data_size: 0)
+        var ring = sw_perf_ring(fd: -1, base: nil, map_size: 0, data_size: 0, leaf_stack_bytes: 0)
         /// The thread the ring samples (0: none open).
         var ringThread: Int32 = 0
         var origin: LeadUpStackOrigin
@@ -62,6 +67,9 @@ package final class LeadUpStacks: Sendable {
         var nextSample = 0
         var lastSampleNanos: UInt64 = 0
         var closed = false
+        /// Finds the innermost frames' callers in the ring's samples (made on first use; nil if it cannot be).
+        var unwinder: StackUnwinder?
+        var unwinderFailed = false
     }
     private let state: Mutex<State>
     let mode: LeadUpStackMode
@@ -96,7 +104,8 @@ package final class LeadUpStacks: Sendable {
             sw_perf_ring_close(&state.ring)
             state.ringThread = 0
             let status = sw_perf_ring_open(
-                &state.ring, threadID, Self.perfPeriodNanos, Self.perfDataPages, Self.perfMaxFrames)
+                &state.ring, threadID, Self.perfPeriodNanos, Self.perfDataPages, Self.perfMaxFrames,
+                Self.perfLeafStackBytes)
             if status == 0 {
                 state.ringThread = threadID
                 state.origin = .init(method: .perfClock, intervalNanos: Self.perfPeriodNanos, note: nil)
@@ -137,7 +146,13 @@ package final class LeadUpStacks: Sendable {
         state.withLock { state -> [LeadUpStackSample] in
             var found = state.samples.filter { $0.timeNanos >= from && $0.timeNanos <= to }
             if state.ringThread != 0 {
-                found += Self.read(&state.ring).filter { $0.timeNanos >= from && $0.timeNanos <= to }
+                if state.unwinder == nil, !state.unwinderFailed, state.ring.leaf_stack_bytes > 0 {
+                    state.unwinder = try? StackUnwinder(processID: getpid())
+                    state.unwinderFailed = state.unwinder == nil
+                }
+                let unwinder = state.unwinder
+                found += Self.read(&state.ring, leafCaller: unwinder.map { unwinder in { unwinder.caller(of: $0) } })
+                    .filter { $0.timeNanos >= from && $0.timeNanos <= to }
             }
             return found.sorted { $0.timeNanos < $1.timeNanos }
         }
@@ -153,12 +168,15 @@ package final class LeadUpStacks: Sendable {
     }
 
     /// The samples in the kernel's ring, newest first.
-    private static func read(_ ring: inout sw_perf_ring) -> [LeadUpStackSample] {
+    private static func read(
+        _ ring: inout sw_perf_ring, leafCaller: ((StackCapture) -> UInt64?)?
+    ) -> [LeadUpStackSample] {
         let capacity = ring.data_size
         guard capacity > 0 else { return [] }
+        let leafStackBytes = Int(ring.leaf_stack_bytes)
         return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
             count = sw_perf_ring_copy(&ring, buffer.baseAddress, capacity)
-        }.withUnsafeBytes(parse)
+        }.withUnsafeBytes { parse($0, leafStackBytes: leafStackBytes, leafCaller: leafCaller) }
     }
 
     /// `PERF_RECORD_SAMPLE`.
@@ -167,8 +185,16 @@ package final class LeadUpStacks: Sendable {
     private static let contextMarkers: UInt64 = 0xffff_ffff_ffff_f001
 
     /// Parses records as `sw_perf_ring_copy` gives them: header (u32 type, u16 misc, u16 size), then for a sample
-    /// u32 pid, u32 tid, u64 time, u64 nr, nr u64 entries.
-    static func parse(_ bytes: UnsafeRawBufferPointer) -> [LeadUpStackSample] {
+    /// u32 pid, u32 tid, u64 time, u64 nr, nr u64 entries, and in a ring with `leafStackBytes` the user registers
+    /// (u64 abi, then RBP, RSP, RIP unless it is 0) and stack (u64 size, its bytes, u64 bytes filled).
+    ///
+    /// The frame-pointer chain's first caller is the return address RBP points at; a sample that hit a function
+    /// without a frame of its own, or a prologue or epilogue, is still in its caller's frame there, and the chain
+    /// skips the caller. `leafCaller` finds that caller from the registers and stack words by the unwind tables;
+    /// when it differs from the chain's first caller it is put before it.
+    static func parse(
+        _ bytes: UnsafeRawBufferPointer, leafStackBytes: Int = 0, leafCaller: ((StackCapture) -> UInt64?)? = nil
+    ) -> [LeadUpStackSample] {
         var samples: [LeadUpStackSample] = []
         var at = 0
         while at + 8 <= bytes.count {
@@ -181,15 +207,47 @@ package final class LeadUpStacks: Sendable {
             let count = Int(min(bytes.loadUnaligned(fromByteOffset: at + 24, as: UInt64.self), UInt64(size / 8)))
             guard 32 + count * 8 <= size else { continue }
             var addresses: [UInt64] = []
-            addresses.reserveCapacity(count)
+            addresses.reserveCapacity(count + 1)
             for index in 0..<count {
                 let entry = bytes.loadUnaligned(fromByteOffset: at + 32 + index * 8, as: UInt64.self)
                 if entry < contextMarkers && entry != 0 { addresses.append(entry) }
+            }
+            if leafStackBytes > 0, let leafCaller,
+                let leaf = leafState(bytes, from: at + 32 + count * 8, to: at + size),
+                addresses.first == leaf.instructionPointer,
+                let caller = leafCaller(leaf), addresses.count < 2 || addresses[1] != caller
+            {
+                addresses.insert(caller, at: 1)
             }
             if !addresses.isEmpty {
                 samples.append(LeadUpStackSample(timeNanos: time, frames: UnwoundFrame.backtrace(addresses)))
             }
         }
         return samples
+    }
+
+    /// The registers and stack words of a sample whose call chain ends at `from` (its record at `to`), as a capture
+    /// of the innermost frame; nil when the sample has none or the record is short.
+    private static func leafState(_ bytes: UnsafeRawBufferPointer, from: Int, to end: Int) -> StackCapture? {
+        func word(_ offset: Int) -> UInt64 { bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
+        var at = from
+        guard at + 8 <= end, word(at) != 0, at + 32 <= end else { return nil }
+        let framePointer = word(at + 8), stackPointer = word(at + 16), instructionPointer = word(at + 24)
+        at += 32
+        guard at + 8 <= end else { return nil }
+        let size = Int(clamping: word(at))
+        at += 8
+        guard size > 0, size <= end - at - 8 else { return nil }
+        let filled = min(size, Int(clamping: word(at + size)))
+        var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
+        registers[Int(SW_REG_RBP)] = framePointer
+        registers[Int(SW_REG_RSP)] = stackPointer
+        registers[Int(SW_REG_RIP)] = instructionPointer
+        // Bounds around the copy, so that the unwinder refuses any other read of the stack (the live one has moved
+        // on since the sample) rather than reading what is there now.
+        return StackCapture(
+            threadID: 0, registers: registers, stackPointer: stackPointer,
+            stack: Array(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + filled)])), pauseNanoseconds: 0,
+            handlerNanoseconds: 0, stackLow: stackPointer &- (1 << 20), stackHigh: stackPointer &+ (1 << 26))
     }
 }

@@ -81,9 +81,18 @@ import Testing
         #expect(kept.last?.timeNanos == UInt64(LeadUpStacks.sampleCapacity + 50) * 100)
     }
 
-    /// One record as the kernel writes it: header, then the sample's fields.
-    static func record(type: UInt32 = 9, size: UInt16? = nil, time: UInt64, chain: [UInt64]) -> [UInt8] {
+    /// One record as the kernel writes it: header, then the sample's fields, and for a ring with user registers and
+    /// stack, `leaf`: the registers' ABI word, RBP, RSP, RIP (left out when the ABI word is 0) and the stack words.
+    static func record(
+        type: UInt32 = 9, size: UInt16? = nil, time: UInt64, chain: [UInt64],
+        leaf: (abi: UInt64, registers: [UInt64], stack: [UInt64])? = nil
+    ) -> [UInt8] {
         var fields: [UInt64] = [0, time, UInt64(chain.count)] + chain  // pid/tid word, time, nr, entries
+        if let leaf {
+            fields += [leaf.abi] + (leaf.abi == 0 ? [] : leaf.registers)
+            fields +=
+                [UInt64(leaf.stack.count * 8)] + leaf.stack + (leaf.stack.isEmpty ? [] : [UInt64(leaf.stack.count * 8)])
+        }
         let length = UInt16(8 + fields.count * 8)
         var bytes: [UInt8] = []
         withUnsafeBytes(of: type.littleEndian) { bytes += $0 }
@@ -100,13 +109,99 @@ import Testing
         bytes += Self.record(time: 10, chain: [user, 0x6000])
         bytes += Self.record(size: 4, time: 5, chain: [0x7000])  // a size shorter than a header: the end
         bytes += Self.record(time: 1, chain: [0x8000])
-        let samples = bytes.withUnsafeBytes(LeadUpStacks.parse)
+        let samples = bytes.withUnsafeBytes { LeadUpStacks.parse($0) }
         #expect(samples.map(\.timeNanos) == [30, 10])
         #expect(samples.first?.frames == [.programCounter(0x4000), .returnAddress(0x5000)])
         // A chain count past the record's end is not read beyond it.
         var lying = Self.record(time: 40, chain: [0x4000])
         lying.replaceSubrange(24..<32, with: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
-        #expect(lying.withUnsafeBytes(LeadUpStacks.parse).isEmpty)
+        #expect(lying.withUnsafeBytes { LeadUpStacks.parse($0) }.isEmpty)
+    }
+
+    /// A sample's registers and stack words reach the leaf's caller finder as a capture at that stack pointer; the
+    /// caller it finds goes before the chain's first caller when it differs, and nothing changes when it is the
+    /// same, when it finds none, when the chain does not start at the sampled instruction, or without registers.
+    @Test func aCallerTheFrameChainSkippedIsPutBackFromTheSamplesRegistersAndStack() {
+        let registers: [UInt64] = [0x7000_0100, 0x7000_0000, 0x4010]  // RBP, RSP, RIP
+        let stack: [UInt64] = [0x5555, 0x6666]
+        let seen = Mutex<[(sp: UInt64, pc: UInt64, bytes: Int, words: [UInt64])]>([])
+        func parse(_ record: [UInt8], finding caller: UInt64?) -> [UnwoundFrame]? {
+            record.withUnsafeBytes { bytes in
+                LeadUpStacks.parse(bytes, leafStackBytes: 16) { capture in
+                    let words = capture.stack.withUnsafeBytes { Array($0.bindMemory(to: UInt64.self)) }
+                    seen.withLock {
+                        $0.append((capture.stackPointer, capture.instructionPointer, capture.stack.count, words))
+                    }
+                    return caller
+                }
+            }.first?.frames
+        }
+        let skipped = Self.record(time: 1, chain: [0x4010, 0x3000], leaf: (2, registers, stack))
+        #expect(
+            parse(skipped, finding: 0x2000) == [
+                .programCounter(0x4010), .returnAddress(0x2000), .returnAddress(0x3000),
+            ])
+        let call = seen.withLock { $0.last }
+        #expect(call?.sp == 0x7000_0000 && call?.pc == 0x4010 && call?.bytes == 16 && call?.words == stack)
+        #expect(parse(skipped, finding: 0x3000) == [.programCounter(0x4010), .returnAddress(0x3000)])
+        #expect(parse(skipped, finding: nil) == [.programCounter(0x4010), .returnAddress(0x3000)])
+        let elsewhere = Self.record(time: 1, chain: [0x4020, 0x3000], leaf: (2, registers, stack))
+        #expect(parse(elsewhere, finding: 0x2000) == [.programCounter(0x4020), .returnAddress(0x3000)])
+        let calls = seen.withLock { $0.count }
+        let noRegisters = Self.record(time: 1, chain: [0x4010, 0x3000], leaf: (0, [], stack))
+        #expect(parse(noRegisters, finding: 0x2000) == [.programCounter(0x4010), .returnAddress(0x3000)])
+        #expect(seen.withLock { $0.count } == calls)
+    }
+
+    /// A function that only calls a tiny one: many of the kernel's samples land in the callee's prologue or
+    /// epilogue, where the frame-pointer chain skips the caller.
+    final class CallingThread: @unchecked Sendable {
+        let threadID = Atomic<Int32>(0)
+        let stop = Atomic<Bool>(false)
+        let done = DispatchSemaphore(value: 0)
+
+        @inline(never) static func tinyStep(_ x: UInt64) -> UInt64 { x &* 6_364_136_223_846_793_005 &+ 1 }
+
+        @inline(never) func callTinyStepsInLeadUpStacksTest() {
+            var x: UInt64 = 1
+            while !stop.load(ordering: .relaxed) { x = Self.tinyStep(x) }
+            precondition(x != 0)
+        }
+
+        func start() {
+            Thread.detachNewThread { [self] in
+                threadID.store(sw_gettid(), ordering: .releasing)
+                callTinyStepsInLeadUpStacksTest()
+                done.signal()
+            }
+            while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
+        }
+    }
+
+    @Test func everySampleOfAThreadCallingATinyFunctionNamesTheCaller() throws {
+        let stacks = LeadUpStacks(mode: .auto, bucketNanos: 100_000_000)
+        defer { stacks.close() }
+        let thread = CallingThread()
+        thread.start()
+        let from = sw_monotonic_ns()
+        stacks.attach(threadID: thread.threadID.load(ordering: .acquiring))
+        #expect(stacks.origin.method == .perfClock, "\(stacks.origin)")
+        // 50 samples (10 ms of the thread's CPU time each), bounded at 60 s.
+        var samples: [LeadUpStackSample] = []
+        let deadline = from + 60_000_000_000
+        while samples.count < 50 && sw_monotonic_ns() < deadline {
+            usleep(50_000)
+            samples = stacks.samples(from: from, to: sw_monotonic_ns())
+        }
+        thread.stop.store(true, ordering: .relaxed)
+        thread.done.wait()
+        #expect(samples.count >= 50)
+        let symbolicator = Symbolicator(processID: getpid(), mode: .fast)
+        let missing = samples.map { symbolicator.symbolicate($0.frames).map { $0.symbol ?? "?" } }.filter { symbols in
+            !symbols.contains { $0.contains("callTinyStepsInLeadUpStacksTest") }
+        }
+        #expect(
+            missing.isEmpty, "\(missing.count) of \(samples.count) samples without the caller: \(missing.prefix(3))")
     }
 
     /// The stacks' work waits for a tick whose detector look is far enough away: opening the ring (or a sampler's
