@@ -1,4 +1,5 @@
 // Watches a Foundation RunLoop: CFRunLoopObservers publish its activities into a LoopState for a Watchdog.
+import CStallWatchCore
 import CoreFoundation
 import Foundation
 import Synchronization
@@ -11,7 +12,9 @@ import Synchronization
 /// `beforeTimers`, `beforeSources`, `afterWaiting`), one ordered last for `beforeWaiting` and `exit`, so the
 /// work other observers do around the idle wait counts as busy. Both are added in the common modes. A nested
 /// run (a callout that runs the loop again) is followed: when it exits, the outer callout's phase resumes with
-/// a fresh start time, since the loop was turning meanwhile.
+/// a fresh start time, since the loop was turning meanwhile. With the watchdog's `leadUp` on, what the run loop
+/// runs between two activities until it waits is one lead-up item, labelled by its phase (one precise clock read
+/// more per activity).
 ///
 /// ```swift
 /// let monitor = FoundationRunLoopMonitor(runLoop: .main, name: "main")
@@ -55,7 +58,7 @@ public final class FoundationRunLoopMonitor: WatchedLoop, SampledLoop, @unchecke
     public init(cfRunLoop: CFRunLoop, name: String = StallWatchConfiguration.defaultLoopName) {
         self.name = name
         self.runLoop = cfRunLoop
-        self.publisher = RunLoopActivityPublisher(state: LoopState())
+        self.publisher = RunLoopActivityPublisher(state: LoopState(), annotations: annotationStore)
     }
 
     deinit { stop() }
@@ -102,6 +105,9 @@ public final class FoundationRunLoopMonitor: WatchedLoop, SampledLoop, @unchecke
     public func clearAnnotations() { annotationStore.removeAll() }
 
     package var annotations: [String: String] { annotationStore.values }
+
+    /// The run loop's busy spans are timed for the lead-up, by phase.
+    var timesItems: Bool { true }
 }
 
 /// The run-loop-thread side of ``FoundationRunLoopMonitor``: turns CF activities into ``LoopState`` transitions.
@@ -111,6 +117,11 @@ final class RunLoopActivityPublisher: @unchecked Sendable {  // The `var`s are t
     let thread = Mutex<SampledThread?>(nil)
     let iterations = Atomic<UInt64>(0)
     private let threadKnown = Atomic<Bool>(false)
+    private let annotations: LoopAnnotations
+    /// The busy span being timed for the lead-up (from one activity to the next, until the loop waits), and the
+    /// annotations' mark at its start.
+    private var item = LeadUpItemTimer()
+    private var itemMark: UInt64 = 0
 
     private var sequence: UInt64 = 0
     private var iterationCount: UInt64 = 0
@@ -119,7 +130,10 @@ final class RunLoopActivityPublisher: @unchecked Sendable {  // The `var`s are t
     private var outerPhases: [LoopActivity] = []
     private var depth = 0
 
-    init(state: LoopState) { self.state = state }
+    init(state: LoopState, annotations: LoopAnnotations) {
+        self.state = state
+        self.annotations = annotations
+    }
 
     /// Called by the observers on the run loop's thread.
     /// - Warning: Runs on the run loop's thread for every activity; keep it allocation- and syscall-free
@@ -156,6 +170,44 @@ final class RunLoopActivityPublisher: @unchecked Sendable {  // The `var`s are t
         current = activity
         // Other observers and sources ran since the last callout: always take a (coarse) timestamp.
         state.record(activity, sequence: sequence, busyEdge: busyEdge, timeMoved: true)
+        timeItem(after: activity)
+    }
+
+    /// The lead-up's items of a run loop: what it ran between two activities, one item per span, until it waits
+    /// or exits. What ran after `afterWaiting` is its timers, port sources and the main queue; after
+    /// `beforeSources`, its blocks and version-0 sources; the spans after `entry` and `beforeTimers` hold other
+    /// observers only. Each is labelled by the annotations set while it ran, else those in force as it began, else
+    /// by that phase.
+    @inline(__always)
+    private func timeItem(after activity: LoopActivity) {
+        let rings = state.leadUpRecorder
+        guard rings != nil || item.isOn else { return }
+        let now = sw_monotonic_ns()
+        if item.isOn {
+            let set = annotations.label(since: itemMark, explicit: 0)
+            item.end(at: now, label: set != 0 ? set : item.label, delay: 0)
+            item = LeadUpItemTimer()
+        }
+        guard rings != nil, let phase = Self.phaseLabel(after: activity) else { return }
+        item = LeadUpItemTimer(state)
+        itemMark = annotations.mark
+        let inForce = annotations.label(since: itemMark, explicit: 0)
+        item.begin(at: now, label: inForce != 0 ? inForce : phase)
+    }
+
+    private static let afterWakeUp = LeadUpLabels.shared.id(for: "timers, ports and main queue")
+    private static let sources = LeadUpLabels.shared.id(for: "blocks and sources")
+    private static let observers = LeadUpLabels.shared.id(for: "run loop observers")
+
+    /// The label of the span that follows `activity`; nil when the loop is about to wait or has exited.
+    @inline(__always)
+    private static func phaseLabel(after activity: LoopActivity) -> UInt32? {
+        switch activity {
+        case .afterWaiting: afterWakeUp
+        case .beforeSources: sources
+        case .beforeWaiting, .exit: nil
+        default: observers
+        }
     }
 
     @inline(never)

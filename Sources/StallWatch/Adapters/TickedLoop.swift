@@ -25,6 +25,10 @@ import Synchronization
 /// edge, when the watchdog is parked because the loop was idle, ``willRunWork()`` signals it once (the same
 /// cost the built-in loops pay). The first call learns the calling thread (once, with a lock).
 ///
+/// With the watchdog's `leadUp` on, each turn (``willRunWork()`` to ``willWait()``) is also one lead-up item: two
+/// precise clock reads and a few relaxed stores more, labelled by the annotations set while it ran, else those in
+/// force as it began, else "turn".
+///
 /// Start the watchdog before the first tick so it can publish the heartbeat segment (a watchdog started later
 /// still detects; only the heartbeat is refused, see ``Watchdog/heartbeatError``). The thread's signal mask is
 /// left as it is: samples come from the non-interrupting capture, or, where ptrace is refused, from the
@@ -42,6 +46,11 @@ public final class TickedLoop: WatchedLoop, SampledLoop, @unchecked Sendable {
     private var sequence: UInt64 = 0
     private var runs: UInt64 = 0
     private var threadKnown = false
+    /// The turn being timed for the lead-up (between ``willRunWork()`` and ``willWait()``), and the annotations'
+    /// mark at its start.
+    private var turn = LeadUpItemTimer()
+    private var turnMark: UInt64 = 0
+    private static let turnLabel = LeadUpLabels.shared.id(for: "turn")
 
     /// - Parameter name: Appears in reports (`loop.name`), events and metrics.
     public init(name: String = StallWatchConfiguration.defaultLoopName) {
@@ -57,6 +66,13 @@ public final class TickedLoop: WatchedLoop, SampledLoop, @unchecked Sendable {
         runs &+= 1
         iterationCount.store(runs, ordering: .relaxed)
         state.record(.afterWaiting, sequence: sequence, busyEdge: true, timeMoved: true)
+        endTurn()
+        turn = LeadUpItemTimer(state)
+        if turn.isOn {
+            turnMark = annotationStore.mark
+            let inForce = annotationStore.label(since: turnMark, explicit: 0)
+            turn.begin(at: sw_monotonic_ns(), label: inForce != 0 ? inForce : Self.turnLabel)
+        }
     }
 
     /// The loop is about to wait for work: it is idle until the next ``willRunWork()``, however long it waits.
@@ -66,6 +82,7 @@ public final class TickedLoop: WatchedLoop, SampledLoop, @unchecked Sendable {
         if !threadKnown { learnThread() }
         sequence &+= 1
         state.record(.beforeWaiting, sequence: sequence, busyEdge: false, timeMoved: false)
+        endTurn()
     }
 
     /// The loop has stopped turning (its thread may exit): not busy, not waiting. Call it on the loop thread;
@@ -74,6 +91,7 @@ public final class TickedLoop: WatchedLoop, SampledLoop, @unchecked Sendable {
         guard threadKnown else { return }
         sequence &+= 1
         state.record(.exit, sequence: sequence, busyEdge: false, timeMoved: false)
+        endTurn()
         state.runEnded()
         thread.withLock { $0 = nil }
         threadKnown = false
@@ -92,6 +110,19 @@ public final class TickedLoop: WatchedLoop, SampledLoop, @unchecked Sendable {
     public func clearAnnotations() { annotationStore.removeAll() }
 
     package var annotations: [String: String] { annotationStore.values }
+
+    /// Each turn is one lead-up item.
+    var timesItems: Bool { true }
+
+    /// Ends the turn timed for the lead-up, if one is: labelled by the annotations set while it ran, else those in
+    /// force, else "turn".
+    @inline(__always)
+    private func endTurn() {
+        guard turn.isOn else { return }
+        let set = annotationStore.label(since: turnMark, explicit: 0)
+        turn.end(at: sw_monotonic_ns(), label: set != 0 ? set : Self.turnLabel, delay: 0)
+        turn = LeadUpItemTimer()
+    }
 
     @inline(never)
     private func learnThread() {

@@ -42,13 +42,20 @@ struct LeadUpItemTimer {
     @inline(__always)
     init(_ state: LoopState) { rings = state.leadUpRecorder }
 
+    /// Times nothing.
+    init() { rings = nil }
+
     var isOn: Bool { rings != nil }
+
+    /// The label the item began with.
+    private(set) var label: UInt32 = 0
 
     /// An item begins at `now` (a CLOCK_MONOTONIC reading the caller took).
     @inline(__always)
     mutating func begin(at now: UInt64, label: UInt32) {
         guard let rings else { return }
         begin = now
+        self.label = label
         sw_leadup_begin(rings, now, label)
     }
 

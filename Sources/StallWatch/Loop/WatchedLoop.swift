@@ -31,9 +31,14 @@ protocol SampledLoop: WatchedLoop {
     func threadThatTookUp(busyPhase sequence: UInt64) -> (
         threadID: Int32, scheduleAtStart: ThreadSchedule?
     )?
+    /// Whether the loop times its items into the lead-up rings its state points at (``LoopState/startLeadUp(_:)``):
+    /// a loop that does not would leave them empty, which reads as an idle loop.
+    var timesItems: Bool { get }
 }
 
 extension SampledLoop {
+    /// A loop times no items unless it says so.
+    var timesItems: Bool { false }
     /// A loop run by a thread of its own always has one to sample.
     var unsampledReason: String? { nil }
     func threadThatTookUp(busyPhase sequence: UInt64) -> (
@@ -48,7 +53,10 @@ extension WatchedLoop {
     var sampled: (any SampledLoop)? { self as? any SampledLoop }
 }
 
-extension EventLoop: SampledLoop {}
+extension EventLoop: SampledLoop {
+    /// Every block, timer, source and main-queue drain is one item.
+    var timesItems: Bool { true }
+}
 
 extension StallWatchConfiguration {
     /// The name a watchdog with these settings gives `loop` in reports, events and its heartbeat segment:

@@ -12,7 +12,7 @@ extension Watchdog {
     /// - Parameter reason: Why the snapshot was taken; kept in the report's `snapshotReason` (printable text).
     /// - Returns: The path of the report written.
     /// - Throws: `.invalidState` when the watchdog is not running; `.unsupported` when the loop records no lead-up
-    ///   (`leadUp` is off, or the loop is not an ``EventLoop``); `.report` or `.systemCall` when the report cannot be
+    ///   (`leadUp` is off, or the loop times no items: a ``MainQueueProbe``); `.report` or `.systemCall` when the report cannot be
     ///   written.
     /// - Warning: Returns once the report is written and synced (milliseconds; more on a busy disk). Called on the
     ///   loop thread, that time is loop time: call it from another thread where that matters.
@@ -37,7 +37,8 @@ extension Watchdog {
     static func noLeadUp(_ loopName: String) -> StallWatchError {
         StallWatchError(
             .unsupported,
-            "loop '\(loopName)' records no lead-up (leadUp is off, or the loop is not an EventLoop): no snapshot")
+            "loop '\(loopName)' records no lead-up (leadUp is off, or the loop times no items: a MainQueueProbe): no snapshot"
+        )
     }
 }
 

@@ -84,9 +84,10 @@ public final class Watchdog: @unchecked Sendable {
             let recorder = StallRecorder(
                 configuration: configuration, loopName: configuration.name(of: loop), emit: onEvent)
             self.recorder = recorder
-            // Only StallWatch's own loop times its items today; another loop's rings would stay empty and read as
-            // an idle loop, so it gets no lead-up rather than a wrong one.
-            if configuration.leadUp, loop is EventLoop, let ring = loop.state.startLeadUp(configuration.leadUpSettings)
+            // Only a loop that times its items gets a lead-up: another's rings would stay empty and read as an idle
+            // loop (the main-queue probe sees its pings, not the queue's items), so it gets none rather than a wrong one.
+            if configuration.leadUp, loop.sampled?.timesItems == true,
+                let ring = loop.state.startLeadUp(configuration.leadUpSettings)
             {
                 let leadUp = LeadUpRecorder(ring: ring, stacks: configuration.leadUpStacks) {
                     [loop, weak recorder, configuration] in
