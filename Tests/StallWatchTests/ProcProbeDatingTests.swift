@@ -129,10 +129,7 @@ import Testing
             let evidence =
                 "\(switches) voluntary switches and \(loop.wakes.load(ordering: .relaxed) - wakesBefore) poll returns "
                 + "since the last idle look, not run for \(notRun)"
-            let stealMs =
-                Self.stealTicks().enumerated().map { cpu, ticks in
-                    Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
-                }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+            let stealMs = Self.stealMs(since: stealBefore)
             let busy = try #require(seen)
             #expect(busy.isBusy)
             #expect(busy.phaseStartNanos >= sentAt, "dated \(Int64(sentAt) - Int64(busy.phaseStartNanos)) ns too early")
@@ -197,10 +194,7 @@ import Testing
                 return
             }
             probe.stallEnded()
-            let stealMs =
-                Self.stealTicks().enumerated().map { cpu, ticks in
-                    Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
-                }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+            let stealMs = Self.stealMs(since: stealBefore)
             #expect(!snapshot.isBusy)
             #expect(stallEnd >= endedAt, "ended \(Int64(endedAt) - Int64(stallEnd)) ns before the thread's own end")
             let lateMs = (Int64(stallEnd) - Int64(endedAt)) / 1_000_000
@@ -249,10 +243,7 @@ import Testing
             let observed = probe.observe(now: lookAt)
             let seen = try #require(observed)
             let ranSince = directory.schedstat(now: 0)?.cpuNanos != cpuBlocked
-            let stealMs =
-                Self.stealTicks().enumerated().map { cpu, ticks in
-                    Int64(ticks - (stealBefore.count > cpu ? stealBefore[cpu] : ticks))
-                }.max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
+            let stealMs = Self.stealMs(since: stealBefore)
             #expect(seen.isBusy)
             #expect(seen.phaseStartNanos >= sentAt, "dated \(Int64(sentAt) - Int64(seen.phaseStartNanos)) ns too early")
             #expect(pollUntil { loop.ended.load(ordering: .acquiring) > startedAt })
@@ -346,6 +337,13 @@ import Testing
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu0 ") }) else { return 0 }
         let fields = line.split(separator: " ").dropFirst().compactMap { UInt64($0) }
         return fields.count > 7 ? fields[5] + fields[6] + fields[7] : 0
+    }
+
+    /// The most steal time any CPU had since `before` (``stealTicks()``), in milliseconds, one clock tick more for
+    /// /proc/stat's rounding down.
+    static func stealMs(since before: [UInt64]) -> Int64 {
+        stealTicks().enumerated().map { cpu, ticks in Int64(ticks - (before.count > cpu ? before[cpu] : ticks)) }
+            .max().map { ($0 + 1) * 1000 / Int64(sysconf(Int32(_SC_CLK_TCK))) } ?? 0
     }
 
     /// Each CPU's steal time so far, in /proc/stat's clock ticks (`_SC_CLK_TCK` per second).

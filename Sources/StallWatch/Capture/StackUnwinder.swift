@@ -77,15 +77,9 @@ package final class StackUnwinder: @unchecked Sendable {
         let limit = max(0, maxFrames)
         var result = sw_unwind_result()
         var registers = [sw_unwind_frame](repeating: sw_unwind_frame(), count: limit)
-        let addresses = capture.registers.withUnsafeBufferPointer { captured in
-            capture.stack.withUnsafeBufferPointer { stack in
-                var input = sw_unwind_input(
-                    registers: captured.baseAddress, stack_pointer: capture.stackPointer,
-                    stack: stack.baseAddress, stack_size: stack.count, stack_low: capture.stackLow,
-                    stack_high: capture.stackHigh)
-                return [UInt64](unsafeUninitializedCapacity: limit) { buffer, count in
-                    count = sw_unwind_frames(handle, &input, buffer.baseAddress, &registers, limit, &result)
-                }
+        let addresses = Self.withInput(capture) { input in
+            [UInt64](unsafeUninitializedCapacity: limit) { buffer, count in
+                count = sw_unwind_frames(handle, &input, buffer.baseAddress, &registers, limit, &result)
             }
         }
         registers.removeSubrange(addresses.count...)
@@ -130,16 +124,23 @@ package final class StackUnwinder: @unchecked Sendable {
         guard capture.registers.count == StackCapture.registerCount else { return nil }
         var result = sw_unwind_result()
         var addresses: [UInt64] = [0, 0]
-        let count = capture.registers.withUnsafeBufferPointer { captured in
+        let count = Self.withInput(capture) { sw_unwind(handle, &$0, &addresses, 2, &result) }
+        return count == 2 && addresses[1] != 0 ? addresses[1] : nil
+    }
+
+    /// Runs `body` with `capture` as the C unwinder's input (pointers valid only inside it).
+    private static func withInput<Result>(
+        _ capture: StackCapture, _ body: (inout sw_unwind_input) -> Result
+    ) -> Result {
+        capture.registers.withUnsafeBufferPointer { captured in
             capture.stack.withUnsafeBufferPointer { stack in
                 var input = sw_unwind_input(
                     registers: captured.baseAddress, stack_pointer: capture.stackPointer,
                     stack: stack.baseAddress, stack_size: stack.count, stack_low: capture.stackLow,
                     stack_high: capture.stackHigh)
-                return sw_unwind(handle, &input, &addresses, 2, &result)
+                return body(&input)
             }
         }
-        return count == 2 && addresses[1] != 0 ? addresses[1] : nil
     }
 
     /// Forgets cached unwind information, for example after the process unloaded libraries (`dlclose`), whose

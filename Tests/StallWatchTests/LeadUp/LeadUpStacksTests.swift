@@ -7,11 +7,18 @@ import Testing
 @testable import StallWatch
 
 @Suite struct LeadUpStacksTests {
-    /// A thread that spins in a function of its own until told to stop.
+    /// A thread that spins in a function of its own until told to stop: in its own code, or (`callingATinyFunction`)
+    /// only calling a tiny function, so that many of the kernel's samples land in the callee's prologue or epilogue,
+    /// where the frame-pointer chain skips the caller.
     final class SpinningThread: @unchecked Sendable {
         let threadID = Atomic<Int32>(0)
         let stop = Atomic<Bool>(false)
         let done = DispatchSemaphore(value: 0)
+        let callingATinyFunction: Bool
+
+        init(callingATinyFunction: Bool = false) { self.callingATinyFunction = callingATinyFunction }
+
+        @inline(never) static func tinyStep(_ x: UInt64) -> UInt64 { x &* 6_364_136_223_846_793_005 &+ 1 }
 
         @inline(never) func spinInLeadUpStacksTest() {
             var x: UInt64 = 1
@@ -19,10 +26,16 @@ import Testing
             precondition(x != 0)
         }
 
+        @inline(never) func callTinyStepsInLeadUpStacksTest() {
+            var x: UInt64 = 1
+            while !stop.load(ordering: .relaxed) { x = Self.tinyStep(x) }
+            precondition(x != 0)
+        }
+
         func start() {
             Thread.detachNewThread { [self] in
                 threadID.store(sw_gettid(), ordering: .releasing)
-                spinInLeadUpStacksTest()
+                if callingATinyFunction { callTinyStepsInLeadUpStacksTest() } else { spinInLeadUpStacksTest() }
                 done.signal()
             }
             while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
@@ -153,35 +166,10 @@ import Testing
         #expect(seen.withLock { $0.count } == calls)
     }
 
-    /// A function that only calls a tiny one: many of the kernel's samples land in the callee's prologue or
-    /// epilogue, where the frame-pointer chain skips the caller.
-    final class CallingThread: @unchecked Sendable {
-        let threadID = Atomic<Int32>(0)
-        let stop = Atomic<Bool>(false)
-        let done = DispatchSemaphore(value: 0)
-
-        @inline(never) static func tinyStep(_ x: UInt64) -> UInt64 { x &* 6_364_136_223_846_793_005 &+ 1 }
-
-        @inline(never) func callTinyStepsInLeadUpStacksTest() {
-            var x: UInt64 = 1
-            while !stop.load(ordering: .relaxed) { x = Self.tinyStep(x) }
-            precondition(x != 0)
-        }
-
-        func start() {
-            Thread.detachNewThread { [self] in
-                threadID.store(sw_gettid(), ordering: .releasing)
-                callTinyStepsInLeadUpStacksTest()
-                done.signal()
-            }
-            while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
-        }
-    }
-
     @Test func everySampleOfAThreadCallingATinyFunctionNamesTheCaller() throws {
         let stacks = LeadUpStacks(mode: .auto, bucketNanos: 100_000_000)
         defer { stacks.close() }
-        let thread = CallingThread()
+        let thread = SpinningThread(callingATinyFunction: true)
         thread.start()
         let from = sw_monotonic_ns()
         stacks.attach(threadID: thread.threadID.load(ordering: .acquiring))
