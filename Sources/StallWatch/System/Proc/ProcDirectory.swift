@@ -63,7 +63,15 @@ package struct ProcDirectory: Sendable, Hashable {
 
     /// `syscall`: the system call the thread is in, with its arguments, stack pointer and program counter.
     /// Needs ptrace-read rights on the target (reading it does not stop the thread).
-    package func syscall() -> ThreadWait? { text("syscall").flatMap(ThreadWait.init(line:)) }
+    ///
+    /// A `restart_syscall` is read as the call it continues where the kernel function the thread sleeps in names it
+    /// (``ThreadWait/continuing(wchan:)``): a stop — any ptrace stop, SIGSTOP and SIGCONT, another watcher's
+    /// capture — turns a timed poll, futex wait or sleep into one, with the registers of the original call.
+    package func syscall() -> ThreadWait? {
+        guard let wait = text("syscall").flatMap(ThreadWait.init(line:)) else { return nil }
+        guard wait.number == ThreadWait.restartSyscall, let wchan = wchan() else { return wait }
+        return wait.continuing(wchan: wchan)
+    }
 
     /// `schedstat`: CPU time and run-queue wait, read at `now` (CLOCK_MONOTONIC).
     func schedstat(now: UInt64) -> ThreadSchedule? {

@@ -11,12 +11,40 @@ package struct ThreadWait: Sendable, Hashable {
     package var arguments: [UInt64]
     var stackPointer: UInt64
     var programCounter: UInt64
+    /// The call is one a stop interrupted, continued by `restart_syscall`, and ``number`` the call it continues
+    /// (``continuing(wchan:)``).
+    private(set) var restarted = false
 
     package init(number: Int?, arguments: [UInt64] = [], stackPointer: UInt64 = 0, programCounter: UInt64 = 0) {
         self.number = number
         self.arguments = arguments
         self.stackPointer = stackPointer
         self.programCounter = programCounter
+    }
+
+    /// x86_64 `restart_syscall`.
+    static let restartSyscall = 219
+
+    /// This `restart_syscall` as the call it continues, named by `wchan`, the kernel function the thread sleeps in:
+    /// a poll (`poll_schedule_timeout`, `do_sys_poll`, `do_restart_poll`), a futex wait (`futex_wait_queue`,
+    /// `futex_wait_queue_me`, `futex_wait`) or a sleep (`do_nanosleep`, `hrtimer_nanosleep`: `clock_nanosleep`, which
+    /// glibc's `nanosleep` calls, when the first argument reads as a clock id, else `nanosleep`). The kernel restarts
+    /// just these three this way after a stop (a timed poll, a timed futex wait, a relative sleep); their registers
+    /// still hold the original call's arguments. Unchanged for any other wait or function.
+    func continuing(wchan: String) -> ThreadWait {
+        guard number == Self.restartSyscall, arguments.count == 6 else { return self }
+        let function = wchan.split(separator: ".").first.map(String.init) ?? wchan
+        let continued: Int
+        switch function {
+        case "poll_schedule_timeout", "do_sys_poll", "do_restart_poll": continued = 7
+        case "futex_wait_queue", "futex_wait_queue_me", "futex_wait": continued = 202
+        case "do_nanosleep", "hrtimer_nanosleep": continued = arguments[0] < 16 && arguments[1] <= 1 ? 230 : 35
+        default: return self
+        }
+        var wait = self
+        wait.number = continued
+        wait.restarted = true
+        return wait
     }
 
     /// Parses the file's one line: `"202 0x… 0x… … sp pc"`, `"-1 sp pc"` (user space) or `"running"`.
@@ -47,8 +75,9 @@ package struct ThreadWait: Sendable, Hashable {
     var inSyscall: Bool { number != nil }
 
     /// The call as the thread sees it: `restart_syscall` (219) continues the call a stop interrupted (a timed
-    /// futex wait, a sleep), at the same stack pointer and program counter.
-    var isRestart: Bool { number == 219 }
+    /// futex wait, a sleep), at the same stack pointer and program counter — whether or not the call it continues
+    /// is known (``continuing(wchan:)``).
+    var isRestart: Bool { restarted || number == Self.restartSyscall }
 
     /// What the call waits on, from its arguments: the epoll descriptor, the poll array and its length, the
     /// select sets, the futex word. Two waits at the same call site that differ here wait for different things.
