@@ -22,9 +22,15 @@ import Testing
         spin(milliseconds: milliseconds)
     }
 
-    /// Runs `work` on a watched loop (threshold `thresholdMs`) and returns the report of the one stall it causes.
+    /// Runs `work` on a watched loop (threshold `thresholdMs`) and returns the report of the one stall stuck in the
+    /// item labelled `stuck` (the lead-up's item in flight), once it ended; with the lead-up off, of the one stall.
+    ///
+    /// A machine loaded enough to hold the loop thread off its CPU past the threshold during an earlier turn makes
+    /// that turn a stall of its own, rightly reported: such reports are allowed beside it, never a second one stuck
+    /// in the same item.
     func report(
-        thresholdMs: Int = 250, leadUp: Bool = true, stacks: LeadUpStackMode = .auto, _ work: (EventLoop) -> Void
+        thresholdMs: Int = 250, leadUp: Bool = true, stacks: LeadUpStackMode = .auto, stuck: String? = nil,
+        _ work: (EventLoop) -> Void
     ) throws -> StallReport {
         let directory = Fixtures.temporaryDirectory("lead-up")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -36,7 +42,9 @@ import Testing
         config.leadUpStacks = stacks
         let ended = DispatchSemaphore(value: 0)
         let watchdog = Watchdog(loop: loop, configuration: config) { event in
-            if case .ended = event { ended.signal() }
+            if case .ended(let report) = event, stuck == nil || report.leadUp?.inFlight?.label == stuck {
+                ended.signal()
+            }
         }
         try watchdog.start()
         let thread = startLoopThread(loop)
@@ -48,15 +56,19 @@ import Testing
         _ = thread
         try #require(outcome == .success, "no stall ended within 90 s")
         let reports = try Fixtures.reports(in: directory)
-        try #require(reports.count == 1)
-        return reports[0]
+        let described = reports.map {
+            "\(Int($0.durationMs)) ms stuck in \($0.leadUp?.inFlight?.label ?? "-"), cause \($0.cause?.kind.rawValue ?? "-")"
+        }
+        let stalls = reports.filter { stuck == nil || $0.leadUp?.inFlight?.label == stuck }
+        try #require(stalls.count == 1, "\(described)")
+        return stalls[0]
     }
 
     @Test(.timeLimit(.minutes(3)))
     func aStallsReportShowsTheLongItemBeforeItFirstAndTheStuckItemInFlight() throws {
-        // A threshold well above the first turn (20 ms of ticks and warmCaches' 200 ms), so a loaded machine's
-        // scheduling cannot make that turn a stall of its own.
-        let report = try report(thresholdMs: 400) { loop in
+        // A threshold well above the first turn (20 ms of ticks and warmCaches' 200 ms): only a machine that holds
+        // the loop thread off its CPU for the rest makes that turn a stall of its own (allowed beside, see `report`).
+        let report = try report(thresholdMs: 400, stuck: "stallOnCPU") { loop in
             for index in 0..<20 { loop.perform(label: "tick") { Self.spin(milliseconds: index % 2 == 0 ? 2 : 0) } }
             // Two turns of the loop, as a service's requests would come: warmCaches stays under the threshold, so
             // the stall is stallOnCPU alone, and the report's lead-up shows what ran just before it.
@@ -92,7 +104,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func anItemIsNamedByTheAnnotationsSetWhileItRanAndCarriesItsQueueDelay() throws {
-        let report = try report { loop in
+        let report = try report(stuck: "stuck") { loop in
             loop.perform {
                 // Queued as the 30 ms item starts (not by the test's thread, which may get to it only later): its
                 // queue delay is at least that item's 30 ms.
@@ -120,7 +132,7 @@ import Testing
 
     /// The report of a stall in `stallOnCPU` right after `warmUpCaches` ran 300 ms as the item before it.
     func reportAfterWarmingUp(stacks: LeadUpStackMode) throws -> StallReport {
-        try report(thresholdMs: 400, stacks: stacks) { loop in
+        try report(thresholdMs: 400, stacks: stacks, stuck: "stallOnCPU") { loop in
             loop.perform(label: "warmUpCaches") {
                 Self.warmUpCaches(milliseconds: 300)
                 loop.perform(label: "stallOnCPU") { Self.spin(milliseconds: 700) }
