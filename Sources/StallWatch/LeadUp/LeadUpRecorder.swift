@@ -9,6 +9,9 @@ package struct LeadUpCapture: Sendable {
     package var stacks: [LeadUpStackSample] = []
     /// How they were taken (nil: no stacks are recorded).
     package var stackOrigin: LeadUpStackOrigin?
+    /// Where the kernel's samples among `stacks` get the callers their frame-pointer chains skipped
+    /// (``LeadUpStacks/resolvingLeaves(_:)``), when the report is built.
+    package var leaves: LeadUpStacks?
 }
 
 /// Keeps one loop's lead-up on the watching thread: the loop thread's run-queue wait, CPU time and context
@@ -121,6 +124,7 @@ package final class LeadUpRecorder: Sendable {
         let window = ring.window(endingAt: end)
         guard let stacks else { return LeadUpCapture(window: window) }
         return LeadUpCapture(
-            window: window, stacks: stacks.samples(from: window.startNanos, to: end), stackOrigin: stacks.origin)
+            window: window, stacks: stacks.samples(from: window.startNanos, to: end), stackOrigin: stacks.origin,
+            leaves: stacks)
     }
 }

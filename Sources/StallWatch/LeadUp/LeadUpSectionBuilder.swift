@@ -56,7 +56,10 @@ struct LeadUpSectionBuilder {
                 startMs: offset(raw.beginNanos), durationMs: ms(raw.durationNanos),
                 delayMs: raw.delayNanos > 0 ? ms(raw.delayNanos) : nil, label: label(raw.label))
         }
-        let stacks = symbolicate.map { StackGrouping(samples: capture.stacks, symbolicate: $0) }
+        let stacks = symbolicate.map { symbolicate in
+            StackGrouping(
+                samples: capture.leaves?.resolvingLeaves(capture.stacks) ?? capture.stacks, symbolicate: symbolicate)
+        }
         func itemWithStacks(_ raw: LeadUpWindow.Item) -> StallReport.LeadUp.Item {
             var described = item(raw)
             described.stacks = stacks?.stacks(from: raw.beginNanos, to: raw.beginNanos &+ raw.durationNanos)

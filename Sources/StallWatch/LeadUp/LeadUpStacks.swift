@@ -10,6 +10,29 @@ import Synchronization
 package struct LeadUpStackSample: Sendable, Equatable {
     package var timeNanos: UInt64
     package var frames: [UnwoundFrame]
+    /// A kernel sample's registers and stack words, kept until ``LeadUpStacks/resolvingLeaves(_:)`` finds the caller
+    /// the frame-pointer chain may have skipped (nil once done, or when the sample carries none).
+    var leaf: Leaf?
+
+    /// The user RBP, RSP and RIP of a kernel sample and the stack bytes above RSP.
+    struct Leaf: Sendable, Equatable {
+        var framePointer: UInt64
+        var stackPointer: UInt64
+        var instructionPointer: UInt64
+        var stack: [UInt8]
+
+        /// The innermost frame as a capture for the unwinder, bounded around the copy so that it refuses any other
+        /// read of the stack (the live one has moved on since the sample) rather than reading what is there now.
+        var capture: StackCapture {
+            var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
+            registers[Int(SW_REG_RBP)] = framePointer
+            registers[Int(SW_REG_RSP)] = stackPointer
+            registers[Int(SW_REG_RIP)] = instructionPointer
+            return StackCapture(
+                threadID: 0, registers: registers, stackPointer: stackPointer, stack: stack, pauseNanoseconds: 0,
+                handlerNanoseconds: 0, stackLow: stackPointer &- (1 << 20), stackHigh: stackPointer &+ (1 << 26))
+        }
+    }
 
     package init(timeNanos: UInt64, frames: [UnwoundFrame]) {
         self.timeNanos = timeNanos
@@ -67,11 +90,11 @@ package final class LeadUpStacks: Sendable {
         var nextSample = 0
         var lastSampleNanos: UInt64 = 0
         var closed = false
-        /// Finds the innermost frames' callers in the ring's samples (made on first use; nil if it cannot be).
-        var unwinder: StackUnwinder?
-        var unwinderFailed = false
     }
     private let state: Mutex<State>
+    /// Finds the innermost frames' callers in the ring's samples (made on first use; nil if it cannot be), apart
+    /// from `state` so that the watching thread's ticks never wait for it.
+    private let leafUnwinder = Mutex<(unwinder: StackUnwinder?, failed: Bool)>((nil, false))
     let mode: LeadUpStackMode
     /// The sampler's interval: one bucket.
     let samplerIntervalNanos: UInt64
@@ -141,20 +164,50 @@ package final class LeadUpStacks: Sendable {
         }
     }
 
-    /// The stacks taken between `from` and `to` (CLOCK_MONOTONIC), oldest first.
+    /// The stacks taken between `from` and `to` (CLOCK_MONOTONIC), oldest first. Cheap (a copy of the ring, run at
+    /// a stall's detection before its first sample): the kernel's samples come with their ``LeadUpStackSample/leaf``
+    /// state, for ``resolvingLeaves(_:)`` later, off the watching thread.
     package func samples(from: UInt64, to: UInt64) -> [LeadUpStackSample] {
         state.withLock { state -> [LeadUpStackSample] in
             var found = state.samples.filter { $0.timeNanos >= from && $0.timeNanos <= to }
             if state.ringThread != 0 {
-                if state.unwinder == nil, !state.unwinderFailed, state.ring.leaf_stack_bytes > 0 {
-                    state.unwinder = try? StackUnwinder(processID: getpid())
-                    state.unwinderFailed = state.unwinder == nil
-                }
-                let unwinder = state.unwinder
-                found += Self.read(&state.ring, leafCaller: unwinder.map { unwinder in { unwinder.caller(of: $0) } })
-                    .filter { $0.timeNanos >= from && $0.timeNanos <= to }
+                found += Self.read(&state.ring).filter { $0.timeNanos >= from && $0.timeNanos <= to }
             }
             return found.sorted { $0.timeNanos < $1.timeNanos }
+        }
+    }
+
+    /// `samples` with the caller each kernel sample's frame-pointer chain skipped put back (``resolving(_:caller:)``)
+    /// by one step of the unwind tables; a few microseconds a sample, so for the report's builder, not the watcher.
+    package func resolvingLeaves(_ samples: [LeadUpStackSample]) -> [LeadUpStackSample] {
+        guard samples.contains(where: { $0.leaf != nil }) else { return samples }
+        return leafUnwinder.withLock { state in
+            if state.unwinder == nil, !state.failed {
+                state.unwinder = try? StackUnwinder(processID: getpid())
+                state.failed = state.unwinder == nil
+            }
+            guard let unwinder = state.unwinder else { return Self.resolving(samples) { _ in nil } }
+            return Self.resolving(samples) { unwinder.caller(of: $0) }
+        }
+    }
+
+    /// The frame-pointer chain's first caller is the return address RBP points at; a sample that hit a function
+    /// without a frame of its own, or a prologue or epilogue, is still in its caller's frame there, and the chain
+    /// skips the caller. `caller` finds that caller from a sample's registers and stack words; when it differs from
+    /// the chain's first caller it is put before it. Every ``LeadUpStackSample/leaf`` is dropped.
+    static func resolving(
+        _ samples: [LeadUpStackSample], caller: (StackCapture) -> UInt64?
+    ) -> [LeadUpStackSample] {
+        samples.map { sample in
+            var resolved = sample
+            resolved.leaf = nil
+            guard let leaf = sample.leaf, sample.frames.first?.address == leaf.instructionPointer,
+                let found = caller(leaf.capture)
+            else { return resolved }
+            if sample.frames.count < 2 || sample.frames[1].address != found {
+                resolved.frames.insert(.returnAddress(found), at: 1)
+            }
+            return resolved
         }
     }
 
@@ -168,15 +221,13 @@ package final class LeadUpStacks: Sendable {
     }
 
     /// The samples in the kernel's ring, newest first.
-    private static func read(
-        _ ring: inout sw_perf_ring, leafCaller: ((StackCapture) -> UInt64?)?
-    ) -> [LeadUpStackSample] {
+    private static func read(_ ring: inout sw_perf_ring) -> [LeadUpStackSample] {
         let capacity = ring.data_size
         guard capacity > 0 else { return [] }
         let leafStackBytes = Int(ring.leaf_stack_bytes)
         return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
             count = sw_perf_ring_copy(&ring, buffer.baseAddress, capacity)
-        }.withUnsafeBytes { parse($0, leafStackBytes: leafStackBytes, leafCaller: leafCaller) }
+        }.withUnsafeBytes { parse($0, leafStackBytes: leafStackBytes) }
     }
 
     /// `PERF_RECORD_SAMPLE`.
@@ -186,15 +237,9 @@ package final class LeadUpStacks: Sendable {
 
     /// Parses records as `sw_perf_ring_copy` gives them: header (u32 type, u16 misc, u16 size), then for a sample
     /// u32 pid, u32 tid, u64 time, u64 nr, nr u64 entries, and in a ring with `leafStackBytes` the user registers
-    /// (u64 abi, then RBP, RSP, RIP unless it is 0) and stack (u64 size, its bytes, u64 bytes filled).
-    ///
-    /// The frame-pointer chain's first caller is the return address RBP points at; a sample that hit a function
-    /// without a frame of its own, or a prologue or epilogue, is still in its caller's frame there, and the chain
-    /// skips the caller. `leafCaller` finds that caller from the registers and stack words by the unwind tables;
-    /// when it differs from the chain's first caller it is put before it.
-    static func parse(
-        _ bytes: UnsafeRawBufferPointer, leafStackBytes: Int = 0, leafCaller: ((StackCapture) -> UInt64?)? = nil
-    ) -> [LeadUpStackSample] {
+    /// (u64 abi, then RBP, RSP, RIP unless it is 0) and stack (u64 size, its bytes, u64 bytes filled), kept as the
+    /// sample's ``LeadUpStackSample/leaf`` when its chain starts at that RIP.
+    static func parse(_ bytes: UnsafeRawBufferPointer, leafStackBytes: Int = 0) -> [LeadUpStackSample] {
         var samples: [LeadUpStackSample] = []
         var at = 0
         while at + 8 <= bytes.count {
@@ -212,23 +257,24 @@ package final class LeadUpStacks: Sendable {
                 let entry = bytes.loadUnaligned(fromByteOffset: at + 32 + index * 8, as: UInt64.self)
                 if entry < contextMarkers && entry != 0 { addresses.append(entry) }
             }
-            if leafStackBytes > 0, let leafCaller,
-                let leaf = leafState(bytes, from: at + 32 + count * 8, to: at + size),
-                addresses.first == leaf.instructionPointer,
-                let caller = leafCaller(leaf), addresses.count < 2 || addresses[1] != caller
-            {
-                addresses.insert(caller, at: 1)
-            }
             if !addresses.isEmpty {
-                samples.append(LeadUpStackSample(timeNanos: time, frames: UnwoundFrame.backtrace(addresses)))
+                var sample = LeadUpStackSample(timeNanos: time, frames: UnwoundFrame.backtrace(addresses))
+                if leafStackBytes > 0, let leaf = leafState(bytes, from: at + 32 + count * 8, to: at + size),
+                    addresses.first == leaf.instructionPointer
+                {
+                    sample.leaf = leaf
+                }
+                samples.append(sample)
             }
         }
         return samples
     }
 
-    /// The registers and stack words of a sample whose call chain ends at `from` (its record at `to`), as a capture
-    /// of the innermost frame; nil when the sample has none or the record is short.
-    private static func leafState(_ bytes: UnsafeRawBufferPointer, from: Int, to end: Int) -> StackCapture? {
+    /// The registers and stack words of a sample whose call chain ends at `from` (its record at `to`); nil when the
+    /// sample has none or the record is short.
+    private static func leafState(
+        _ bytes: UnsafeRawBufferPointer, from: Int, to end: Int
+    ) -> LeadUpStackSample.Leaf? {
         func word(_ offset: Int) -> UInt64 { bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
         var at = from
         guard at + 8 <= end, word(at) != 0, at + 32 <= end else { return nil }
@@ -239,15 +285,8 @@ package final class LeadUpStacks: Sendable {
         at += 8
         guard size > 0, size <= end - at - 8 else { return nil }
         let filled = min(size, Int(clamping: word(at + size)))
-        var registers = [UInt64](repeating: 0, count: StackCapture.registerCount)
-        registers[Int(SW_REG_RBP)] = framePointer
-        registers[Int(SW_REG_RSP)] = stackPointer
-        registers[Int(SW_REG_RIP)] = instructionPointer
-        // Bounds around the copy, so that the unwinder refuses any other read of the stack (the live one has moved
-        // on since the sample) rather than reading what is there now.
-        return StackCapture(
-            threadID: 0, registers: registers, stackPointer: stackPointer,
-            stack: Array(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + filled)])), pauseNanoseconds: 0,
-            handlerNanoseconds: 0, stackLow: stackPointer &- (1 << 20), stackHigh: stackPointer &+ (1 << 26))
+        return LeadUpStackSample.Leaf(
+            framePointer: framePointer, stackPointer: stackPointer, instructionPointer: instructionPointer,
+            stack: Array(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + filled)])))
     }
 }

@@ -139,15 +139,16 @@ import Testing
         let stack: [UInt64] = [0x5555, 0x6666]
         let seen = Mutex<[(sp: UInt64, pc: UInt64, bytes: Int, words: [UInt64])]>([])
         func parse(_ record: [UInt8], finding caller: UInt64?) -> [UnwoundFrame]? {
-            record.withUnsafeBytes { bytes in
-                LeadUpStacks.parse(bytes, leafStackBytes: 16) { capture in
-                    let words = capture.stack.withUnsafeBytes { Array($0.bindMemory(to: UInt64.self)) }
-                    seen.withLock {
-                        $0.append((capture.stackPointer, capture.instructionPointer, capture.stack.count, words))
-                    }
-                    return caller
+            let parsed = record.withUnsafeBytes { LeadUpStacks.parse($0, leafStackBytes: 16) }
+            let resolved = LeadUpStacks.resolving(parsed) { capture in
+                let words = capture.stack.withUnsafeBytes { Array($0.bindMemory(to: UInt64.self)) }
+                seen.withLock {
+                    $0.append((capture.stackPointer, capture.instructionPointer, capture.stack.count, words))
                 }
-            }.first?.frames
+                return caller
+            }
+            #expect(resolved.allSatisfy { $0.leaf == nil })
+            return resolved.first?.frames
         }
         let skipped = Self.record(time: 1, chain: [0x4010, 0x3000], leaf: (2, registers, stack))
         #expect(
@@ -184,6 +185,9 @@ import Testing
         thread.stop.store(true, ordering: .relaxed)
         thread.done.wait()
         #expect(samples.count >= 50)
+        // Taken cheaply with their registers and stack words; the callers are found afterwards.
+        #expect(samples.allSatisfy { $0.leaf != nil })
+        samples = stacks.resolvingLeaves(samples)
         let symbolicator = Symbolicator(processID: getpid(), mode: .fast)
         let missing = samples.map { symbolicator.symbolicate($0.frames).map { $0.symbol ?? "?" } }.filter { symbols in
             !symbols.contains { $0.contains("callTinyStepsInLeadUpStacksTest") }
