@@ -36,39 +36,10 @@ import Testing
         #expect(read.continuing(wchan: "poll_schedule_timeout") == read)
     }
 
-    /// A thread idling in a timed `poll` on a pipe, as a C service's loop does.
-    final class PollLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
-        let threadID = Atomic<Int32>(0)
-        let done = DispatchSemaphore(value: 0)
-        var fds: [Int32] = [0, 0]
-
-        init() throws {
-            try #require(pipe(&fds) == 0)
-            let readEnd = fds[0]
-            Thread { [self] in
-                threadID.store(sw_gettid(), ordering: .releasing)
-                var byte: UInt8 = 0
-                while true {
-                    var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-                    guard poll(&ready, 1, 60_000) >= 0 else { continue }
-                    if ready.revents != 0, read(readEnd, &byte, 1) == 1, byte == 0 { break }
-                }
-                done.signal()
-            }.start()
-        }
-
-        func stop() {
-            var zero: UInt8 = 0
-            _ = write(fds[1], &zero, 1)
-            done.wait()
-            close(fds[0])
-            close(fds[1])
-        }
-    }
-
     @Test(.timeLimit(.minutes(1)))
     func aLoopWhosePollAStopRestartedIsIdleFromTheFirstLook() throws {
-        let loop = try PollLoop()
+        // A thread idling in a timed `poll` on a pipe, as a C service's loop does.
+        let loop = try ProcProbeDatingTests.PipeLoop()
         defer { loop.stop() }
         let pid = getpid()
         #expect(
