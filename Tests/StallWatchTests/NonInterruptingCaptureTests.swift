@@ -232,8 +232,11 @@ import Testing
     /// success; wall ms; ms of it waiting for a CPU).
     final class PinnedCall: Sendable {
         private let id = Atomic<Int32>(0)
+        /// The thread's own clock (uptime nanoseconds) just before it made the call: its timeouts run from there.
+        private let began = Atomic<UInt64>(0)
         let outcome = Mutex<(errno: Int32, ms: Double, runQueueMs: Double)?>(nil)
         var threadID: Int32 { id.load(ordering: .acquiring) }
+        var startedAt: UInt64 { began.load(ordering: .acquiring) }
         var result: (errno: Int32, ms: Double, runQueueMs: Double)? { outcome.withLock { $0 } }
 
         /// Starts the thread; returns once it is in system call `named`.
@@ -244,6 +247,7 @@ import Testing
                 let queuedBefore = NonInterruptingCaptureTests.runQueueNanos()
                 id.store(sw_gettid(), ordering: .releasing)
                 let start = DispatchTime.now().uptimeNanoseconds
+                began.store(start, ordering: .releasing)
                 let failure = call()
                 let ms = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
                 let queued = (NonInterruptingCaptureTests.runQueueNanos() - queuedBefore) / 1e6
@@ -280,7 +284,6 @@ import Testing
         var tried: [String] = []
         for _ in 0..<3 {
             let hog = try CPUHog()
-            let start = DispatchTime.now().uptimeNanoseconds
             let reader = PinnedCall(inCall: "recvfrom") {
                 var pair: [Int32] = [-1, -1]
                 _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair)
@@ -290,9 +293,13 @@ import Testing
                 var byte: UInt8 = 0
                 return recv(pair[0], &byte, 1, 0) < 0 ? errno : 0
             }
-            // The reader, woken at the timeout, waits for its CPU until the spinner ends.
+            // The reader, woken at the timeout, waits for its CPU until the spinner ends. The timeout runs from the
+            // reader's own call, which begins after the test's thread started it (and, on a loaded machine, maybe
+            // long after): both moments are the reader's own clock plus the call's set-up (a socket pair, an
+            // option), allowed 1 ms.
+            let start = reader.startedAt
             let (timedOut, spinEnd) = (
-                start + UInt64(timeoutMs) * 1_000_000, start + UInt64(timeoutMs + 200) * 1_000_000
+                start + UInt64(timeoutMs + 1) * 1_000_000, start + UInt64(timeoutMs + 200) * 1_000_000
             )
             hog.spin(until: spinEnd)
             let thread = SampledThread(threadID: reader.threadID, stackLow: 0, stackHigh: 0)
