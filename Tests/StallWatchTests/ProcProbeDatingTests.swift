@@ -75,15 +75,20 @@ import Testing
         }
     }
 
-    /// A probe of `loop`'s thread once it waits in its `poll`, which three looks 20 ms apart have seen idle.
-    static func probeSeeingIdle(_ loop: PipeLoop) -> ProcProgressProbe {
-        let pid = getpid()
+    /// `loop`'s thread, once it waits in its `poll`.
+    static func threadInPoll(_ loop: PipeLoop) -> Int32 {
         #expect(
             pollUntil {
                 let tid = loop.threadID.load(ordering: .acquiring)
-                return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
+                return tid != 0 && ProcDirectory(processID: getpid(), threadID: tid).syscall()?.number == 7
             })
-        let tid = loop.threadID.load(ordering: .acquiring)
+        return loop.threadID.load(ordering: .acquiring)
+    }
+
+    /// A probe of `loop`'s thread once it waits in its `poll`, which three looks 20 ms apart have seen idle.
+    static func probeSeeingIdle(_ loop: PipeLoop) -> ProcProgressProbe {
+        let pid = getpid()
+        let tid = threadInPoll(loop)
         var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
         for _ in 0..<3 {
             #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == false)

@@ -42,12 +42,7 @@ import Testing
         let loop = try ProcProbeDatingTests.PipeLoop()
         defer { loop.stop() }
         let pid = getpid()
-        #expect(
-            pollUntil {
-                let tid = loop.threadID.load(ordering: .acquiring)
-                return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
-            })
-        let tid = loop.threadID.load(ordering: .acquiring)
+        let tid = ProcProbeDatingTests.threadInPoll(loop)
         let directory = ProcDirectory(processID: pid, threadID: tid)
         // A capture stops the thread in its poll; the kernel continues the poll with restart_syscall.
         let helper = try ThreadCaptureHelper.shared()
