@@ -156,16 +156,18 @@ enum CorpusHarness {
             // Besides the stall, a loaded machine may hold the loop off the CPU long enough for a report of its
             // own: `starved`, with the run queue as evidence, is the documented verdict for that and blames
             // nothing in the program. So does a moment the report names no code or call for — cause `unknown`, no
-            // frame in its point stack — begun two thresholds or more after every other report ended: the loop
-            // turned in between, so it is no part of the stall (a split's tail begins where the stall's report
-            // ends). Any other extra report is a split or a false stall.
+            // frame in its point stack — two thresholds or more apart from every other report (begun that long
+            // after it ended, or ended that long before it began): the loop turned in between, so it is no part of
+            // the stall (a stall's start is dated at the last progress seen, so a split's parts meet: its tail
+            // begins where its head ends). Any other extra report is a split or a false stall.
             let blaming = reports.blamingTheProgram(expecting: cause)
             let stalls = blaming.filter { report in
                 guard report.cause?.kind == .unknown, report.pointStack?.frames.isEmpty ?? true else { return true }
                 let gap = TimeInterval(2 * c.thresholdMs) / 1000
                 return blaming.contains { other in
-                    other.id != report.id
-                        && report.startedAt < (other.endedAt ?? .distantFuture).addingTimeInterval(gap)
+                    let after = report.startedAt >= (other.endedAt ?? .distantFuture).addingTimeInterval(gap)
+                    let before = (report.endedAt ?? .distantFuture).addingTimeInterval(gap) <= other.startedAt
+                    return other.id != report.id && !after && !before
                 }
             }
             try #require(

@@ -37,9 +37,23 @@ import Testing
             sourceLocation: sourceLocation)
     }
 
-    /// A function whose name a stack sampled while it ran shows.
+    /// A function whose name a stack sampled while it ran shows. It runs for `milliseconds` of its thread's own
+    /// CPU time: the kernel's ring samples the thread every 10 ms of that time, so a loaded machine that gives the
+    /// thread a fraction of a CPU stretches the item, not its samples away.
     @inline(never) static func warmUpCaches(milliseconds: UInt64) {
-        spin(milliseconds: milliseconds)
+        func cpuNanos() -> UInt64 {
+            var now = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+            return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        }
+        // The thread's CPU clock is a system call, and the ring keeps user-space samples only: it is read every
+        // few tens of microseconds of work, so that the samples land in this function.
+        let end = cpuNanos() + milliseconds * 1_000_000
+        var x: UInt64 = 1
+        while cpuNanos() < end {
+            for _ in 0..<20_000 { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+        }
+        precondition(x != 0)
     }
 
     /// Runs `work` on a watched loop (threshold `thresholdMs`) and returns the report of the one stall stuck in the
@@ -155,7 +169,7 @@ import Testing
         #expect(report.leadUp == nil)
     }
 
-    /// The report of a stall in `stallOnCPU` right after `warmUpCaches` ran 300 ms as the item before it.
+    /// The report of a stall in `stallOnCPU` right after `warmUpCaches` ran 300 ms of its CPU time as the item before it.
     func reportAfterWarmingUp(stacks: LeadUpStackMode) throws -> StallReport {
         try report(thresholdMs: 400, stacks: stacks, stuck: "stallOnCPU") { loop in
             loop.perform(label: "warmUpCaches") {
@@ -185,8 +199,8 @@ import Testing
         #expect(source.method == "perf-clock", "\(source)")
         #expect(source.note == nil)
         try expectTopStack(leadUp, label: "warmUpCaches", function: "warmUpCaches")
-        // The kernel samples every 10 ms of the thread's CPU time: 300 ms spinning give it many samples, and the
-        // stuck item in flight (700 ms spinning) has its own.
+        // The kernel samples every 10 ms of the thread's CPU time: 300 ms of it spinning give it many samples, and
+        // the stuck item in flight (700 ms spinning) has its own.
         let warm = try #require(leadUp.topItems.first { $0.label == "warmUpCaches" })
         let warmSamples = (warm.stacks ?? []).reduce(0) { $0 + $1.samples }
         #expect(warmSamples >= 5, "\(warmSamples) samples in 300 ms of spinning")
