@@ -20,6 +20,9 @@ let package = Package(
         .library(name: "StallWatchRemedies", targets: ["StallWatchRemedies"]),
         .library(name: "StallWatchSidecar", targets: ["StallWatchSidecar"]),
         .library(name: "StallWatchCommands", targets: ["StallWatchCommands"]),
+        // The lock book, preloaded into a watched program (`LD_PRELOAD`, or `stallwatch run --lock-book`) to record
+        // who last took each POSIX semaphore.
+        .library(name: "StallWatchLockBook", type: .dynamic, targets: ["CStallWatchLockBook"]),
         .executable(name: "stallwatch", targets: ["stallwatch"]),
         .executable(name: "stallwatch-demo", targets: ["stallwatch-demo"]),
     ],
@@ -56,6 +59,10 @@ let package = Package(
             linkerSettings: [
                 .linkedLibrary("dispatch"), .linkedLibrary("swift_Concurrency"), .linkedLibrary("swiftCore"),
             ]),
+        // The preloadable lock book: interposed semaphore calls recording each semaphore's last taker. Depends on
+        // nothing of StallWatch (it goes into other programs) and nothing of StallWatch depends on it (an executable
+        // linking it would interpose its own semaphore calls); the readers mirror its table (LockBook.swift).
+        .target(name: "CStallWatchLockBook", cSettings: cSettings),
         // Test and benchmark fixtures (known call chains, a thread parked in the loader lock, a forked child that
         // captures); in no product.
         .target(

@@ -25,6 +25,11 @@ enum CommandHelp {
         "--heartbeat-dir": ("DIR", "where processes publish heartbeat segments (default /dev/shm)"),
         "--poll-ms": ("N", "how often the target's progress is read"),
         "--proc": (nil, "judge progress from /proc even if the process publishes a heartbeat"),
+        "--lock-book": (
+            nil,
+            "preload the lock book into CMD (libStallWatchLockBook.so, installed beside stallwatch): it records who "
+                + "last took each POSIX semaphore, so a loop waiting on one names its likely holder"
+        ),
         "--metrics": ("HOST:PORT", "serve Prometheus metrics on HOST:PORT (loopback when only :PORT is given)"),
         "--otlp": ("URL", "post each ended stall to URL/v1/logs as an OTLP/HTTP log record (JSON), e.g. a collector"),
         "--heartbeat-wait-ms": ("N", "how long to wait for CMD's heartbeat before falling back to /proc"),

@@ -83,8 +83,10 @@ enum SidecarCommands {
         defer { server?.stop() }
         let otlp = try startOTLP(args, reportDirectory: options.configuration.reportDirectoryPath)
         defer { otlp?.stop() }
-        let status = try CommandRunner.run(args.positionals, options: options, heartbeatWait: .milliseconds(waitMs)) {
-            event in
+        let preload = args.has("--lock-book") ? [try CommandRunner.lockBookLibrary()] : []
+        let status = try CommandRunner.run(
+            args.positionals, options: options, preload: preload, heartbeatWait: .milliseconds(waitMs)
+        ) { event in
             switch event {
             case .target(let event):
                 if case .stall(let stall) = event {

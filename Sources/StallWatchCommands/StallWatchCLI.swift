@@ -85,10 +85,10 @@ public enum StallWatchCLI {
         Subcommand(
             ["run"],
             synopsis:
-                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--metrics HOST:PORT] [--otlp URL] -- CMD [ARGS...]",
+                "[--threshold-ms N] [--report-dir DIR] [--sample-interval-ms N] [--heartbeat-dir DIR] [--heartbeat-wait-ms N] [--proc] [--lock-book] [--metrics HOST:PORT] [--otlp URL] -- CMD [ARGS...]",
             summary:
                 "start CMD and watch it as `watch` does; SIGINT/SIGTERM/SIGHUP are forwarded; exits with CMD's status (128+N if killed by signal N; 127 if it cannot start); events on stderr",
-            flags: ["--proc", "--json"], options: SidecarCommands.runOptions, positionals: 1...100_000,
+            flags: ["--proc", "--json", "--lock-book"], options: SidecarCommands.runOptions, positionals: 1...100_000,
             run: SidecarCommands.run),
         Subcommand(
             ["dump"],

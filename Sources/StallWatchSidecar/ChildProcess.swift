@@ -17,10 +17,11 @@ final class ChildProcess: Sendable {
         self.arguments = arguments
     }
 
-    /// Starts `arguments[0]` (searched in PATH) with `arguments`.
+    /// Starts `arguments[0]` (searched in PATH) with `arguments`, in this process's environment with `preload`
+    /// put before any `LD_PRELOAD` it has.
     ///
     /// - Throws: `.spawnFailed` naming the command and the reason (not found, not executable …).
-    static func spawn(_ arguments: [String]) throws(SidecarError) -> ChildProcess {
+    static func spawn(_ arguments: [String], preload: [String] = []) throws(SidecarError) -> ChildProcess {
         guard let command = arguments.first, !command.isEmpty else {
             throw SidecarError(.spawnFailed, "no command to run")
         }
@@ -37,8 +38,25 @@ final class ChildProcess: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        var environment: [UnsafeMutablePointer<CChar>?] = []
+        if !preload.isEmpty {
+            var inherited: [String] = []
+            var entry = environ
+            while let pointer = entry.pointee {
+                inherited.append(String(cString: pointer))
+                entry += 1
+            }
+            let prefix = "LD_PRELOAD="
+            let earlier = inherited.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+            let value = (preload + (earlier.map { [$0] } ?? [])).filter { !$0.isEmpty }.joined(separator: ":")
+            environment = (inherited.filter { !$0.hasPrefix(prefix) } + [prefix + value]).map { strdup($0) } + [nil]
+        }
+        defer { for pointer in environment { free(pointer) } }
         var pid: pid_t = 0
-        let result = posix_spawnp(&pid, command, nil, &attributes, &argv, environ)
+        let result =
+            environment.isEmpty
+            ? posix_spawnp(&pid, command, nil, &attributes, &argv, environ)
+            : posix_spawnp(&pid, command, nil, &attributes, &argv, &environment)
         guard result == 0 else {
             throw SidecarError(
                 .spawnFailed, "cannot run \(command): \(String(cString: strerror(result)))",

@@ -26,13 +26,14 @@ package enum CommandRunner {
     /// Runs `arguments` (searched in PATH) and watches it with `options` (whose `pid` is replaced by the child's).
     ///
     /// - Parameters:
+    ///   - preload: Libraries put first in the child's `LD_PRELOAD` (the lock book: ``lockBookLibrary()``).
     ///   - heartbeatWait: How long to wait for the child to publish a heartbeat before watching it from /proc
     ///     (not waited with `options.mode == .proc`).
     ///   - onEvent: Called on the watching thread.
     /// - Returns: The child's exit status, or 128 + the signal that killed it (as shells report it).
     /// - Throws: `.spawnFailed` when the command cannot be started.
     package static func run(
-        _ arguments: [String], options: TargetWatcher.Options, heartbeatWait: Duration,
+        _ arguments: [String], options: TargetWatcher.Options, preload: [String] = [], heartbeatWait: Duration,
         onEvent: @escaping @Sendable (Event) -> Void
     ) throws(SidecarError) -> Int32 {
         // The witness first, so that it is in the process group and cgroup before the child is; then the relay,
@@ -66,7 +67,7 @@ package enum CommandRunner {
         }
         let started: ChildProcess
         do {
-            started = try ChildProcess.spawn(arguments)
+            started = try ChildProcess.spawn(arguments, preload: preload)
         } catch {
             if case .success(let witness) = witness { witness.stop() }
             throw error
@@ -127,5 +128,33 @@ package enum CommandRunner {
         watcherBox.withLock { $0 = watcher }
         if stopped.load(ordering: .acquiring) { return }
         _ = watcher.run()
+    }
+
+    /// The lock book library (``LockBook``) installed with this executable: beside it, or in `../lib` of its
+    /// directory.
+    ///
+    /// - Throws: `.spawnFailed` naming the places looked in when it is in neither.
+    package static func lockBookLibrary() throws(SidecarError) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
+        let executable =
+            length > 0 ? String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        let directory = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+            .joined(separator: "/")
+        let places = [directory + "/" + LockBook.libraryName, directory + "/../lib/" + LockBook.libraryName]
+        guard let found = places.first(where: { access($0, R_OK) == 0 }) else {
+            throw SidecarError(
+                .spawnFailed,
+                "the lock book \(LockBook.libraryName) is not installed beside stallwatch: looked for "
+                    + places.joined(separator: " and "),
+                context: ["library": LockBook.libraryName])
+        }
+        // LD_PRELOAD separates libraries by spaces and colons.
+        guard !found.contains(" "), !found.contains(":") else {
+            throw SidecarError(
+                .spawnFailed, "the lock book's path \(found) holds a space or a colon, which LD_PRELOAD cannot carry",
+                context: ["library": found])
+        }
+        return found
     }
 }

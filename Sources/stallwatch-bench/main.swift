@@ -7,7 +7,7 @@ if which == "task-memory-probe" {  // a process of suspended tasks for the task 
     let numbers = CommandLine.arguments.dropFirst(2).compactMap { Int($0) }
     TaskTableMemoryBenchmarks.probe(maxTasks: numbers.first ?? 0, tasks: numbers.dropFirst().first ?? 100_000)
 }
-let known = ["all", "loop", "named", "symbols", "capture", "sidecar", "pause", "inspect", "pool", "tasks"]
+let known = ["all", "loop", "named", "symbols", "capture", "sidecar", "pause", "inspect", "pool", "tasks", "lockbook"]
 guard known.contains(which) else {
     FileHandle.standardError.write(Data("stallwatch-bench: unknown suite \(which); one of \(known)\n".utf8))
     exit(2)
@@ -48,6 +48,10 @@ if which == "all" || which == "tasks" {
     Table.header("Task table")
     ServerWorkloadBenchmarks.tableCost()
     if CommandLine.arguments.dropFirst(2).first != "--cost-only" { TaskTableMemoryBenchmarks.memory() }
+}
+if which == "all" || which == "lockbook" {
+    Table.header("Lock book")
+    LockBookBenchmarks.callCost()
 }
 if which == "all" || which == "inspect" {
     runInspectorBenchmarks()

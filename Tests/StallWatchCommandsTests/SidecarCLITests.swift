@@ -20,6 +20,39 @@ import Testing
         #expect(missing.stderr.contains("cannot run /nonexistent/command"))
     }
 
+    /// `--lock-book` puts the library first in the command's `LD_PRELOAD`, keeping what the caller preloads after
+    /// it; the command runs with it mapped.
+    @Test(.timeLimit(.minutes(1)))
+    func runWithTheLockBookPreloadsItAheadOfTheCallersOwnPreloads() throws {
+        let library = SidecarFixtures.executable("libStallWatchLockBook.so")
+        let libm = "/lib/x86_64-linux-gnu/libm.so.6"
+        let run = try Spawned(
+            Self.stallwatch,
+            [
+                "run", "--lock-book", "--proc", "--", "/bin/sh", "-c",
+                "echo \"PRELOAD=$LD_PRELOAD\"; grep -c libStallWatchLockBook.so /proc/$$/maps",
+            ], environment: ["LD_PRELOAD": libm])
+        #expect(run.wait() == 0, "run: \(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "PRELOAD=\(library):\(libm)", "\(lines)")
+        #expect((lines.dropFirst().first.flatMap { Int($0) } ?? 0) >= 1, "\(lines)")
+    }
+
+    /// A `stallwatch` installed without the library beside it says where it looked, and starts nothing.
+    @Test(.timeLimit(.minutes(1)))
+    func runWithTheLockBookMissingNamesWhereItLookedAndRunsNothing() throws {
+        let directory = SidecarFixtures.temporaryDirectory("lock-book-missing")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let copy = directory + "/stallwatch"
+        try FileManager.default.copyItem(atPath: Self.stallwatch, toPath: copy)
+        let marker = directory + "/ran"
+        let run = try Spawned(copy, ["run", "--lock-book", "--", "/usr/bin/touch", marker])
+        #expect(run.wait() == 127, "run: \(run.stderr)")
+        #expect(
+            run.stderr.contains("not installed beside stallwatch: looked for \(directory)/libStallWatchLockBook.so"))
+        #expect(!FileManager.default.fileExists(atPath: marker))
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func runForwardsSIGTERMAndSIGINTToTheCommand() throws {
         for (signal, name) in [(SIGTERM, "TERM"), (SIGINT, "INT")] {

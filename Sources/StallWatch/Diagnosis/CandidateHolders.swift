@@ -82,8 +82,8 @@ extension CauseClassifier {
         }
     }
 
-    /// A lock that keeps no owner in its word but records one in a structure of its own (``RecordedHolder``): that
-    /// thread is the likely holder, named first; the other candidates follow as possible ones.
+    /// A lock that keeps no owner in its word but records one in a structure of its own, or whose last taker the
+    /// process's lock book records (``RecordedHolder``): that thread is the likely holder, named first; the other candidates follow as possible ones.
     static func recordedHolderCause(
         _ recorded: RecordedHolder.Finding, _ e: Evidence, candidates: [StallReport.ThreadSnapshot],
         evidence: [String]
@@ -92,10 +92,10 @@ extension CauseClassifier {
         let name = thread?.name ?? ""
         let doing = thread.map { t in ", \(t.stateDescription)" + (t.syscall.map { " in \($0)" } ?? "") } ?? ""
         let sentence =
-            "the lock's own structure records thread \(recorded.threadID)" + (name.isEmpty ? "" : " (\(name))")
+            "\(recorded.recorder) records thread \(recorded.threadID)" + (name.isEmpty ? "" : " (\(name))")
             + " as holding it: \(recorded.how); likely the holder, not certain\(doing)"
         let holder = StallReport.Cause.CandidateHolder(
-            threadId: recorded.threadID, name: name, reason: "recorded by the lock's own structure: \(recorded.how)",
+            threadId: recorded.threadID, name: name, reason: "recorded by \(recorded.recorder): \(recorded.how)",
             confidence: .likely)
         let others = holderData(Array(candidates.filter { $0.threadId != recorded.threadID }.prefix(2))) ?? []
         if let cycle = mostCommon(e.observations.compactMap(\.recordedCycle)), cycle.count > 1 {

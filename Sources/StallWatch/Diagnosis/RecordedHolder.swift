@@ -1,4 +1,4 @@
-// RecordedHolder: the thread a lock's own structure records, for locks whose futex word names no owner.
+// RecordedHolder: the thread a lock's own structure or the lock book records, for locks whose word names no owner.
 import CStallWatchCore
 
 /// Finds the holder a process records beside a lock that keeps no owner in its futex word: a runtime's reentrant
@@ -13,22 +13,45 @@ import CStallWatchCore
 /// points to (the lock's address, spilled, or saved with the registers of the calls below), one that holds the
 /// futex word (a lock with its primitive inline) or points to it (a lock that points to its primitive, as
 /// CPython's does). Never in the memory merely next to the word: a heap neighbour may hold any thread's handle.
+/// A process that preloaded the lock book (``LockBook``) says more directly which thread last took a semaphore it
+/// did not post since: that record comes first.
 /// The finding is a likely holder, not proof: the structure's meaning is inferred from its words, and a record can
 /// lag a release by a few instructions.
 package enum RecordedHolder {
     package struct Finding: Sendable, Hashable {
         package var threadID: Int32
-        /// Where the thread's handle was read.
-        var handleAddress: UInt64
         /// The futex word waited on.
         var lockWord: UInt64
-        /// The object the waiting thread's stack points to that holds the handle and holds or points to the lock
-        /// word.
-        var structureAddress: UInt64
+        var record: Record
+
+        /// What recorded the holder.
+        package enum Record: Sendable, Hashable {
+            /// An object the waiting thread's stack points to, that holds or points to the lock word, holds the
+            /// thread's handle at `handleAddress`.
+            case structure(handleAddress: UInt64, structureAddress: UInt64)
+            /// The lock book the process preloaded (``LockBook``): the last thread to take the semaphore.
+            case lockBook
+        }
+
+        /// The object that recorded the holder, for a holder read from the lock's structure.
+        var structureAddress: UInt64? {
+            if case .structure(_, let structure) = record { return structure }
+            return nil
+        }
+
+        /// Who recorded it, for the evidence ("the lock's own structure records thread N as holding it").
+        package var recorder: String {
+            if case .lockBook = record { return "the process's lock book" }
+            return "the lock's own structure"
+        }
 
         /// How it was found, for the evidence.
         package var how: String {
-            let structure = structureAddress
+            guard case .structure(let handleAddress, let structure) = record else {
+                return
+                    "it was the last to take the semaphore at 0x\(String(lockWord, radix: 16)) and has not posted it "
+                    + "since (\(LockBook.libraryName), preloaded)"
+            }
             let at = "0x" + String(structure, radix: 16)
             let handle = "at +\(handleAddress &- structure), this thread's handle (pthread_self)"
             guard lockWord >= structure, lockWord - structure < UInt64(RecordedHolder.structureBytes) else {
@@ -55,6 +78,10 @@ package enum RecordedHolder {
         guard wait.number == 202, wait.arguments.count == 6 else { return nil }
         let futex = wait.arguments[0]
         guard futex >= 4096, futex % 4 == 0 else { return nil }
+        // A process that preloaded the lock book recorded who took the semaphore last.
+        if let taker = LockBook.taker(pid: pid, address: futex), taker != waiter, threads.contains(taker) {
+            return Finding(threadID: taker, lockWord: futex, record: .lockBook)
+        }
         var reader = Reader(pid: pid, threads: threads.subtracting([waiter]))
         // Structures the waiting thread's stack points to (the lock's address, spilled or saved with the registers
         // of the calls below) that hold the lock word or point to it.
@@ -72,13 +99,17 @@ package enum RecordedHolder {
             else { continue }
             findings.append(
                 Finding(
-                    threadID: found.thread, handleAddress: pointer + UInt64(found.offset), lockWord: futex,
-                    structureAddress: pointer))
+                    threadID: found.thread, lockWord: futex,
+                    record: .structure(handleAddress: pointer + UInt64(found.offset), structureAddress: pointer)))
         }
         // Several objects (a wrapper and its inner lock, an object and its neighbour) must agree on the thread; the
         // one told is the structure whose handle is nearest its start.
         guard let first = findings.first, findings.allSatisfy({ $0.threadID == first.threadID }) else { return nil }
-        return findings.min { $0.handleAddress - $0.structureAddress < $1.handleAddress - $1.structureAddress }
+        func handleOffset(_ finding: Finding) -> UInt64 {
+            guard case .structure(let handle, let structure) = finding.record else { return 0 }
+            return handle &- structure
+        }
+        return findings.min { handleOffset($0) < handleOffset($1) }
     }
 
     /// A cycle of lock waits through recorded holders: from `holder` (recorded by the lock `loop` waits for), each

@@ -77,7 +77,7 @@ package enum BuildID {
         return nil
     }
 
-    private static func pread(_ fd: Int32, offset: UInt64, count: Int) -> [UInt8]? {
+    static func pread(_ fd: Int32, offset: UInt64, count: Int) -> [UInt8]? {
         guard count > 0, offset < UInt64(Int64.max) else { return nil }
         var buffer = [UInt8](repeating: 0, count: count)
         var filled = 0
@@ -95,7 +95,7 @@ package enum BuildID {
 
 extension Array where Element == UInt8 {
     /// A little-endian integer at byte `offset` (the caller has checked the bounds).
-    fileprivate func loadLE<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
+    func loadLE<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
         var value: T = 0
         for i in 0..<MemoryLayout<T>.size where offset + i < count {
             value |= T(self[offset + i]) << (8 * i)

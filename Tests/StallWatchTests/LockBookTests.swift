@@ -1,0 +1,146 @@
+// The lock book: the library's semaphore calls record their last taker, and StallWatch reads the record back.
+import Dispatch
+import Foundation
+import StallWatchTestSupport
+import Testing
+
+@testable import StallWatch
+
+/// The built lock book, opened in this process with `RTLD_LOCAL` (so it interposes nothing here): its semaphore
+/// calls are called directly, as a program that preloaded it would call them.
+private struct OpenedLockBook: @unchecked Sendable {
+    typealias Call = @convention(c) (UnsafeMutablePointer<sem_t>?) -> Int32
+    typealias Initialise = @convention(c) (UnsafeMutablePointer<sem_t>?, Int32, UInt32) -> Int32
+    let handle: UnsafeMutableRawPointer
+    let wait: Call
+    let tryWait: Call
+    let post: Call
+    let destroy: Call
+    let initialise: Initialise
+    let table: UnsafeRawPointer
+
+    static let shared: OpenedLockBook? = {
+        let path = Fixtures.executable(LockBook.libraryName)
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else { return nil }
+        func call<T>(_ name: String, _ type: T.Type) -> T? { dlsym(handle, name).map { unsafeBitCast($0, to: T.self) } }
+        guard let wait = call("sem_wait", Call.self), let tryWait = call("sem_trywait", Call.self),
+            let post = call("sem_post", Call.self), let destroy = call("sem_destroy", Call.self),
+            let initialise = call("sem_init", Initialise.self), let table = dlsym(handle, "sw_lock_book")
+        else { return nil }
+        return OpenedLockBook(
+            handle: handle, wait: wait, tryWait: tryWait, post: post, destroy: destroy, initialise: initialise,
+            table: UnsafeRawPointer(table))
+    }()
+
+    static func open() throws -> OpenedLockBook {
+        try #require(shared, "cannot open \(Fixtures.executable(LockBook.libraryName)): \(String(cString: dlerror()))")
+    }
+}
+
+@Suite(.offPool, .serialized) struct LockBookTests {
+    @Test func theReaderMirrorsTheLibrarysTableAndFindsItInThisProcessByItsExportedSymbol() throws {
+        let book = try OpenedLockBook.open()
+        #expect(book.table.load(as: UInt32.self) == LockBook.magic)
+        #expect(book.table.load(fromByteOffset: 4, as: UInt32.self) == LockBook.version)
+        #expect(book.table.load(fromByteOffset: 8, as: UInt32.self) == UInt32(LockBook.slotCount))
+        #expect(book.table.load(fromByteOffset: 12, as: UInt32.self) == UInt32(LockBook.slotBytes))
+        // Found from the maps and the file's dynamic symbols, as from another process.
+        #expect(LockBook.table(pid: getpid()) == UInt64(UInt(bitPattern: book.table)))
+    }
+
+    /// Two hundred semaphores taken by this thread: each record is found where the reader looks (the same probe
+    /// as the library's), and a post clears it.
+    @Test func everyTakenSemaphoreNamesItsTakerUntilItIsPosted() throws {
+        let book = try OpenedLockBook.open()
+        let count = 200
+        let semaphores = UnsafeMutablePointer<sem_t>.allocate(capacity: count)
+        defer { semaphores.deallocate() }
+        for index in 0..<count { #expect(book.initialise(semaphores + index, 0, 1) == 0) }
+        let me = StallWatchTestSupport.currentThreadID()
+        func taker(_ index: Int) -> Int32? {
+            LockBook.taker(pid: getpid(), address: UInt64(UInt(bitPattern: semaphores + index)))
+        }
+        #expect((0..<count).allSatisfy { taker($0) == nil })
+        for index in 0..<count { #expect((index % 2 == 0 ? book.wait : book.tryWait)(semaphores + index) == 0) }
+        let named = (0..<count).filter { taker($0) == me }.count
+        #expect(named == count)
+        for index in 0..<count { #expect(book.post(semaphores + index) == 0) }
+        #expect((0..<count).allSatisfy { taker($0) == nil })
+        // A semaphore made anew where a taken one was destroyed starts with no taker.
+        #expect(book.wait(semaphores) == 0)
+        #expect(book.destroy(semaphores) == 0)
+        #expect(book.initialise(semaphores, 0, 1) == 0)
+        #expect(taker(0) == nil)
+        for index in 0..<count { _ = book.destroy(semaphores + index) }
+    }
+
+    /// A thread holds a semaphore lock taken through the lock book, another blocks on it: the holder is found from
+    /// the waiter's futex wait, as the lock book recorded it; once released and taken by the waiter, the record
+    /// names the waiter.
+    @Test(.timeLimit(.minutes(1)))
+    func aWaiterBlockedOnASemaphoreAnotherThreadTookNamesThatThreadAsRecordedByTheLockBook() throws {
+        let book = try OpenedLockBook.open()
+        let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+        defer { semaphore.deallocate() }
+        #expect(book.initialise(semaphore, 0, 1) == 0)
+        defer { _ = book.destroy(semaphore) }
+        let address = UInt(bitPattern: semaphore)
+        let holder = HolderTID()
+        let waiter = HolderTID()
+        let taken = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            holder.set(StallWatchTestSupport.currentThreadID())
+            _ = book.wait(UnsafeMutablePointer(bitPattern: address))
+            taken.signal()
+            release.wait()
+            _ = book.post(UnsafeMutablePointer(bitPattern: address))
+        }.start()
+        taken.wait()
+        Thread {
+            waiter.set(StallWatchTestSupport.currentThreadID())
+            _ = book.wait(UnsafeMutablePointer(bitPattern: address))
+            done.signal()
+        }.start()
+        let pid = getpid()
+        func waitOf() -> ThreadWait? {
+            guard waiter.value != 0, let wait = ProcDirectory(processID: pid, threadID: waiter.value).syscall(),
+                wait.number == 202
+            else { return nil }
+            return wait
+        }
+        #expect(pollUntil { waitOf() != nil })
+        let wait = try #require(waitOf())
+        #expect(wait.arguments[0] == UInt64(UInt(bitPattern: semaphore)))
+        let found = RecordedHolder.find(
+            pid: pid, waiter: waiter.value, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))
+        #expect(found?.threadID == holder.value)
+        #expect(found?.record == .lockBook)
+        #expect(found?.recorder == "the process's lock book")
+        #expect(found?.how.contains("was the last to take the semaphore") == true, "\(found?.how ?? "")")
+        release.signal()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        // The waiter took it: the record follows.
+        #expect(LockBook.taker(pid: pid, address: UInt64(UInt(bitPattern: semaphore))) == waiter.value)
+        _ = book.post(semaphore)
+    }
+
+    /// A process that did not preload the lock book has no table to read.
+    @Test func aProcessWithoutTheLockBookHasNoTable() throws {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        child.arguments = ["30"]
+        try child.run()
+        defer { child.terminate() }
+        // Until it runs `sleep`, the child is a copy of this process, which has the lock book open.
+        #expect(
+            pollUntil {
+                ProcDirectory(processID: child.processIdentifier).maps()?.contains {
+                    $0.path?.hasSuffix("/sleep") == true
+                }
+                    == true
+            })
+        #expect(LockBook.table(pid: child.processIdentifier) == nil)
+    }
+}
