@@ -46,6 +46,8 @@ import Testing
         var command: [String]? = nil
         /// The name of the thread named first among the candidate holders, `likely`.
         var likelyHolder: String? = nil
+        /// Variables set for the program.
+        var environment: [String: String] = [:]
         var testDescription: String { mode }
     }
 
@@ -66,6 +68,14 @@ import Testing
         Stuck(
             mode: "python logging handler lock", cause: .lock,
             command: ["/usr/bin/env", "python3", CorpusHarness.fixture("logging_stuck.py")], likelyHolder: "audit"),
+        // A loop thread waiting for a `threading.Lock` (a semaphore: no owner recorded anywhere in the lock) that a
+        // refresh thread keeps while an upstream does not answer, in a service started with the lock book
+        // preloaded: it recorded the refresh thread as the semaphore's last taker, so the first look knows the wait
+        // for a held lock, not the loop's idle wait.
+        Stuck(
+            mode: "python threading.Lock with the lock book", cause: .lock,
+            command: ["/usr/bin/env", "python3", CorpusHarness.fixture("lock_stuck.py")], likelyHolder: "cache-refresh",
+            environment: ["LD_PRELOAD": SidecarFixtures.executable("libStallWatchLockBook.so")]),
     ]
 
     /// The loop has been stuck 1.5 s when the watcher starts: one report with the right cause, detected within
@@ -78,7 +88,7 @@ import Testing
         let directory = SidecarFixtures.temporaryDirectory("arrival-\(c.mode)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let command = c.command ?? [binary, c.mode]
-        let target = try Spawned(command[0], Array(command.dropFirst()))
+        let target = try Spawned(command[0], Array(command.dropFirst()), environment: c.environment)
         defer { kill(target.pid, SIGKILL) }
         try #require(target.waitFor("STUCK"), "\(c.mode) did not get stuck: \(target.stderr)")
         // The thread's blocked time is read on its CPU's task clock, which leaves out that CPU's interrupt and

@@ -87,7 +87,26 @@ import Testing
         CorpusCase(
             name: "python timed lock", command: python("timed-lock"),
             expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"])),
+        // The same service started with the lock book preloaded (as `stallwatch run --lock-book` starts it): the
+        // thread that took the semaphore last and has not posted it is named, for plain, timed and crosswise waits.
+        CorpusCase(
+            name: "python ownerless lock with the lock book", command: python("lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"]),
+            evidenceContains: "the process's lock book records thread", candidateThread: "lock-holder",
+            environment: lockBook),
+        CorpusCase(
+            name: "python timed lock with the lock book", command: python("timed-lock"),
+            expect: .stall(.lock, frames: ["sem_", "futex", "lll_lock"]),
+            evidenceContains: "the process's lock book records thread", candidateThread: "lock-holder",
+            environment: lockBook),
+        CorpusCase(
+            name: "python deadlock of two ownerless locks with the lock book", command: python("deadlock", "1.5"),
+            expect: .stall(.deadlock, frames: ["sem_", "futex", "lll_lock"], deadlock: true),
+            evidenceContains: "waits for a lock recorded as held by the loop thread: likely a deadlock",
+            candidateThread: "ledger-worker", environment: lockBook),
     ]
+
+    static let lockBook = ["LD_PRELOAD": SidecarFixtures.executable("libStallWatchLockBook.so")]
 
     @Test(.timeLimit(.minutes(3)), arguments: cases)
     func eachStallOfACPythonServiceIsDiagnosedFromOutside(_ c: CorpusCase) throws {
