@@ -83,7 +83,8 @@ extension CauseClassifier {
     }
 
     /// A lock that keeps no owner in its word but records one in a structure of its own, or whose last taker the
-    /// process's lock book records (``RecordedHolder``): that thread is the likely holder, named first; the other candidates follow as possible ones.
+    /// process's lock book records (``RecordedHolder``): that thread is the likely holder, named first; the other
+    /// candidates follow as possible ones.
     static func recordedHolderCause(
         _ recorded: RecordedHolder.Finding, _ e: Evidence, candidates: [StallReport.ThreadSnapshot],
         evidence: [String]

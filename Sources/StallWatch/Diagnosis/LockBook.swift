@@ -25,7 +25,9 @@ package enum LockBook {
         Int(((address >> 3) &* 0x9E37_79B9_7F4A_7C15) >> 52) & (slotCount - 1)
     }
 
-    /// The table's address in each process read so far, checked again by its header at every read.
+    /// The table's address in each process read so far, checked again by its header at every read. A process
+    /// without one is looked at again each time (its maps read: it is asked only of a thread waiting on a lock that
+    /// records no owner, once a sample), so one that opens the library later is found.
     private static let tables = Mutex<[Int32: UInt64]>([:])
 
     /// The address of `pid`'s table, nil when it did not preload the library (or its header is not this layout).
