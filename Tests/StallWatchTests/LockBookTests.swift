@@ -85,44 +85,16 @@ private struct OpenedLockBook: @unchecked Sendable {
         #expect(book.initialise(semaphore, 0, 1) == 0)
         defer { _ = book.destroy(semaphore) }
         let address = UInt(bitPattern: semaphore)
-        let holder = HolderTID()
-        let waiter = HolderTID()
-        let taken = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            holder.set(StallWatchTestSupport.currentThreadID())
-            _ = book.wait(UnsafeMutablePointer(bitPattern: address))
-            taken.signal()
-            release.wait()
-            _ = book.post(UnsafeMutablePointer(bitPattern: address))
-        }.start()
-        taken.wait()
-        Thread {
-            waiter.set(StallWatchTestSupport.currentThreadID())
-            _ = book.wait(UnsafeMutablePointer(bitPattern: address))
-            done.signal()
-        }.start()
-        let pid = getpid()
-        func waitOf() -> ThreadWait? {
-            guard waiter.value != 0, let wait = ProcDirectory(processID: pid, threadID: waiter.value).syscall(),
-                wait.number == 202
-            else { return nil }
-            return wait
-        }
-        #expect(pollUntil { waitOf() != nil })
-        let wait = try #require(waitOf())
-        #expect(wait.arguments[0] == UInt64(UInt(bitPattern: semaphore)))
-        let found = RecordedHolder.find(
-            pid: pid, waiter: waiter.value, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))
-        #expect(found?.threadID == holder.value)
+        let (found, holder, waiter) = try StallWatchTestSupport.findWhileHeld(
+            lockWord: UInt64(address), take: { _ = book.wait(UnsafeMutablePointer(bitPattern: address)) },
+            release: { _ = book.post(UnsafeMutablePointer(bitPattern: address)) },
+            block: { _ = book.wait(UnsafeMutablePointer(bitPattern: address)) })
+        #expect(found?.threadID == holder)
         #expect(found?.record == .lockBook)
         #expect(found?.recorder == "the process's lock book")
         #expect(found?.how.contains("was the last to take the semaphore") == true, "\(found?.how ?? "")")
-        release.signal()
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        // The waiter took it: the record follows.
-        #expect(LockBook.taker(pid: pid, address: UInt64(UInt(bitPattern: semaphore))) == waiter.value)
+        // The waiter took it once released: the record follows.
+        #expect(LockBook.taker(pid: getpid(), address: UInt64(address)) == waiter)
         _ = book.post(semaphore)
     }
 

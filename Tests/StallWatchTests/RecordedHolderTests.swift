@@ -51,42 +51,14 @@ private final class OwnedSemaphoreLock: @unchecked Sendable {
     private func findWhileHeld(
         _ lock: OwnedSemaphoreLock, record: Bool, recordWaiter: Bool = false
     ) throws -> (found: RecordedHolder.Finding?, holder: Int32, waiter: Int32) {
-        let holder = HolderTID()
-        let waiter = HolderTID()
-        let taken = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            holder.set(StallWatchTestSupport.currentThreadID())
-            lock.acquire(record: record)
-            taken.signal()
-            release.wait()
-            lock.release()
-        }.start()
-        taken.wait()
-        Thread {
-            waiter.set(StallWatchTestSupport.currentThreadID())
-            // A structure that records the waiter (a "last waiter" field): not a holder.
-            if recordWaiter { lock.raw.storeBytes(of: pthread_self(), as: UInt.self) }
-            lock.acquire(record: false)
-            lock.release()
-            done.signal()
-        }.start()
-        let pid = getpid()
-        func waitOf() -> ThreadWait? {
-            guard waiter.value != 0, let wait = ProcDirectory(processID: pid, threadID: waiter.value).syscall(),
-                wait.number == 202
-            else { return nil }
-            return wait
-        }
-        #expect(pollUntil { waitOf() != nil })
-        let wait = try #require(waitOf())
-        #expect(wait.arguments[0] == UInt64(UInt(bitPattern: lock.semaphore)))
-        let found = RecordedHolder.find(
-            pid: pid, waiter: waiter.value, wait: wait, threads: Set(ThreadProbe.threadIDs(pid: pid)))
-        release.signal()
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        return (found, holder.value, waiter.value)
+        try StallWatchTestSupport.findWhileHeld(
+            lockWord: UInt64(UInt(bitPattern: lock.semaphore)), take: { lock.acquire(record: record) },
+            release: { lock.release() },
+            block: {
+                // A structure that records the waiter (a "last waiter" field): not a holder.
+                if recordWaiter { lock.raw.storeBytes(of: pthread_self(), as: UInt.self) }
+                lock.acquire(record: false)
+            }, after: { lock.release() })
     }
 
     @Test(.timeLimit(.minutes(1)))
