@@ -11,66 +11,86 @@ import Testing
 #endif
 
 @Suite(.offPool) struct PausePerceivedTests {
-    /// `GAP start end` lines of the spinner's output.
-    static func gaps(in output: String) -> [(start: UInt64, end: UInt64)] {
+    typealias Gap = (start: UInt64, end: UInt64, slices: UInt64, cpu: UInt64)
+
+    /// `GAP start end slices cpu` lines of the spinner's output, after its `READY pid slices` line (a gap from 0 to
+    /// 0 with the slices at READY).
+    static func gaps(in output: String) -> [Gap] {
         output.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ")
-            guard fields.count == 3, fields[0] == "GAP", let start = UInt64(fields[1]), let end = UInt64(fields[2])
+            if fields.count == 3, fields[0] == "READY", let slices = UInt64(fields[2]) { return (0, 0, slices, 0) }
+            guard fields.count == 5, fields[0] == "GAP", let start = UInt64(fields[1]), let end = UInt64(fields[2]),
+                let slices = UInt64(fields[3]), let cpu = UInt64(fields[4])
             else { return nil }
-            return (start, end)
+            return (start, end, slices, cpu)
         }
     }
 
-    @Test func theReportedPauseIsNeverBelowTheGapTheTargetObservedAcrossTheCapture() throws {
+    /// A clock-spinning target captured again and again: the pause each capture reports covers the gap the target
+    /// saw across it, when that gap is the capture's alone — the target was put back on a CPU once in it, by its
+    /// own count (/proc/thread-self/schedstat), so nothing but the stop, the wait for a CPU after it and the CPU
+    /// time the target itself used (by its own thread clock: work the kernel did for it, a page fault reclaiming
+    /// memory on a busy machine) is in the gap, and that CPU time is left out. A gap in which it was put on a CPU
+    /// more than once (preempted again once it ran, or blocked in a page fault) holds more than the capture and is
+    /// not compared. Captures go on until five gaps were compared (at most 100 captures); at least three must be.
+    @Test func theReportedPauseCoversAtLeastFourInFiveOfTheGapsTheTargetObservedAcrossItsCaptures() throws {
         let script = SidecarFixtures.fixturesDirectory.appendingPathComponent("clock_spinner.py").path
         let spinner = try Spawned("/usr/bin/env", ["python3", script, "20000"])
+        defer { kill(spinner.pid, SIGKILL) }
         try #require(spinner.waitFor("READY"), "the spinner did not start: \(spinner.stderr)")
-        // The C capture PtraceSampler runs: its record also says when the detach happened.
-        var captures: [(started: UInt64, detached: UInt64, pause: UInt64)] = []
         let stack = UnsafeMutablePointer<UInt8>.allocate(capacity: 256 << 10)
         defer { stack.deallocate() }
-        for _ in 0..<20 {
+        var compared: [(pause: UInt64, gap: UInt64)] = []
+        var notCompared: [String] = []
+        for _ in 0..<100 where compared.count < 5 {
+            // The C capture PtraceSampler runs: its record also says when the detach happened.
             var record = sw_ptrace_record()
             var now = timespec()
             clock_gettime(CLOCK_MONOTONIC, &now)
             let started = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
             let status = sw_ptrace_capture(spinner.pid, spinner.pid, 2_000_000_000, stack, 256 << 10, &record)
             #expect(status == 0 && record.stack_size > 0)
-            if status == 0 { captures.append((started, record.detached_at_ns, record.seen_pause_ns)) }
+            guard status == 0 else { continue }
+            // The gap the stop made spans the detach (the target was stopped then); it is printed once the spinner
+            // runs again. One that began before the call (the target already waiting for a CPU someone else held)
+            // is not the capture's doing.
+            let detached = record.detached_at_ns
+            var gap: Gap?
+            var before: UInt64?
+            _ = pollUntil(timeout: .seconds(2), every: .milliseconds(1)) {
+                let gaps = Self.gaps(in: spinner.stdout)
+                guard let index = gaps.firstIndex(where: { $0.end >= detached }) else { return false }
+                if gaps[index].start >= started, gaps[index].start <= detached, index > 0 {
+                    gap = gaps[index]
+                    before = gaps[index - 1].slices
+                }
+                return true
+            }
+            if let gap, let before {
+                if gap.slices == before + 1 {
+                    compared.append((record.seen_pause_ns, gap.end - gap.start - min(gap.cpu, gap.end - gap.start)))
+                } else {
+                    notCompared.append("\(gap.end - gap.start) ns, put on a CPU \(gap.slices - before) times")
+                }
+            }
             usleep(20_000)
         }
         // What PtraceSampler reports as the pause is that record's figure.
         let sampled = try PtraceSampler(processID: spinner.pid).capture(threadID: spinner.pid, maxStackBytes: 4096)
             .get()
         #expect(sampled.pauseNanoseconds > 0)
-        try #require(!captures.isEmpty)
-        // The gap of the last capture is printed once the spinner runs again: wait for its line.
-        let lastDetach = captures[captures.count - 1].detached
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, !Self.gaps(in: spinner.stdout).contains(where: { $0.end >= lastDetach }) {
-            usleep(10_000)
-        }
-        kill(spinner.pid, SIGKILL)
-        let gaps = Self.gaps(in: spinner.stdout)
-        var compared: [(pause: UInt64, gap: UInt64)] = []
-        for capture in captures {
-            // The gap the stop made spans the detach (the target was stopped then). One that began before the
-            // call (the target already waiting for a CPU someone else held) is not the capture's doing.
-            let seen = gaps.filter { $0.start >= capture.started && $0.start <= capture.detached }
-                .filter { $0.end >= capture.detached }.map { $0.end - $0.start }
-            if let longest = seen.max() { compared.append((capture.pause, longest)) }
-        }
         try #require(
-            compared.count >= 3, "the spinner saw a gap for only \(compared.count) of \(captures.count) captures")
-        // 100 µs of slack: the spinner is an interpreter (a loop turn between two clock reads, an allocation), and
-        // on a virtual machine the host may hold the target's CPU a moment longer than its schedstat shows. On a
-        // machine other work keeps busy, the target can also be preempted again after the capture saw it run;
-        // that is not the capture's pause (seen when the whole suite runs on 2 CPUs, and in 3 of 8 captures with a
-        // build running beside the suite), so some captures may exceed it: half must not. `scripts/bench.sh pause`
-        // measures the same from the target's side on a quiet machine.
+            compared.count >= 3,
+            "only \(compared.count) gaps were the capture's alone; the others: \(notCompared)")
+        // 100 µs of slack: the spinner is an interpreter (a loop turn between two clock reads, an allocation).
+        // What neither the capture nor the target's own figures can see is a virtual CPU the host holds (stolen
+        // time): the target is "on a CPU" by its schedstat, not running, and uses no CPU time. Under other work on
+        // this 2-CPU machine a gap of that kind reached 3.7-3.9 ms in 2 of 14 runs of this test beside
+        // `scripts/load.sh`, once in 5 compared gaps each time: one compared gap in five may exceed the figure,
+        // no more. `scripts/bench.sh pause` measures the same from the target's side on a quiet machine.
         let below = compared.filter { $0.pause + 100_000 < $0.gap }
         #expect(
-            below.count * 2 <= compared.count,
+            below.count * 5 <= compared.count,
             "reported pause below the target's gap in \(below.count) of \(compared.count) captures: \(below)")
     }
 }
