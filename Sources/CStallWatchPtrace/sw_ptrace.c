@@ -52,6 +52,10 @@ typedef struct job {
     /// /proc/PID/task/TID/schedstat (or -1), and the target's run_delay and CPU time just before the interrupt.
     int stats_fd;
     uint64_t delay_at_interrupt, run_at_interrupt, interrupt_at_ns;
+    /// The target's count of timeslices while it was stopped (read by the tracer before the detach), and whether
+    /// it was read: its next timeslice is its return to a CPU after the detach.
+    uint64_t slices_at_stop;
+    int have_slices_at_stop;
     /// The thread's state letter and CPU, read before the tracer starts (on the target's CPU, everything the
     /// tracer does is part of the pause), and when its CPU time was read.
     char state_at_seize;
@@ -250,6 +254,13 @@ static void *tracer_main_steps(job *j) {
     r->registers_at_ns = sw_monotonic_ns();
     read_stack(j);
     r->stack_read_at_ns = sw_monotonic_ns();
+    // Its timeslices so far, read while it is stopped: a wait for a CPU or a preemption between the caller's first
+    // reading and the stop added some already, so only a slice past these is its return after the detach.
+    schedstat at_stop;
+    if (j->stats_fd >= 0 && read_schedstat(j->stats_fd, &at_stop) == 0) {
+        j->slices_at_stop = at_stop.slices;
+        j->have_slices_at_stop = 1;
+    }
     if (ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(intptr_t)r->pending_signal) != 0)
         fail(j, SW_PTRACE_STEP_DETACH, errno);  // thread exit still detaches
     r->detached_at_ns = sw_monotonic_ns();
@@ -354,12 +365,13 @@ int sw_ptrace_capture_with_maps(pid_t pid, pid_t tid, uint64_t timeout_ns, uint8
         // CPU. A remote wake-up (an idle CPU, a virtual CPU the host must schedule) is not in run_delay: the
         // time until the target is seen running again is counted instead when longer.
         uint64_t detached = sw_monotonic_ns(), deadline = detached + 20000000ull, resumed = 0;
+        uint64_t stopped_slices = j.have_slices_at_stop ? j.slices_at_stop : before.slices;
         while (read_schedstat(stats, &after) == 0) {
             resumed = sw_monotonic_ns();
-            if (after.slices > before.slices || resumed >= deadline) break;
+            if (after.slices > stopped_slices || resumed >= deadline) break;
             sched_yield();
         }
-        if (after.slices > before.slices && after.delay_ns >= j.delay_at_interrupt) {
+        if (after.slices > stopped_slices && after.delay_ns >= j.delay_at_interrupt) {
             // run_delay grows when a wait ends, by all of it: a wait that ends during the call counts whole
             // (the conservative side: the figure is never below what the target saw).
             uint64_t before_stop = j.delay_at_interrupt - before.delay_ns;

@@ -26,15 +26,15 @@ import Testing
         }
     }
 
-    /// A clock-spinning target captured again and again: the pause each capture reports covers the gap the target
-    /// saw across it, when that gap is the capture's alone — the target was put back on a CPU once in it, by its
-    /// own count (/proc/thread-self/schedstat), so nothing but the stop, the wait for a CPU after it and the CPU
-    /// time the target itself used (by its own thread clock: work the kernel did for it, a page fault reclaiming
-    /// memory on a busy machine) is in the gap, and that CPU time is left out. A gap in which it was put on a CPU
-    /// more than once (preempted again once it ran, or blocked in a page fault) holds more than the capture and is
-    /// not compared. Captures go on until five gaps were compared (at most 200 captures: with both CPUs busy, most
-    /// gaps hold other work); at least two must be.
-    @Test func theReportedPauseCoversMostOfTheGapsTheTargetObservedAcrossItsCaptures() throws {
+    /// A clock-spinning target captured again and again: the pause each capture reports is never below the gap the
+    /// target saw across it, when that gap is the capture's alone — the target was put back on a CPU once in it,
+    /// by its own count (/proc/thread-self/schedstat), so nothing but the stop, the wait for a CPU after it and
+    /// the CPU time the target itself used (by its own thread clock: work the kernel did for it, a page fault
+    /// reclaiming memory on a busy machine) is in the gap, and that CPU time is left out. A gap in which it was
+    /// put on a CPU more than once (preempted again once it ran, or blocked in a page fault) holds more than the
+    /// capture and is not compared. Captures go on until five gaps were compared (at most 200 captures: with both
+    /// CPUs busy, most gaps hold other work); at least two must be.
+    @Test func theReportedPauseIsNeverBelowTheGapTheTargetObservedAcrossTheCapture() throws {
         let script = SidecarFixtures.fixturesDirectory.appendingPathComponent("clock_spinner.py").path
         let spinner = try Spawned("/usr/bin/env", ["python3", script, "20000"])
         defer { kill(spinner.pid, SIGKILL) }
@@ -83,16 +83,12 @@ import Testing
         try #require(
             compared.count >= 2,
             "only \(compared.count) gaps were the capture's alone; the others: \(notCompared)")
-        // 100 µs of slack: the spinner is an interpreter (a loop turn between two clock reads, an allocation).
-        // What neither the capture nor the target's own figures can see is time the host takes from a virtual CPU
-        // (stolen time: the target is "on a CPU" by its schedstat, not running, and uses no CPU time). Beside
-        // `scripts/load.sh` such gaps of one return and no CPU time exceeded the figure by 1.3-3.7 ms in 3 of 23
-        // runs of this test (in 1, 1 and 2 of 5 compared gaps), never on a quiet machine: more than half must be
-        // covered.
+        // 100 µs of slack: the spinner is an interpreter (a loop turn between two clock reads, an allocation), and
+        // on a virtual machine the host may hold the target's CPU a moment longer than its schedstat shows.
         // `scripts/bench.sh pause` measures the same from the target's side on a quiet machine.
         let below = compared.filter { $0.pause + 100_000 < $0.gap }
         #expect(
-            below.count * 2 < compared.count,
+            below.isEmpty,
             "reported pause below the target's gap in \(below.count) of \(compared.count) captures: \(below)")
     }
 }
