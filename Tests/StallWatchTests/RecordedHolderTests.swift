@@ -120,7 +120,26 @@ private final class OwnedSemaphoreLock: @unchecked Sendable {
         }
         #expect(pollUntil { inFutexWait(a) && inFutexWait(b) })
         let threads = Set(ThreadProbe.threadIDs(pid: pid))
-        let cycle = RecordedHolder.cycle(pid: pid, loop: a.value, holder: b.value, threads: threads)
+        // Another test's watchdog in this process may stop these threads for an all-thread snapshot as they are
+        // read (a stopped thread is in no lock wait): the read is a look, which such captures wait for, made when
+        // none of either thread is under way.
+        func cycleRead() -> [Int32]? {
+            for _ in 0..<1000 {
+                let lookA = CaptureLedger.beginLook(processID: pid, threadID: a.value)
+                let lookB = CaptureLedger.beginLook(processID: pid, threadID: b.value)
+                defer {
+                    CaptureLedger.endLook(processID: pid, threadID: a.value)
+                    CaptureLedger.endLook(processID: pid, threadID: b.value)
+                }
+                guard (lookA?.underWay ?? 0) == 0, (lookB?.underWay ?? 0) == 0 else {
+                    usleep(1_000)
+                    continue
+                }
+                return RecordedHolder.cycle(pid: pid, loop: a.value, holder: b.value, threads: threads)
+            }
+            return nil
+        }
+        let cycle = cycleRead()
         // A thread that is not blocked on a lock ends the chain: no cycle through this one.
         let broken = RecordedHolder.cycle(
             pid: pid, loop: a.value, holder: StallWatchTestSupport.currentThreadID(), threads: threads)
