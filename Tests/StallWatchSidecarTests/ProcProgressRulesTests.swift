@@ -271,6 +271,45 @@ import Testing
         }
     }
 
+    /// A scratch file, unlinked as soon as it is opened (Node's `fs.openSync` then `fs.unlinkSync`), has no path
+    /// once the thread has left the open: the work begins with the descriptor that still names it.
+    @Test func anOpenOfAFileUnlinkedAtOnceBeginsTheWorkWithTheDescriptorNamingIt() throws {
+        let path =
+            FileManager.default.temporaryDirectory.path
+            + "/stallwatch-scratch-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var buffer = Array(path.utf8CString)
+        try buffer.withUnsafeMutableBufferPointer { name in
+            let open = Self.openat(path: UInt64(UInt(bitPattern: name.baseAddress)))
+            var work = FileWork()
+            // Seen in the open before it created the file.
+            work.noteOpen(open, pid: getpid())
+            #expect(work.file == nil && work.openPath != nil)
+            let fd = Glibc.open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            try #require(unlink(path) == 0)
+            var info = stat()
+            try #require(fstat(fd, &info) == 0)
+            work.resolveOpen(open, pid: getpid())
+            #expect(work.descriptor == UInt64(fd))
+            #expect(work.file == FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+            #expect(work.beganWithOpen)
+            let writes = Self.moves(switches: 0, writes: 3, written: 3 * Self.mib, dirtied: 3 * Self.mib)
+            #expect(!ProcProgressProbe.isProgress(from: open, to: Self.running, moves: writes, work: work))
+            // Two descriptors naming different files by that name (the path created again since): neither is taken.
+            #expect(FileManager.default.createFile(atPath: path, contents: nil))
+            let other = Glibc.open(path, O_RDONLY)
+            try #require(other >= 0)
+            defer { close(other) }
+            try #require(unlink(path) == 0)
+            var again = FileWork()
+            again.openPath = work.openPath
+            again.resolveOpen(open, pid: getpid())
+            #expect(again.file == nil && again.descriptor == nil)
+        }
+    }
+
     /// The file an `openat` names is read from the calling process's memory and resolved in its working directory.
     @Test func theFileAnOpenCallNamesIsReadFromItsArguments() throws {
         let name = "stallwatch-opened-\(getpid())"

@@ -60,6 +60,30 @@ package struct FileIdentity: Sendable, Hashable {
         return base + path
     }
 
+    /// The descriptor of process `pid` that an open of `path` (as ``openedPath(by:pid:)`` gives it) returned, and
+    /// the file it names, found by the name the kernel keeps for each open file (`/proc/<pid>/fd/<n>`, with
+    /// " (deleted)" once the file has no name): for a file unlinked as soon as it was opened (a scratch file),
+    /// which no path names any more. Nil when no descriptor, or descriptors naming different files, match.
+    package static func descriptor(opening path: String, pid: Int32) -> (descriptor: UInt64, file: FileIdentity)? {
+        // The kernel shows a descriptor's name as the reader sees it: the directory is resolved the same way.
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex,
+            let directory = realpath(String(path[..<slash]), nil)
+        else { return nil }
+        defer { free(directory) }
+        let name = path[path.index(after: slash)...]
+        guard !name.isEmpty, name != ".", name != ".." else { return nil }
+        let base = String(cString: directory)
+        let expected = (base == "/" ? "" : base) + "/" + name
+        guard let descriptors = ProcDirectory(processID: pid).descriptors() else { return nil }
+        var found: (descriptor: UInt64, file: FileIdentity)?
+        for (fd, target) in descriptors where target == expected || target == expected + " (deleted)" {
+            guard let file = of(pid: pid, descriptor: UInt64(fd)) else { continue }
+            if let earlier = found, earlier.file != file { return nil }
+            found = (UInt64(fd), file)
+        }
+        return found
+    }
+
     /// The regular file or block device at `path`; nil when there is none (yet).
     package static func at(_ path: String) -> FileIdentity? {
         var info = stat()
@@ -131,13 +155,20 @@ package struct FileWork: Sendable, Equatable {
     /// Work that began in an open call whose path named no file while the call ran (an open that creates its
     /// file, seen sleeping before it did: a directory's journal on a busy disk): once the thread has left the call,
     /// the path a look read while the call ran (or, without one, the call's arguments read again) is looked up
-    /// again, and the work begins with the file it names now.
+    /// again, and the work begins with the file it names now — or, when no path names it any more (unlinked as
+    /// soon as it was opened), with the descriptor of the process that names it.
     package mutating func resolveOpen(_ call: ThreadWait?, pid: Int32) {
-        guard let call, Self.isOpenCall(call), file == nil, descriptor == nil,
-            let opened = openPath.flatMap(FileIdentity.at) ?? FileIdentity.opened(by: call, pid: pid)
-        else { return }
-        file = opened
-        beganWithOpen = true
+        guard let call, Self.isOpenCall(call), file == nil, descriptor == nil else { return }
+        if let opened = openPath.flatMap(FileIdentity.at) ?? FileIdentity.opened(by: call, pid: pid) {
+            file = opened
+            beganWithOpen = true
+        } else if let path = openPath ?? FileIdentity.openedPath(by: call, pid: pid),
+            let opened = FileIdentity.descriptor(opening: path, pid: pid)
+        {
+            // Unlinked as soon as it was opened (a scratch file): the descriptor the open gave still names it.
+            (descriptor, file) = opened
+            beganWithOpen = true
+        }
     }
 
     /// A look saw the thread in a call on this work's file: on its descriptor, or the call that opened it.
