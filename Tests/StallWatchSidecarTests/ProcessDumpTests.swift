@@ -209,8 +209,17 @@ import Testing
         let pid = service.pid
         #expect(Self.eventually { !ThreadProbe.threadIDs(pid: pid, nameMatching: "audit").isEmpty })
         let audit = try #require(ThreadProbe.threadIDs(pid: pid, nameMatching: "audit").first)
-        // The loop blocks on the handler's lock once the audit thread's record is on its way.
-        #expect(Self.eventually { ThreadProbe.read(pid: pid, tid: pid)?.syscallName == "futex" }, "the loop blocks")
+        // The loop blocks on the handler's lock once the audit thread's record is on its way: the audit thread waits
+        // for the collector's answer (holding the lock, not the interpreter's), and the loop sleeps in a futex — not
+        // the one of the event that let it go on, which it may still be in, woken, waiting for a CPU.
+        #expect(
+            Self.eventually {
+                guard let shipping = ThreadProbe.read(pid: pid, tid: audit),
+                    let loop = ThreadProbe.read(pid: pid, tid: pid)
+                else { return false }
+                return shipping.state == "S" && shipping.syscallKind == .io && loop.state == "S"
+                    && loop.syscallName == "futex"
+            }, "the loop blocks")
         let (parsed, main, json) = try Self.dumpThread(pid: pid, tid: pid)
         #expect(main.activity == .blocked)
         #expect(main.recordedHolderId == audit, "\(json)")
