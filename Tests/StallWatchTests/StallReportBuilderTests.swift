@@ -350,4 +350,43 @@ extension StallReportBuilderTests {
         #expect(cause.kind == .starved, "\(cause)")
         #expect(cause.evidence.contains { $0.contains("waited 3140 ms for a CPU") }, "\(cause.evidence)")
     }
+
+    /// A niced loop seen from outside, runnable at the stall's start, at both samples and at the end, that never
+    /// slept (its voluntary switches moved by no more than the captures' stops) and ran 5 ms in 376 ms: the kernel
+    /// had counted none of its wait for a CPU yet (it adds a wait once the thread runs) and the wait under way could
+    /// not be read, but a thread that never slept was on a CPU, stopped, or waiting for one.
+    static func neverSleptEvidence(switchesAtEnd: UInt64) -> StallEvidence {
+        var evidence = onCPUEvidence()
+        var start = ThreadSchedule(cpuNanos: 500 * ms, runQueueWaitNanos: 0, monotonicNanos: 1_000 * ms)
+        start.runnable = true
+        start.voluntarySwitches = 3
+        evidence.stallStartSchedule = start
+        evidence.firstProbe = probe(cpuMs: 503)
+        evidence.samples[0].probe = probe(cpuMs: 503)
+        evidence.samples[1].probe = probe(cpuMs: 505)
+        var last = probe(cpuMs: 505)
+        last.voluntarySwitches = switchesAtEnd
+        evidence.lastProbe = (last, 1_376 * ms)
+        return evidence
+    }
+
+    @Test func aRunnableLoopThatNeverSleptWaitedForACPUWheneverItDidNotRun() throws {
+        let report = Self.builder().build(
+            Self.neverSleptEvidence(switchesAtEnd: 7), status: .ended, endNanos: 1_376 * Self.ms, final: true,
+            now: 1_376 * Self.ms, symbols: TableResolver())
+        let cause = try #require(report.cause)
+        #expect(cause.kind == .starved, "\(cause)")
+        // 376 ms less 5 ms of CPU and the captures' stops (60 µs, and as long again for the snapshot's).
+        #expect(cause.evidence.contains { $0.contains("waited 370 ms for a CPU") }, "\(cause.evidence)")
+    }
+
+    @Test func aLoopThatSleptBetweenItsReadingsIsNotCreditedWithAWaitForACPU() throws {
+        let report = Self.builder().build(
+            Self.neverSleptEvidence(switchesAtEnd: 30), status: .ended, endNanos: 1_376 * Self.ms, final: true,
+            now: 1_376 * Self.ms, symbols: TableResolver())
+        let cause = try #require(report.cause)
+        #expect(cause.kind != .starved, "\(cause)")
+        #expect(!cause.evidence.contains { $0.contains("waited 370 ms") }, "\(cause.evidence)")
+    }
+
 }

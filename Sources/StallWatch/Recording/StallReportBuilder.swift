@@ -286,6 +286,10 @@ struct StallReportBuilder {
                 span = endAt - start.monotonicNanos
                 loopCPU = last.cpuNanos - start.cpuNanos
                 runQueueWait = min(span, waitSoFar(last, at: endAt) - start.runQueueWaitNanos)
+                let inSpan = samples.filter { at($0) >= start.monotonicNanos && at($0) <= endAt }
+                if let floor = Self.neverSleptWait(from: start, to: last, span: span, samples: inSpan) {
+                    runQueueWait = max(runQueueWait ?? 0, floor)
+                }
             }
         }
         var input = CauseClassifier.Evidence(
@@ -377,6 +381,28 @@ struct StallReportBuilder {
     /// runnable with the same CPU time and run-queue wait: a thread that did not run in between cannot have gone
     /// to sleep (only a running thread puts itself to sleep), so it waited for a CPU all along. Zero for a thread
     /// not runnable at the reading.
+    /// The wait for a CPU of a thread that never slept over a span: runnable at its start, at every sample and at
+    /// its end (`last`), its voluntary switches moved by no more than the captures' own stops (two each, and two
+    /// for the all-thread snapshot) — it was on a CPU, stopped for a capture, or waiting for a CPU, so the span
+    /// less its CPU time and the captures' stops was that wait, at least. The kernel adds a wait to its run-queue
+    /// figure only once the thread runs, and a wait under way is read only through the thread's CPU clock, which a
+    /// loaded machine can keep the reader from: this floor holds whatever the kernel has counted yet. Nil when
+    /// the rule does not apply (a reading not runnable, or a sleep).
+    static func neverSleptWait(
+        from start: ThreadSchedule, to last: ThreadProbe, span: UInt64, samples: [StallEvidence.Sample]
+    ) -> UInt64? {
+        guard start.runnable == true, let switches = start.voluntarySwitches, last.state == "R",
+            last.voluntarySwitches >= switches, last.cpuNanos >= start.cpuNanos,
+            samples.allSatisfy({ $0.probe?.state == "R" }),
+            last.voluntarySwitches - switches <= 2 * UInt64(samples.count) + 2
+        else { return nil }
+        let pauses = samples.compactMap(\.pauseNanos)
+        // The snapshot's stop of the thread was not timed: as long as the longest sample's.
+        let stopped = pauses.reduce(0, +) + (pauses.max() ?? 0)
+        let accounted = (last.cpuNanos - start.cpuNanos) + stopped
+        return span > accounted ? span - accounted : 0
+    }
+
     static func waitUnderWay(at reading: ThreadProbe, _ at: UInt64, in evidence: StallEvidence) -> UInt64 {
         guard reading.state == "R", reading.scheduleRead else { return 0 }
         var earliest = at

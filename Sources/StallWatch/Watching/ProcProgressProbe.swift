@@ -254,6 +254,9 @@ package struct ProcProgressProbe: Sendable {
                 phaseStart = since
             }
             phaseStartSchedule = schedule
+            // Whether it then ran or waited for a CPU without sleeping, a rule of the stall's run-queue figure.
+            phaseStartSchedule?.runnable = state == "R"
+            phaseStartSchedule?.voluntarySwitches = status.voluntarySwitches
             idle = false
             // A new piece of work, maybe on the file of the call the thread is in now; the bytes of a call still
             // under way carry over to the look where it completes.

@@ -12,6 +12,10 @@ package struct ThreadSchedule: Sendable, Equatable {
     /// How many times the thread has been given a CPU (schedstat's third field, counted as it is switched in, so
     /// unlike the CPU time it moves the moment the thread starts to run); nil when not read.
     var timeslices: UInt64?
+    /// Whether the thread was runnable (state R) at the reading, and how many times it had slept by then
+    /// (`voluntary_ctxt_switches`); nil when not read with it.
+    var runnable: Bool?
+    var voluntarySwitches: UInt64?
 
     package init(cpuNanos: UInt64, runQueueWaitNanos: UInt64, monotonicNanos: UInt64) {
         self.cpuNanos = cpuNanos
