@@ -97,7 +97,9 @@ import Testing
                 #expect(
                     pollUntil(timeout: .seconds(20), every: .milliseconds(10)) {
                         events.endedNotWithdrawn.filter { $0.loop.threadId == spinnerID }.count == turn
-                    })
+                    },
+                    "turn \(turn): \(events.began.values.count) began; ended: \(Self.summary(events.ended.values))"
+                )
             }
         }
         var release: UInt8 = 1
@@ -126,6 +128,11 @@ import Testing
         // The stall begins when the thread left its idle wait (dated from its own figures) and ends at the first
         // look that sees it back in that wait: never shorter than the read by more than one look (50 ms).
         #expect(report.durationMs >= readMs - 50, "the read took \(readMs) ms; \(seen)")
+    }
+
+    /// Each report's thread, status, duration and notes.
+    static func summary(_ reports: [StallReport]) -> [String] {
+        reports.map { "\($0.loop.threadId) \($0.status) \($0.durationMs) ms: \($0.notes)" }
     }
 
     /// Started 500 ms (five thresholds) into the loop's idle read, the watcher reports it (it cannot know the read is
