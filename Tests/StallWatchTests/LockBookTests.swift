@@ -33,7 +33,8 @@ private struct OpenedLockBook: @unchecked Sendable {
     }()
 
     static func open() throws -> OpenedLockBook {
-        try #require(shared, "cannot open \(Fixtures.executable(LockBook.libraryName)): \(String(cString: dlerror()))")
+        let why = dlerror().map { String(cString: $0) } ?? "no dlerror text"
+        return try #require(shared, "cannot open \(Fixtures.executable(LockBook.libraryName)): \(why)")
     }
 }
 
