@@ -80,6 +80,14 @@ struct EventOutput {
             return
                 "watching pid \(value("pid") ?? "?") thread \(value("threadId") ?? "?") by \(value("source") ?? "?"), "
                 + "threshold \(value("thresholdMs") ?? "?") ms"
+        case "lockWaitTakenAsIdle":
+            let pid = value("pid") ?? "?", tid = value("threadId") ?? "?"
+            let blocked = value("blockedForAtLeastMs").map { " for at least \($0) ms" } ?? ""
+            return
+                "pid \(pid) thread \(tid) was asleep in \(value("call") ?? "?")\(blocked) when watching began: a lock "
+                + "wait that records no owner, taken as its idle wait (a queue or condition wait looks the same) and not "
+                + "judged stuck; if the loop is stuck, `stallwatch dump -p \(pid) --tid \(tid)` shows candidate holders, "
+                + "and a service started with `stallwatch run --lock-book` records who took its semaphores"
         case "threadDropped":
             return
                 "stopped watching pid \(value("pid") ?? "?") thread \(value("threadId") ?? "?"): \(value("reason") ?? "?")"

@@ -9,6 +9,7 @@ extension SidecarEvent {
     /// - `watching`: `event`, `pid`, `threadId`, `source` (`heartbeat` or `proc`), `thresholdMs`
     /// - `heartbeatRejected`: `event`, `error`; `targetExited`: `event`, `pid`
     /// - `threadDropped`: `event`, `pid`, `threadId`, `reason`
+    /// - `lockWaitTakenAsIdle`: `event`, `pid`, `threadId`, `call`, `blockedForAtLeastMs` (when read)
     package var lineFields: [String: JSONLinesEventWriter.Value]? {
         switch self {
         case .watching(let pid, let tid, let source, let threshold):
@@ -23,6 +24,11 @@ extension SidecarEvent {
                 "event": .string("threadDropped"), "pid": .int(Int(pid)), "threadId": .int(Int(tid)),
                 "reason": .string(reason),
             ]
+        case .lockWaitTakenAsIdle(let pid, let tid, let call, let blocked):
+            [
+                "event": .string("lockWaitTakenAsIdle"), "pid": .int(Int(pid)), "threadId": .int(Int(tid)),
+                "call": .string(call),
+            ].merging(blocked.map { ["blockedForAtLeastMs": .double($0)] } ?? [:]) { a, _ in a }
         case .stall(let event): JSONLinesEventWriter.fields(for: event)
         }
     }

@@ -15,6 +15,10 @@ struct TargetProgress: ProgressSource {
     private var proc: ProcProgressProbe?
     /// Told when the heartbeat is lost and watching goes on from /proc.
     private let onHeartbeatLost: (SidecarError) -> Void
+    /// Told once, after the first look from /proc, of a lock wait it took as the thread's idle wait
+    /// (``ProcProgressProbe/lockWaitTakenAsIdle``).
+    var onLockWaitTakenAsIdle: ((String, UInt64?) -> Void)?
+    private var firstLookTold = false
 
     /// - Parameter judgedOnceSeenIdle: From /proc, the thread is judged only once seen in an idle wait of its own
     ///   (``ProcProgressProbe/judgedOnceSeenIdle``).
@@ -55,7 +59,12 @@ struct TargetProgress: ProgressSource {
                 }
             }
         }
-        switch proc?.read(now: now) {
+        let reading = proc?.read(now: now)
+        if !firstLookTold, let proc {
+            firstLookTold = true
+            if let taken = proc.lockWaitTakenAsIdle { onLockWaitTakenAsIdle?(taken.call, taken.blockedNanos) }
+        }
+        switch reading {
         case .progress(let snapshot, let stallEnd, _)?:
             return .progress(snapshot, stallEndNanos: stallEnd, notes: notes)
         case .ended(let reason, _)?:

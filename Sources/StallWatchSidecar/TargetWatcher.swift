@@ -21,6 +21,11 @@ public enum SidecarEvent: Sendable {
     /// One watched thread is no longer watched while its process lives on: it exited, or it was renamed and no
     /// longer matches the thread rule it was picked by (`reason` says which).
     case threadDropped(pid: Int32, threadID: Int32, reason: String)
+    /// Watching from /proc began with the thread asleep in a lock wait that records no owner, which was taken as its
+    /// idle wait (a loop's queue or condition wait looks the same): the call, and how long the thread had not run
+    /// then, at least (nil: unreadable). Told once, when that is at least the threshold, so that a watch started
+    /// mid-incident says what it did not judge stuck.
+    case lockWaitTakenAsIdle(pid: Int32, threadID: Int32, call: String, blockedForAtLeastMs: Double?)
 }
 
 /// Watches one loop thread of another process from a sidecar with the embedded watchdog's driver
@@ -194,11 +199,18 @@ public final class TargetWatcher: @unchecked Sendable {  // run() on one thread;
     public func run() -> Outcome {
         onEvent(.watching(pid: options.pid, threadID: threadID, source: source, thresholdMs: thresholdMs))
         let poll = pollIntervalNanos
-        let progress = TargetProgress(
+        var progress = TargetProgress(
             processID: options.pid, threadID: threadID, startTimeTicks: startTimeTicks, heartbeat: heartbeat,
             polling: PollingWait(intervalNanos: poll, wakeup: wakeup), now: sw_monotonic_ns(),
             judgedOnceSeenIdle: options.judgedOnceSeenIdle
         ) { [onEvent] in onEvent(.heartbeatRejected($0)) }
+        // Told when the thread had been in the wait for at least the threshold: what could be a stall not judged one.
+        progress.onLockWaitTakenAsIdle = { [onEvent, pid = options.pid, tid = threadID, detector] call, blocked in
+            guard blocked.map({ $0 >= detector.thresholdNanos }) ?? true else { return }
+            onEvent(
+                .lockWaitTakenAsIdle(
+                    pid: pid, threadID: tid, call: call, blockedForAtLeastMs: blocked.map(StallReport.milliseconds)))
+        }
         var follower = StallFollower(
             source: progress, recorder: recorder, configuration: detector,
             watcher: .sidecar)

@@ -1,4 +1,5 @@
 // The sidecar started while a loop is already stuck, and started on idle services of several runtimes.
+import CStallWatchCore
 import Foundation
 import StallWatch
 import StallWatchTestSupport
@@ -159,6 +160,59 @@ import Testing
         if let certainty = c.certainty {
             #expect(report.cause?.deadlockCertainty == certainty, "\(CorpusHarness.describe(report))")
         }
+    }
+
+    /// A CPython loop stuck on a `threading.Lock` (a POSIX semaphore: no owner recorded) that the refresh thread
+    /// holds, watched from 1.5 s into the incident without the lock book: the first look cannot tell that wait from
+    /// a queue's idle wait and takes it as idle — and says so once, with how long the thread had been asleep in it
+    /// (at least the threshold, at most the time since the program's own stamp), while no stall is reported. A
+    /// CPython socketserver idling in `poll` is told of no lock wait.
+    @Test(.timeLimit(.minutes(2)))
+    func aLoopFoundAsleepInAnOwnerlessLockIsSaidToBeTakenAsIdleAndAPollLoopIsNot() throws {
+        let directory = SidecarFixtures.temporaryDirectory("arrival-taken-as-idle")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let target = try Spawned("/usr/bin/env", ["python3", CorpusHarness.fixture("lock_stuck.py")])
+        defer { kill(target.pid, SIGKILL) }
+        try #require(target.waitFor("STUCK"), "lock_stuck.py did not get stuck: \(target.stderr)")
+        let stuckAt = try #require(Self.stamp(target.stdout), "no time in \(target.stdout)")
+        while TracingMonitor.now() < stuckAt + UInt64(Self.stuckBeforeAttachMs) * 1_000_000 { usleep(10_000) }
+        let (watcher, events, done, _) = try SidecarIntegrationTests.watch(Self.options(pid: target.pid, directory))
+        let told = { () -> (call: String, blockedMs: Double?)? in
+            events.withLock { events in
+                events.lazy.compactMap { event -> (String, Double?)? in
+                    if case .lockWaitTakenAsIdle(_, _, let call, let blocked) = event { return (call, blocked) }
+                    return nil
+                }.first
+            }
+        }
+        #expect(pollUntil(timeout: .seconds(5), every: .milliseconds(10)) { told() != nil })
+        let toldAt = TracingMonitor.now()
+        usleep(1_000_000)
+        watcher.stop()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let (call, blockedMs) = try #require(told(), "no lockWaitTakenAsIdle event: \(events.withLock { $0 })")
+        #expect(call == "futex")
+        let blocked = try #require(blockedMs, "how long the thread had been asleep was not read")
+        #expect(blocked >= Double(Self.thresholdMs))
+        #expect(blocked <= Double(toldAt - stuckAt) / 1e6 + 1, "asleep \(blocked) ms, stamped before that")
+        #expect(events.withLock { $0 }.filter { if case .lockWaitTakenAsIdle = $0 { true } else { false } }.count == 1)
+        #expect(SidecarFixtures.reports(in: directory).isEmpty)
+
+        let idle = try Spawned(
+            "/usr/bin/env", ["python3", CorpusHarness.fixture("idle_service.py"), "socketserver", "30000"])
+        defer { kill(idle.pid, SIGKILL) }
+        try #require(idle.waitFor("READY"), "idle_service.py: \(idle.stderr)")
+        usleep(UInt32(2 * Self.thresholdMs) * 1000)
+        let watchedAt = sw_monotonic_ns()
+        let polling = try SidecarIntegrationTests.watch(Self.options(pid: idle.pid, directory))
+        // Looks taken (the watcher turns at least once a poll interval): its first look is past.
+        #expect(pollUntil(timeout: .seconds(5)) { polling.watcher.lastTurnNanos > watchedAt + 500_000_000 })
+        polling.watcher.stop()
+        #expect(polling.done.wait(timeout: .now() + 10) == .success)
+        let toldIdle = polling.events.withLock { $0 }.filter {
+            if case .lockWaitTakenAsIdle = $0 { true } else { false }
+        }
+        #expect(toldIdle.isEmpty, "\(toldIdle)")
     }
 
     /// One idle service and the command that starts it; each idles `idleMs` by its own clock, then one piece of

@@ -69,6 +69,10 @@ package struct ProcProgressProbe: Sendable {
     private(set) var idleLook: (at: UInt64, schedule: ThreadSchedule, voluntarySwitches: UInt64)?
     private var counters: ThreadCounters?
     private var lastWait: ThreadWait?
+    /// The lock wait the first look found the thread asleep in and took as its idle wait (no owner, cycle or holder
+    /// recorded), and how long the thread had not run then (nil: unreadable): a watch that starts mid-incident
+    /// says what it took as idle, for the user to judge.
+    package private(set) var lockWaitTakenAsIdle: (call: String, blockedNanos: UInt64?)?
     /// The piece of file work the thread may be in the middle of since the last progress.
     private var work = FileWork()
     /// The thread is judged only once it has been seen in an idle wait of its own (one the learner took for the
@@ -198,6 +202,9 @@ package struct ProcProgressProbe: Sendable {
             ? inIdleWaitByWchan(directory)
             : idleWaits.isIdle(
                 wait, cameBack: cameBack(to: wait, status: status), lockOwned: lockOwned || inLockCycle)
+        if firstLook, inIdleWait, state == "S", let wait, wait.inSyscall, wait.kind == .lock, let number = wait.number {
+            lockWaitTakenAsIdle = (SyscallTable.name(number), ThreadSchedule.notRun(directory)?.nanos)
+        }
         if inIdleWait {
             provisional = nil
             restartAfterCapture = nil
