@@ -246,13 +246,15 @@ import Testing
         }
     }
 
-    /// The path an open names is read while a look sees the call: a runtime keeps it in a buffer on its stack
-    /// (Node's `fs.openSync`), which the next calls overwrite once the open has returned, so the look that sees the
-    /// thread leave the call cannot read it again. The work still begins with the file once it exists.
-    @Test func anOpenWhosePathMemoryIsReusedAfterTheCallBeginsTheWorkWithItsFile() throws {
+    /// A fresh path under the temporary directory (removed afterwards), in a buffer an `openat` look names, and
+    /// work that noted that look before the file existed (its path read, no file yet): what `body` goes on from.
+    static func withOpenSeenBeforeItsFile(
+        _ kind: String,
+        _ body: (String, ThreadWait, inout FileWork, UnsafeMutableBufferPointer<CChar>) throws -> Void
+    ) throws {
         let path =
             FileManager.default.temporaryDirectory.path
-            + "/stallwatch-reused-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            + "/stallwatch-\(kind)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: path) }
         var buffer = Array(path.utf8CString)
         try buffer.withUnsafeMutableBufferPointer { name in
@@ -260,6 +262,15 @@ import Testing
             var work = FileWork()
             work.noteOpen(open, pid: getpid())
             #expect(work.file == nil && work.openPath != nil)
+            try body(path, open, &work, name)
+        }
+    }
+
+    /// The path an open names is read while a look sees the call: a runtime keeps it in a buffer on its stack
+    /// (Node's `fs.openSync`), which the next calls overwrite once the open has returned, so the look that sees the
+    /// thread leave the call cannot read it again. The work still begins with the file once it exists.
+    @Test func anOpenWhosePathMemoryIsReusedAfterTheCallBeginsTheWorkWithItsFile() throws {
+        try Self.withOpenSeenBeforeItsFile("reused") { path, open, work, name in
             // The call returns, creating the file, and the buffer is reused.
             #expect(FileManager.default.createFile(atPath: path, contents: nil))
             for i in 0..<name.count - 1 { name[i] = CChar(UInt8(ascii: "x")) }
@@ -274,17 +285,7 @@ import Testing
     /// A scratch file, unlinked as soon as it is opened (Node's `fs.openSync` then `fs.unlinkSync`), has no path
     /// once the thread has left the open: the work begins with the descriptor that still names it.
     @Test func anOpenOfAFileUnlinkedAtOnceBeginsTheWorkWithTheDescriptorNamingIt() throws {
-        let path =
-            FileManager.default.temporaryDirectory.path
-            + "/stallwatch-scratch-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        var buffer = Array(path.utf8CString)
-        try buffer.withUnsafeMutableBufferPointer { name in
-            let open = Self.openat(path: UInt64(UInt(bitPattern: name.baseAddress)))
-            var work = FileWork()
-            // Seen in the open before it created the file.
-            work.noteOpen(open, pid: getpid())
-            #expect(work.file == nil && work.openPath != nil)
+        try Self.withOpenSeenBeforeItsFile("scratch") { path, open, work, _ in
             let fd = Glibc.open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
             try #require(fd >= 0)
             defer { close(fd) }
