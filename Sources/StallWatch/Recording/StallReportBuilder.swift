@@ -374,13 +374,6 @@ struct StallReportBuilder {
         return CauseClassifier.classify(input)
     }
 
-    /// The wait for a CPU still under way at `reading` (read at `at`), which the kernel adds to the run-queue
-    /// figure only once the thread runs again: a niced loop behind busier work can wait seconds for its next turn,
-    /// and its figures would show none of it. The wait the reading measured (``ThreadProbe/queuedNanos``), or at
-    /// least the time since the earliest of the unbroken run of readings up to this one that found the thread
-    /// runnable with the same CPU time and run-queue wait: a thread that did not run in between cannot have gone
-    /// to sleep (only a running thread puts itself to sleep), so it waited for a CPU all along. Zero for a thread
-    /// not runnable at the reading.
     /// The wait for a CPU of a thread that never slept over a span: runnable at its start, at every sample and at
     /// its end (`last`), its voluntary switches moved by no more than the captures' own stops (two each, and two
     /// for the all-thread snapshot) — it was on a CPU, stopped for a capture, or waiting for a CPU, so the span
@@ -403,6 +396,13 @@ struct StallReportBuilder {
         return span > accounted ? span - accounted : 0
     }
 
+    /// The wait for a CPU still under way at `reading` (read at `at`), which the kernel adds to the run-queue
+    /// figure only once the thread runs again: a niced loop behind busier work can wait seconds for its next turn,
+    /// and its figures would show none of it. The wait the reading measured (``ThreadProbe/queuedNanos``), or at
+    /// least the time since the earliest of the unbroken run of readings up to this one that found the thread
+    /// runnable with the same CPU time and run-queue wait: a thread that did not run in between cannot have gone
+    /// to sleep (only a running thread puts itself to sleep), so it waited for a CPU all along. Zero for a thread
+    /// not runnable at the reading.
     static func waitUnderWay(at reading: ThreadProbe, _ at: UInt64, in evidence: StallEvidence) -> UInt64 {
         guard reading.state == "R", reading.scheduleRead else { return 0 }
         var earliest = at
