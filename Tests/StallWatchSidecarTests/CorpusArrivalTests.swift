@@ -165,7 +165,8 @@ import Testing
     /// A CPython loop stuck on a `threading.Lock` (a POSIX semaphore: no owner recorded) that the refresh thread
     /// holds, watched from 1.5 s into the incident without the lock book: the first look cannot tell that wait from
     /// a queue's idle wait and takes it as idle — and says so once, with how long the thread had been asleep in it
-    /// (at least the threshold, at most the time since the program's own stamp), while no stall is reported. A
+    /// when that could be read (at least the threshold, at most the time since the program's own stamp), while no
+    /// stall is reported. A
     /// CPython socketserver idling in `poll` is told of no lock wait.
     @Test(.timeLimit(.minutes(2)))
     func aLoopFoundAsleepInAnOwnerlessLockIsSaidToBeTakenAsIdleAndAPollLoopIsNot() throws {
@@ -192,9 +193,12 @@ import Testing
         #expect(done.wait(timeout: .now() + 10) == .success)
         let (call, blockedMs) = try #require(told(), "no lockWaitTakenAsIdle event: \(events.withLock { $0 })")
         #expect(call == "futex")
-        let blocked = try #require(blockedMs, "how long the thread had been asleep was not read")
-        #expect(blocked >= Double(Self.thresholdMs))
-        #expect(blocked <= Double(toldAt - stuckAt) / 1e6 + 1, "asleep \(blocked) ms, stamped before that")
+        // How long it had been asleep is read on its CPU, which a loaded machine can keep the reader from (then the
+        // event says nothing of it rather than a guess); when read, it is a lower bound past the threshold.
+        if let blocked = blockedMs {
+            #expect(blocked >= Double(Self.thresholdMs))
+            #expect(blocked <= Double(toldAt - stuckAt) / 1e6 + 1, "asleep \(blocked) ms, stamped before that")
+        }
         #expect(events.withLock { $0 }.filter { if case .lockWaitTakenAsIdle = $0 { true } else { false } }.count == 1)
         #expect(SidecarFixtures.reports(in: directory).isEmpty)
 
