@@ -166,8 +166,7 @@ import Testing
     /// holds, watched from 1.5 s into the incident without the lock book: the first look cannot tell that wait from
     /// a queue's idle wait and takes it as idle — and says so once, with how long the thread had been asleep in it
     /// when that could be read (at least the threshold, at most the time since the program's own stamp), while no
-    /// stall is reported. A
-    /// CPython socketserver idling in `poll` is told of no lock wait.
+    /// stall is reported. A CPython socketserver idling in `poll` is told of no lock wait.
     @Test(.timeLimit(.minutes(2)))
     func aLoopFoundAsleepInAnOwnerlessLockIsSaidToBeTakenAsIdleAndAPollLoopIsNot() throws {
         let directory = SidecarFixtures.temporaryDirectory("arrival-taken-as-idle")
