@@ -116,7 +116,9 @@ import Testing
         let owner = try #require(parsed.threads.dropFirst().first)
         #expect(owner.role == .lockOwner && owner.snapshot.name == "lock-holder")
         #expect(owner.snapshot.frames.contains { $0.symbol == "hold_lock_forever" }, "\(owner.snapshot.frames)")
-        #expect(parsed.threads.prefix(2).allSatisfy { ($0.pauseMicros ?? 0) > 0 })
+        // Each says what its capture cost it: the stop, or 0 for a stack read as the thread slept (a capture that
+        // could not stop it in time on a loaded machine falls back to that read).
+        #expect(parsed.threads.prefix(2).allSatisfy { $0.pauseMicros.map { $0 >= 0 } ?? false })
         Self.expectUntouched(target)
 
         let all = try Spawned(Self.stallwatch, ["dump", "--pid", "\(pid)", "--all-threads", "--json"])
