@@ -384,6 +384,30 @@ import Testing
         #expect(FileWork(carryingCreditOf: work).dirtiedDebt == 0)
     }
 
+    /// The last 1 MiB write of a series whose pages the kernel counts late, completing in the same interval as two
+    /// appends (93 bytes, a JIT runtime's symbol map), then straight into the fsync: the interval's average call is a
+    /// third of the write, but the call that trails is one of the work's 1 MiB writes (the figures of a Node service
+    /// writing 768 MiB on a busy disk). Not progress; two such writes behind are.
+    @Test func aTrailingWriteCompletingBesideAppendsIsNotProgressButTwoTrailingWritesAre() {
+        var work = FileWork(descriptor: 19, file: Self.file)
+        work.account(Self.moves(writes: 10, written: 10 * Self.mib, dirtied: 10 * Self.mib))
+        #expect(work.largestWrite == Self.mib)
+        let trailing = Self.moves(writes: 3, written: Self.mib + 93, dirtied: 24 << 10, user: 0, system: 1)
+        #expect(!ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(19), moves: trailing, work: work))
+        work.account(trailing)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(19), moves: trailing, work: work))
+        // Work whose writes were a page each learns no large call: there, the same interval is a write of another
+        // kind (a 1 MiB reply on a socket).
+        var pages = FileWork(descriptor: 19, file: Self.file)
+        pages.account(Self.moves(writes: 4, written: 4 * 4096, dirtied: 4 * 4096))
+        #expect(pages.largestWrite == 4096 && pages.dirtiedDebt == 0)
+        #expect(ProcProgressProbe.isProgress(from: Self.running, to: Self.fsync(19), moves: trailing, work: pages))
+        // Nor does a write that moved more than it dirtied: only the bytes that went into file pages count.
+        var reply = FileWork(descriptor: 19, file: Self.file)
+        reply.account(Self.moves(writes: 1, written: 10 * Self.mib, dirtied: 4096))
+        #expect(reply.largestWrite == 4096)
+    }
+
     /// A series of writes into a file's pages on a busy disk: writeback throttling blocks each write in the call, and
     /// two looks see two writes of it blocked, with the leftover registers past a write's three arguments differing.
     @Test func theNextBlockedWriteOfASeriesIntoTheWorksFileIsNotProgress() {

@@ -128,6 +128,10 @@ package struct FileWork: Sendable, Equatable {
     /// The thread dirtied or fetched file pages since the work began: its next file call (the fsync of what it
     /// wrote, seen "running" while it allocates blocks) may sleep before any look sees it in that call.
     package var touchedFilePages = false
+    /// The most bytes one write call of this work moved into file pages, as intervals of its writes showed it (their
+    /// bytes over their calls): the size of the call whose pages the kernel may count late, however many appends
+    /// share the interval it completes in.
+    package var largestWrite: UInt64 = 0
 
     package init(descriptor: UInt64? = nil, file: FileIdentity? = nil) {
         self.descriptor = descriptor
@@ -218,8 +222,9 @@ package struct FileWork: Sendable, Equatable {
             let oneWriteSeenInFlight = moves.writeCalls == 1 && callInFlight
             // Writes in work that has dirtied file pages whose pages the kernel has not all counted yet: at most one
             // call's bytes behind, over the whole work (a socket's write is never counted, and falls further behind
-            // with each one).
-            let oneCall = moves.writtenBytes / moves.writeCalls + Self.appendBytes
+            // with each one) — a call of the size the work's writes have had, even when appends completed beside it
+            // and the interval's average is smaller.
+            let oneCall = max(moves.writtenBytes / moves.writeCalls, largestWrite) + Self.appendBytes
             let trailingByOneCall = touchedFilePages && dirtiedDebt + moves.writtenBytes <= dirtied + oneCall
             guard moves.bytesKnown,
                 oneWriteSeenInFlight || trailingByOneCall
@@ -254,6 +259,10 @@ package struct FileWork: Sendable, Equatable {
     /// Carries the bytes of calls still in progress to the next look.
     package mutating func account(_ moves: CounterMoves) {
         if moves.dirtiedBytes > 0 || moves.fetchedBytes > 0 { touchedFilePages = true }
+        if moves.writeCalls > 0, moves.dirtiedBytes > 0 {
+            let intoFilePages = min(moves.writtenBytes, moves.dirtiedBytes + dirtiedCredit)
+            largestWrite = max(largestWrite, intoFilePages / moves.writeCalls)
+        }
         // Credit and debt are one balance, dirtied less written, kept as two unsigned halves.
         let gained = dirtiedCredit + moves.dirtiedBytes
         let owed = dirtiedDebt + moves.writtenBytes
