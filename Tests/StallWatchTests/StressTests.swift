@@ -1,5 +1,6 @@
 // The stress tests of this module: each needs a test process of its own, so the suite skips them.
 import Foundation
+import StallWatchTestSupport
 import Testing
 
 @testable import StallWatch
@@ -26,6 +27,50 @@ extension StressTests {
         @Test(.timeLimit(.minutes(3)), arguments: PoolBlockingShapes.Shape.allCases)
         func blockedWorkerAloneIsSampledWithTheTaskAndTheJobsDuration(shape: PoolBlockingShapes.Shape) async throws {
             try await ConcurrencyWatchdogTests().checkBlockedWorker(shape: shape, alone: true)
+        }
+    }
+}
+
+extension StressTests {
+    /// The pool watchdog with the task table: while every worker idles and a suspended task's hung-await threshold
+    /// is seconds away, a job that starts must end the watchdog's wait. (It slept until that threshold, and a worker
+    /// that blocked meanwhile was found only when its job returned: reported late, without a sample.)
+    @Suite(.serialized) struct PoolWithASuspendedTaskAlone {
+        @Test(.timeLimit(.minutes(2)))
+        func aWorkerBlockedWhileASuspendedTaskWaitsIsSampledFromItsThreshold() async throws {
+            let directory = Fixtures.temporaryDirectory("pool-suspended-task")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let tests = ConcurrencyWatchdogTests()
+            var config = tests.tableConfiguration(directory: directory, maxTasks: 1024)
+            config.hungAwaitThresholdMs = 10_000
+            let seen = ConcurrencyWatchdogTests.UtilityReports()
+            try ConcurrencyWatchdog.enable(configuration: config) { seen.observe($0) }
+            defer { ConcurrencyWatchdog.disable() }
+            let waiting = SuspendedTasks(count: 1)
+            defer { waiting.resumeAll() }
+            #expect(await ConcurrencyWatchdogTests.settle { waiting.allWaiting })
+            // The pool idles past the watchdog's grace (one threshold): it waits for the suspended task's threshold.
+            try await Task.sleep(for: .milliseconds(500))
+
+            let begun = Date()
+            await PoolBlockingShapes.run(.usleep, milliseconds: 600)
+            let finished = Date()
+            let tid = PoolBlockingShapes.blockedThread.withLock { $0 }
+            let ours = { (reports: [StallReport]) in
+                reports.filter {
+                    $0.loop.threadId == tid && $0.startedAt >= begun.addingTimeInterval(-0.01)
+                        && $0.startedAt <= finished
+                }
+            }
+            await seen.settle { !ours($0).isEmpty }
+            let reports = ours(seen.all)
+            try #require(reports.count == 1, "\(reports.map { "\($0.durationMs) ms \($0.notes)" })")
+            let report = reports[0]
+            #expect(
+                !report.samples.isEmpty,
+                "found at the job's end: \(report.cause?.evidence ?? []), detected \(report.detection.latencyMs) ms late"
+            )
+            #expect(report.detection.latencyMs <= 100, "detected \(report.detection.latencyMs) ms late")
         }
     }
 }

@@ -132,6 +132,9 @@ uint32_t sw_pool_wake_generation(void);
 /// came since `seen` (sw_pool_wake_generation) was read (returns 1 if it parked), otherwise returns 0 at once.
 /// sw_pool_wake() ends a park.
 int sw_pool_park(uint64_t jobs_started, uint32_t seen);
+/// sw_pool_park, but at most until `deadline_ns` (CLOCK_MONOTONIC): 1 on timeout, 0 when a job started or a wake
+/// came (or had come since `jobs_started` and `seen` were read).
+int sw_pool_park_until(uint64_t jobs_started, uint32_t seen, uint64_t deadline_ns);
 /// Sleeps until `deadline_ns` (CLOCK_MONOTONIC) or sw_pool_wake(), returning 0 at once if a wake came since
 /// `seen` (sw_pool_wake_generation) was read. Returns 1 on timeout.
 int sw_pool_sleep_until(uint64_t deadline_ns, uint32_t seen);

@@ -10,8 +10,9 @@ import CStallWatchCore
 ///
 /// Each worker slot has its own ``StallFollower`` (and recorder) over a ``PoolWorkerProgressSource``; after a
 /// look at all of them the thread sleeps until the earliest deadline any of them gave (a job's start plus the
-/// threshold, or a sample). When every worker is idle it sleeps one threshold, and parks for good if no job
-/// started meanwhile: an idle pool costs no wake-ups, and a busy one about one per threshold. A job that crossed
+/// threshold, or a sample). When every worker is idle it sleeps one threshold, and parks until a job starts if
+/// none started meanwhile (or until a suspended task's hung-await threshold comes, when the task table is kept):
+/// an idle pool costs no wake-ups, and a busy one about one per threshold. A job that crossed
 /// the threshold and returned while this thread was busy elsewhere is reported late from its worker's own record
 /// (``PoolLateJobs``); that record wakes the thread.
 final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's thread only, after hand-off.
@@ -90,18 +91,22 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             let hungDeadline = hungAwaits?.look(now: sw_monotonic_ns(), jobsRan: totals.jobs_started != jobsSeen)
             jobsSeen = totals.jobs_started
             if looks.lookAgain { continue }
-            if let deadline = [looks.deadline, hungDeadline].compactMap({ $0 }).min() {
-                _ = sw_pool_sleep_until(deadline, seen)
+            if let deadline = looks.deadline {
+                // A worker is busy: its next deadline (its threshold, its next sample) is at most a threshold away.
+                _ = sw_pool_sleep_until(min(deadline, hungDeadline ?? .max), seen)
                 continue
             }
-            // Every worker idle: one threshold of grace, then park until a job starts (none started since the
-            // looks, or the park returns at once and the loop looks again). The table is drained before the park:
-            // the last jobs' ends (a task's final suspension) must not wait in a ring for the next job.
-            if sw_pool_sleep_until(sw_monotonic_ns() + threshold, seen) == 1, !isStopping() {
+            // Every worker idle: one threshold of grace (a job that starts meanwhile is looked at by its own
+            // threshold), then park until a job starts (none started since the looks, or the park returns at once
+            // and the loop looks again). The table is drained before the park: the last jobs' ends (a task's final
+            // suspension) must not wait in a ring for the next job.
+            let grace = min(sw_monotonic_ns() + threshold, hungDeadline ?? .max)
+            if sw_pool_sleep_until(grace, seen) == 1, !isStopping() {
                 if table != nil { sw_tasks_drain(sw_monotonic_ns()) }
-                // A suspended task's threshold is a deadline too: sleep until it rather than park for good.
+                // A suspended task's threshold is a deadline too: park until it, not for good. (A timed sleep
+                // instead would leave a job that starts meanwhile unlooked at until that deadline, seconds away.)
                 if let due = hungAwaits?.look(now: sw_monotonic_ns(), jobsRan: true) {
-                    _ = sw_pool_sleep_until(due, seen)
+                    _ = sw_pool_park_until(totals.jobs_started, seen, due)
                 } else {
                     _ = sw_pool_park(totals.jobs_started, seen)
                 }
