@@ -84,4 +84,37 @@ extension ConcurrencyWatchdogTests {
         #expect(ended.cause?.evidence.contains { $0.hasPrefix("the wait ended") } == true)
         #expect(events.ended(task: ids["child"]) == nil)
     }
+
+    /// An `async let` child's job end says nothing of its state (its memory is its parent's, so nothing reads it
+    /// after the job): its row says `unknown`, and once past the threshold the task read from memory is a hung await,
+    /// awaited by its parent through the `async let`. The parent, waiting on its own child, is not reported.
+    @Test(.timeLimit(.minutes(2)))
+    func anAsyncLetChildThatNeverFinishesIsReportedAsAwaitedByItsParent() async throws {
+        let directory = Fixtures.temporaryDirectory("hung-await-async-let")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var config = tableConfiguration(directory: directory, maxTasks: 4096)
+        config.hungAwaitThresholdMs = 1000
+        let events = HungAwaitEvents()
+        try ConcurrencyWatchdog.enable(configuration: config) { events.observe($0) }
+        defer { ConcurrencyWatchdog.disable() }
+        let hang = AsyncLetHang()
+        hang.start()
+        defer { hang.resume() }
+
+        #expect(await Self.settle { hang.ids.withLock { $0.count } == 2 })
+        let ids = hang.ids.withLock { $0 }
+        #expect(await Self.settle { events.began(task: ids["child"]) != nil })
+        let child = try #require(events.began(task: ids["child"]))
+        let wait = try #require(child.hungAwait)
+        #expect(wait.waitKind == "continuation")
+        #expect(wait.awaitingFunction?.contains("asyncLetChildWaits") == true, "\(wait)")
+        #expect(wait.awaitedBy?.contains { $0.id == ids["parent"] && $0.via == "asyncLet" } == true, "\(wait)")
+        #expect(events.began(task: ids["parent"]) == nil)
+
+        let resumed = hang.resume()
+        #expect(await Self.settle { events.ended(task: ids["child"]) != nil })
+        let ended = try #require(events.ended(task: ids["child"]))
+        #expect(ended.status == .ended)
+        #expect(Self.seconds(try #require(ended.endedAt), resumed) < 1)
+    }
 }

@@ -99,3 +99,42 @@ final class HungAwaitScenario: Sendable {
         for task in tasks.withLock({ $0 }) { task.cancel() }
     }
 }
+
+/// An `async let` child awaiting a continuation nobody resumes, under a parent that awaits the child.
+final class AsyncLetHang: Sendable {
+    let ids = Mutex<[String: UInt64]>([:])
+    private let continuation = Mutex<CheckedContinuation<Void, Never>?>(nil)
+
+    func start() {
+        Task.detached { await self.parentAwaitsItsAsyncLet() }
+    }
+
+    private func record(_ key: String) {
+        let id = ConcurrencyWatchdog.currentTaskID ?? 0
+        ids.withLock { $0[key] = id }
+    }
+
+    @inline(never)
+    func parentAwaitsItsAsyncLet() async {
+        record("parent")
+        async let reply: Void = asyncLetChildWaits()
+        await reply
+    }
+
+    @inline(never)
+    func asyncLetChildWaits() async {
+        await withCheckedContinuation { continuation in
+            self.continuation.withLock { $0 = continuation }
+            record("child")
+        }
+    }
+
+    /// Resumes the child (once); returns when.
+    @discardableResult
+    func resume() -> Date {
+        let continuation = continuation.withLock { $0.take() }
+        let now = Date()
+        continuation?.resume()
+        return now
+    }
+}
