@@ -33,6 +33,10 @@ extern SWIFTCC sw_job *swift_task_getCurrent(void);
 extern void *swift_retain(void *object);
 extern void swift_release(void *object);
 extern const uint32_t _swift_concurrency_debug_internal_layout_version __attribute__((weak));
+// The runtime's two entry adapters (exported for debuggers): a task is created resuming at one of them, and its
+// ResumeTask names something else from the moment it first suspends.
+extern const void *const _swift_concurrency_debug_future_adapter __attribute__((weak));
+extern const void *const _swift_concurrency_debug_non_future_adapter __attribute__((weak));
 
 // libdispatch, as the runtime's own Linux executor uses it (dispatch_queue_set_width is exported, not public).
 typedef struct sw_dispatch_object *sw_dispatch_queue;
@@ -54,6 +58,8 @@ enum { SW_JOB_ENQUEUED_AT = 1 };
 #define SW_JOB_ASYNC_LET (1u << 28)
 // The ActiveTaskStatus flags word of a task (ExecutorImpl.h's private storage, layout version 1).
 #define SW_TASK_STATUS_OFFSET 0x60
+// A task's ResumeTask, the partial function its next job runs (layout version 1).
+#define SW_TASK_RESUME_OFFSET 0x38
 
 
 sw_slot sw_pool_slots[SW_POOL_MAX_SLOTS];
@@ -69,6 +75,7 @@ static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static pthread_key_t slot_key;
 static sw_dispatch_queue queues[5];
 static int width;
+static const void *entry_adapters[2];
 
 extern void sw_pool_wake_if_parked(void);
 extern void sw_pool_late_push(int index, const sw_pool_late_job *record);
@@ -101,6 +108,8 @@ static void release_slot(void *value) {
 
 static void setup(void) {
     pthread_key_create(&slot_key, release_slot);
+    if (&_swift_concurrency_debug_future_adapter) entry_adapters[0] = _swift_concurrency_debug_future_adapter;
+    if (&_swift_concurrency_debug_non_future_adapter) entry_adapters[1] = _swift_concurrency_debug_non_future_adapter;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     width = cpus > 0 ? (int)cpus : 1;
     // One concurrent queue per priority bucket, as wide as the machine, on the global queue of that QoS.
@@ -110,6 +119,14 @@ static void setup(void) {
         dispatch_queue_set_width(queues[i], width);
         dispatch_set_target_queue(queues[i], dispatch_get_global_queue(qos[i], 0));
     }
+}
+
+// The job is the task's first: it resumes at an entry adapter, so the task never suspended. The word is read before
+// the job runs, while no one else may change it.
+static inline int starts_task(const sw_job *job) {
+    const void *resume = __atomic_load_n((const void *const *)((const char *)job + SW_TASK_RESUME_OFFSET),
+                                         __ATOMIC_RELAXED);
+    return resume && (resume == entry_adapters[0] || resume == entry_adapters[1]);
 }
 
 // Claims a free slot for the calling worker (once per thread); -1 when all are taken.
@@ -202,17 +219,20 @@ static void run_job(void *context) {
     // job may complete the task and drop the runtime's last reference).
     int tracked = (flags & 0xff) == 0 && atomic_load_explicit(&sw_tasks_on, memory_order_relaxed);
     int retained = tracked && !(flags & SW_JOB_ASYNC_LET);
+    int first = retained && starts_task(job);
     if (retained) swift_retain(job);
 
     swift_job_run(job, NULL, 0);
 
     uint64_t end = clock_ns(CLOCK_MONOTONIC_COARSE);
-    if (tracked) {
-        uint16_t status = 0;
-        if (retained) {
-            status = (uint16_t)__atomic_load_n((uint32_t *)((char *)job + SW_TASK_STATUS_OFFSET), __ATOMIC_RELAXED);
-            swift_release(job);
-        }
+    uint16_t status = 0;
+    if (retained) {
+        status = (uint16_t)__atomic_load_n((uint32_t *)((char *)job + SW_TASK_STATUS_OFFSET), __ATOMIC_RELAXED);
+        swift_release(job);
+    }
+    // A task whose first job completed it never suspended: no row holds it and none will, so its job end is not
+    // worth the watchdog's time (the short child tasks of a fan-out or of a request are most tasks).
+    if (tracked && !(first && (status & SW_STATUS_COMPLETE))) {
         uint64_t took = end > now ? (end - now) / 1000 : 0;
         sw_task_event event = {
             .task = (uint64_t)(uintptr_t)job,

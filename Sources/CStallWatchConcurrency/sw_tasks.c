@@ -29,8 +29,6 @@ static size_t private_size;
 /// Job ends drained as one batch (their memory fetched ahead together).
 #define DRAIN_BATCH 16u
 
-enum { STATUS_RUNNING = 0x800, STATUS_ENQUEUED = 0x1000, STATUS_COMPLETE = 0x2000 };
-
 static uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 
 static uint32_t index_slots(uint32_t capacity) {
@@ -113,22 +111,21 @@ static int64_t take_row(uint64_t address) {
 
 static void apply(const sw_task_event *event, int32_t thread_id) {
     int64_t found = sw_store_lookup(event->task);
-    if (found >= 0 && sw_store.rows[found].task_id != event->id) {
-        // The address holds another task now: the row's task is gone.
-        sw_store_remove((uint32_t)found);
-        found = -1;
-    }
+    // The address holds another task now: the row's task is gone.
+    int stale = found >= 0 && sw_store.rows[found].task_id != event->id;
     int read = event->bits & SW_EVENT_STATUS_READ;
-    if (read && (event->status & STATUS_COMPLETE)) {
+    if (read && (event->status & SW_STATUS_COMPLETE)) {
         if (found >= 0) {
             sw_store_remove((uint32_t)found);
-            sw_store.rows_private[found].completed_id = event->id;
-            sw_store.rows_private[found].completed_ns = event->start_ns;
+            if (!stale) {
+                sw_store.rows_private[found].completed_id = event->id;
+                sw_store.rows_private[found].completed_ns = event->start_ns;
+            }
         }
         return;
     }
-    int fresh = found < 0;
-    if (fresh) {
+    int fresh = found < 0 || stale;
+    if (found < 0) {
         found = take_row(event->task);
         if (found < 0) {
             sw_tasks_header *h = sw_store.header;
@@ -140,6 +137,13 @@ static void apply(const sw_task_event *event, int32_t thread_id) {
     sw_task_row *r = &sw_store.rows[row];
     if (!fresh && event->start_ns < r->last_start_ns) return;  // an older job's end, drained after a newer one
     sw_store_begin(row);
+    if (stale) {
+        // The new task takes the row where it is (same address, same index slot): a task freed unseen, as an
+        // `async let` child is, makes way without an unindexing and a reindexing.
+        memset((char *)r + sizeof r->sequence, 0, sizeof *r - sizeof r->sequence);
+        sw_tasks_header *h = sw_store.header;
+        __atomic_store_n(&h->tasks_seen, h->tasks_seen + 1, __ATOMIC_RELAXED);
+    }
     if (fresh) {
         r->task_id = event->id;
         r->first_seen_ns = event->start_ns;
@@ -160,8 +164,8 @@ static void apply(const sw_task_event *event, int32_t thread_id) {
                           (event->bits & SW_EVENT_GROUP_CHILD ? SW_TASK_GROUP_CHILD : 0) |
                           (event->bits & SW_EVENT_ASYNC_LET ? SW_TASK_ASYNC_LET : 0));
     r->state = !read ? SW_TASK_UNKNOWN
-               : event->status & STATUS_RUNNING ? SW_TASK_RUNNING
-               : event->status & STATUS_ENQUEUED ? SW_TASK_ENQUEUED
+               : event->status & SW_STATUS_RUNNING ? SW_TASK_RUNNING
+               : event->status & SW_STATUS_ENQUEUED ? SW_TASK_ENQUEUED
                                                  : SW_TASK_SUSPENDED;
     sw_store_end(row);
 }
@@ -226,7 +230,7 @@ void sw_tasks_drain(uint64_t now_ns) {
     sw_tasks_header *h = sw_store.header;
     if (!h) return;
     int count = sw_pool_slot_count();
-    uint64_t dropped = 0;
+    uint64_t dropped = 0, applied = h->events_applied;
     for (int i = 0; i < count; i++) {
         sw_task_ring *ring = &sw_tasks_rings[i];
         uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
@@ -242,6 +246,7 @@ void sw_tasks_drain(uint64_t now_ns) {
             for (uint64_t i = 0; i < batch; i++) sw_store_prefetch_row(events[(head + i) % SW_TASKS_RING_EVENTS].task);
             for (uint64_t i = 0; i < batch; i++) apply(&events[(head + i) % SW_TASKS_RING_EVENTS], thread_id);
             head += batch;
+            applied += batch;
             // Give the slots back as they are read, so a worker never waits on a long drain.
             atomic_store_explicit(&ring->head, head, memory_order_release);
         }
@@ -249,6 +254,7 @@ void sw_tasks_drain(uint64_t now_ns) {
         dropped += atomic_load_explicit(&ring->dropped, memory_order_relaxed) - ring_dropped_seen[i];
     }
     __atomic_store_n(&h->events_dropped, dropped, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->events_applied, applied, __ATOMIC_RELAXED);
     for (int i = 0; i < SW_TASKS_RUNNING_SLOTS; i++) {
         sw_pool_slot_view view;
         uint64_t id = i < count && sw_pool_slot(i, &view) == 0 && view.busy ? view.task_id : 0;

@@ -25,6 +25,9 @@ enum {
     SW_EVENT_STATUS_READ = 1u << 12,  // `status` was read (the task was retained): not for `async let` children
 };
 
+/// The ActiveTaskStatus flags a job end is judged by (layout version 1).
+enum { SW_STATUS_RUNNING = 0x800, SW_STATUS_ENQUEUED = 0x1000, SW_STATUS_COMPLETE = 0x2000 };
+
 /// One producer (the slot's worker) and one consumer (the pool watchdog's thread).
 typedef struct {
     _Atomic uint64_t head;   // next event to take; written by the watchdog

@@ -112,6 +112,7 @@ enum ServerWorkloadBenchmarks {
         var watchdogCPU: [Mode: [Double]] = [:]
         var eventsDropped: UInt64 = 0
         var tasksDropped: UInt64 = 0
+        var eventsApplied: UInt64 = 0
         _ = serve(requests: requests / 4)  // warm the pool's threads and the allocator
         let modes = Mode.allCases
         for round in 0..<rounds {
@@ -133,6 +134,7 @@ enum ServerWorkloadBenchmarks {
                 if mode == .table, let header = sw_tasks_header_pointer()?.pointee {
                     eventsDropped += header.events_dropped
                     tasksDropped += header.tasks_dropped
+                    eventsApplied += header.events_applied
                 }
                 if mode != .off { ConcurrencyWatchdog.disable() }
             }
@@ -158,8 +160,11 @@ enum ServerWorkloadBenchmarks {
                 "of which the pool watchdog thread (\(mode.rawValue)), median",
                 String(format: "%.1f ms (%.2f µs/request)", ms, perRequest(ms)),
                 mode == .table
-                    ? "draining the workers' job ends into the rows; over all rounds \(eventsDropped) job ends lost "
-                        + "from full rings, \(tasksDropped) tasks not tabled (table full)" : "",
+                    ? String(
+                        format: "draining the workers' job ends into the rows, %.1f a request; over all rounds ",
+                        Double(eventsApplied) / Double(rounds * requests))
+                        + "\(eventsDropped) job ends lost from full rings, \(tasksDropped) tasks not tabled (table full)"
+                    : "",
             ])
         }
         func overhead(_ mode: Mode, over anchor: Mode, in figures: [Mode: [Double]]) -> String {

@@ -15,8 +15,10 @@ extern "C" {
 // The per-job path (sw_pool.c's trampoline, while the table is enabled): for a job that is a task, it takes a
 // reference to the task before running the job and reads the task's status word after it (the task cannot be
 // freed in between), drops the reference, and appends one event (task, id, start, end, status) to its worker's
-// own ring: no allocation, no lock, no system call; one futex wake per half ring. An `async let` child is not
-// retained (its memory is its parent's): its event says its status was not read. Everything else runs on the pool
+// own ring: no allocation, no lock, no system call; one futex wake per quarter ring. A task whose first job (it
+// started at one of the runtime's entry adapters) leaves it completed never suspended, and appends nothing. An
+// `async let` child is not retained (its memory is its parent's): its event says its status was not read, and the
+// next task found at its address takes its row over. Everything else runs on the pool
 // watchdog's thread, the table's one writer: draining the rings into the rows. A row is found by its task's address
 // and trusted only with the task's id: an address whose task completed may hold another task (or anything) later,
 // and the address is never dereferenced after the job's reference is dropped.

@@ -119,7 +119,8 @@ typedef struct sw_tasks_header {
     uint64_t tasks_dropped;       // tasks not given a row: the table was full
     uint64_t events_dropped;      // job ends lost: a worker's event ring was full
     uint64_t chains_dropped;      // validated rows left without a backtrace: every chain was in use
-    uint64_t reserved1[2];
+    uint64_t events_applied;      // job ends drained into the rows since the table was set up
+    uint64_t reserved1;
     uint64_t running[SW_TASKS_RUNNING_SLOTS]; // per worker slot: the id of the task it runs now (0: none)
 } sw_tasks_header;
 

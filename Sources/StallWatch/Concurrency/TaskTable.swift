@@ -98,6 +98,10 @@ package struct TaskTableCounters: Sendable, Equatable {
     package var tasksDropped: UInt64 = 0
     /// Job ends lost: a worker's ring filled before the watchdog drained it.
     package var eventsDropped: UInt64 = 0
+    /// Job ends drained into the rows (a task whose first job completed it leaves none).
+    package var eventsApplied: UInt64 = 0
+    /// CLOCK_MONOTONIC at the start of the watchdog's latest drain.
+    package var publishedNanos: UInt64 = 0
 
     package init() {}
 
@@ -107,5 +111,7 @@ package struct TaskTableCounters: Sendable, Equatable {
         tasksSeen = header.tasks_seen
         tasksDropped = header.tasks_dropped
         eventsDropped = header.events_dropped
+        eventsApplied = header.events_applied
+        publishedNanos = header.published_ns
     }
 }

@@ -2,6 +2,7 @@
 import CStallWatchConcurrency
 import Foundation
 import StallWatchTestSupport
+import Synchronization
 import Testing
 
 @testable import StallWatch
@@ -83,6 +84,54 @@ extension ConcurrencyWatchdogTests {
         tasks.resumeAll()
         #expect(await Self.settle { tasks.finishedCount == 12 })
     }
+
+    /// Tasks counted as they finish, from whichever worker.
+    final class Finished: Sendable {
+        let count = Atomic<Int>(0)
+        func add() { count.add(1, ordering: .relaxed) }
+        var value: Int { count.load(ordering: .relaxed) }
+    }
+
+    /// A task whose first job completes it never suspended, so no row can ever hold it: its worker keeps its job end
+    /// to itself. Twenty thousand such tasks add to what the watchdog drains no more than whatever else runs
+    /// meanwhile, while two thousand tasks that yield once add two job ends each.
+    @Test(.timeLimit(.minutes(1)))
+    func tasksCompletedInTheirFirstJobLeaveNoJobEndsToDrain() async throws {
+        let directory = Fixtures.temporaryDirectory("task-table-short")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try ConcurrencyWatchdog.enable(configuration: tableConfiguration(directory: directory, maxTasks: 1024)) { _ in
+        }
+        defer { ConcurrencyWatchdog.disable() }
+        func jobEnds() -> UInt64 {
+            let counters = Self.tableCounters()
+            return counters.eventsApplied + counters.eventsDropped
+        }
+        /// Job ends drained or lost once a drain that began after the call is over.
+        func jobEndsAfterADrain() async -> UInt64 {
+            let mark = sw_monotonic_ns()
+            #expect(await Self.settle { Self.tableCounters().publishedNanos > mark })
+            return jobEnds()
+        }
+        let (short, yielding) = (20_000, 2_000)
+        let finished = Finished()
+        let before = await jobEndsAfterADrain()
+        for _ in 0..<short { Task.detached { finished.add() } }
+        #expect(await Self.settle { finished.value == short })
+        for _ in 0..<yielding {
+            Task.detached {
+                await Task.yield()
+                finished.add()
+            }
+        }
+        #expect(await Self.settle { finished.value == short + yielding })
+        #expect(await Self.settle { jobEnds() - before >= UInt64(2 * yielding) })
+        let added = await jobEndsAfterADrain() - before
+        // The yielding tasks' 4,000, the test's own polling and whatever other suites ran: far fewer than 20,000.
+        #expect(
+            added < UInt64(2 * yielding + short / 4),
+            "\(added) job ends drained for \(short) tasks that never suspended and \(yielding) that yielded once")
+    }
+
     /// The index by task address starts small and grows as rows are taken: every one of thousands of suspended
     /// tasks is found in its row after it grew several times, and every one leaves when it finishes (its slot
     /// freed from the grown index, nothing found twice or left behind). Their 6,000 job ends fit in one worker's
