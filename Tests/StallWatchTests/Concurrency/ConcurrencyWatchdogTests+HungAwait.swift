@@ -26,14 +26,21 @@ extension ConcurrencyWatchdogTests {
 
     static func seconds(_ a: Date, _ b: Date) -> Double { abs(a.timeIntervalSince(b)) }
 
-    @Test(.timeLimit(.minutes(2)))
-    func tasksSuspendedPastTheThresholdAreReportedWithTheirWaitTheChainAndTheirAge() async throws {
-        let directory = Fixtures.temporaryDirectory("hung-await")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+    /// Enables the pool watchdog with the task table and a 1 s hung-await threshold; its hung-await reports land in
+    /// the events returned.
+    func enableHungAwaits(directory: String) throws -> HungAwaitEvents {
         var config = tableConfiguration(directory: directory, maxTasks: 4096)
         config.hungAwaitThresholdMs = 1000
         let events = HungAwaitEvents()
         try ConcurrencyWatchdog.enable(configuration: config) { events.observe($0) }
+        return events
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func tasksSuspendedPastTheThresholdAreReportedWithTheirWaitTheChainAndTheirAge() async throws {
+        let directory = Fixtures.temporaryDirectory("hung-await")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let events = try enableHungAwaits(directory: directory)
         defer { ConcurrencyWatchdog.disable() }
         let scenario = HungAwaitScenario()
         scenario.start()
@@ -92,10 +99,7 @@ extension ConcurrencyWatchdogTests {
     func anAsyncLetChildThatNeverFinishesIsReportedAsAwaitedByItsParent() async throws {
         let directory = Fixtures.temporaryDirectory("hung-await-async-let")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        var config = tableConfiguration(directory: directory, maxTasks: 4096)
-        config.hungAwaitThresholdMs = 1000
-        let events = HungAwaitEvents()
-        try ConcurrencyWatchdog.enable(configuration: config) { events.observe($0) }
+        let events = try enableHungAwaits(directory: directory)
         defer { ConcurrencyWatchdog.disable() }
         let hang = AsyncLetHang()
         hang.start()
