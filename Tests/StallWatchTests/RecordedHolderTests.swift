@@ -122,20 +122,22 @@ private final class OwnedSemaphoreLock: @unchecked Sendable {
         let threads = Set(ThreadProbe.threadIDs(pid: pid))
         // Another test's watchdog in this process may stop these threads for an all-thread snapshot as they are
         // read (a stopped thread is in no lock wait): the read is a look, which such captures wait for, made when
-        // none of either thread is under way.
+        // none of either thread is under way, and read again if one began under it all the same.
         func cycleRead() -> [Int32]? {
             for _ in 0..<1000 {
-                let lookA = CaptureLedger.beginLook(processID: pid, threadID: a.value)
-                let lookB = CaptureLedger.beginLook(processID: pid, threadID: b.value)
-                defer {
-                    CaptureLedger.endLook(processID: pid, threadID: a.value)
-                    CaptureLedger.endLook(processID: pid, threadID: b.value)
-                }
-                guard (lookA?.underWay ?? 0) == 0, (lookB?.underWay ?? 0) == 0 else {
+                guard let lookA = CaptureLedger.beginLook(processID: pid, threadID: a.value) else {
                     usleep(1_000)
                     continue
                 }
-                return RecordedHolder.cycle(pid: pid, loop: a.value, holder: b.value, threads: threads)
+                guard let lookB = CaptureLedger.beginLook(processID: pid, threadID: b.value) else {
+                    CaptureLedger.endLook(processID: pid, threadID: a.value, begun: lookA)
+                    usleep(1_000)
+                    continue
+                }
+                let cycle = RecordedHolder.cycle(pid: pid, loop: a.value, holder: b.value, threads: threads)
+                let overlappedA = CaptureLedger.endLook(processID: pid, threadID: a.value, begun: lookA)
+                let overlappedB = CaptureLedger.endLook(processID: pid, threadID: b.value, begun: lookB)
+                if !overlappedA, !overlappedB { return cycle }
             }
             return nil
         }

@@ -18,7 +18,8 @@ import Synchronization
 /// look before, less those it took itself, are discounted like its own, and a look while one is under way (the
 /// thread may be stopped at that moment) keeps the verdict of the look before. A look and a capture of one thread
 /// never overlap: a capture waits for a look under way (its /proc reads, well under a millisecond; at most 10 ms),
-/// so no look reads counters that a capture moved half-way. Captures by other processes (another sidecar, the
+/// so no look reads counters that a capture moved half-way; a look kept from a CPU for longer (a loaded machine) is
+/// told at its end that a capture began under it, and its reads are discarded. Captures by other processes (another sidecar, the
 /// target's own embedded watchdog) are not seen here.
 ///
 /// Bounded: past 4096 threads, the entries with no capture under way are dropped (a probe that then reads fewer
@@ -32,6 +33,9 @@ package enum CaptureLedger {
         package var finished: UInt64 = 0
         /// Looks at the thread's /proc files under way.
         package var looking = 0
+        /// Captures of the thread begun so far: a look that sees this move between its begin and its end overlapped
+        /// one.
+        package var begun: UInt64 = 0
     }
 
     private struct Key: Hashable {
@@ -64,6 +68,7 @@ package enum CaptureLedger {
                     entries = entries.filter { $0.value.underWay > 0 || $0.value.looking > 0 }
                 }
                 entries[key, default: Entry()].underWay += 1
+                entries[key, default: Entry()].begun += 1
                 return true
             }
             if started { break }
@@ -105,11 +110,16 @@ package enum CaptureLedger {
         return shard(key).entries.withLock { $0[key]?.finished ?? 0 }
     }
 
-    /// The look begun by ``beginLook(processID:threadID:)`` is done.
-    package static func endLook(processID: Int32, threadID: Int32) {
+    /// The look begun by ``beginLook(processID:threadID:)``, which answered `begun`, is done. True when a capture of
+    /// the thread began while it ran (one that waited its 10 ms for the look and went ahead): the look's reads may
+    /// straddle the stop, and are not to be judged.
+    @discardableResult
+    package static func endLook(processID: Int32, threadID: Int32, begun: Entry) -> Bool {
         let key = Key(processID: processID, threadID: threadID)
-        shard(key).entries.withLock { entries in
-            if let entry = entries[key], entry.looking > 0 { entries[key]!.looking -= 1 }
+        return shard(key).entries.withLock { entries in
+            guard let entry = entries[key] else { return true }
+            if entry.looking > 0 { entries[key]!.looking -= 1 }
+            return entry.begun != begun.begun
         }
     }
 

@@ -133,18 +133,23 @@ package struct ProcProgressProbe: Sendable {
     /// The thread may be stopped by another watcher's capture in this process (``CaptureLedger``): a look while that
     /// capture is under way keeps the last verdict, the counter moves of the captures finished since the look before
     /// are discounted like the probe's own (``noteCapture()``), and no capture of the thread begins until this look
-    /// is done.
+    /// is done — or, when a capture went ahead after waiting its bound for a look kept from a CPU, the look is
+    /// discarded whole (its reads may straddle the stop) as if it had not been taken.
     package mutating func observe(now: UInt64) -> LoopSnapshot? {
         guard let entry = CaptureLedger.beginLook(processID: processID, threadID: threadID) else {
             return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
         }
-        defer { CaptureLedger.endLook(processID: processID, threadID: threadID) }
+        let before = self
         if let seen = ledgerFinished, entry.finished > seen, entry.finished - seen > ownCapturesSinceLook {
             noteOthersCaptures(entry.finished - seen - ownCapturesSinceLook)
         }
         ledgerFinished = entry.finished
         ownCapturesSinceLook = 0
         let snapshot = look(now: now)
+        if CaptureLedger.endLook(processID: processID, threadID: threadID, begun: entry) {
+            self = before
+            return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
+        }
         lastActivity = snapshot?.activity ?? []
         return snapshot
     }
