@@ -89,7 +89,7 @@ package struct ProcProgressProbe: Sendable {
     private var captureAllowance = CaptureAllowance()
     /// When a capture found the busy thread back in its idle wait (CLOCK_MONOTONIC), until a reading reports it
     /// as the stall's end.
-    private var idleSeenAt: UInt64?
+    var idleSeenAt: UInt64?
     /// The wait the thread was found blocked in at the first look and judged busy from what it is alone, with
     /// nothing learned yet; `leftAt`: the look that saw the thread leave it for user space, and `leftCPU` its CPU
     /// time then. Until the thread is seen in another wait, it may still prove this wait its idle one
@@ -98,9 +98,9 @@ package struct ProcProgressProbe: Sendable {
     /// Why the stall being followed is withdrawn, set by the look that proved its wait the loop's idle wait.
     package private(set) var withdrawal: String?
     /// What the look that ended the stall being followed saw, when it was progress short of the idle wait.
-    package private(set) var endedBy: String?
+    package internal(set) var endedBy: String?
     /// A stall is being followed (between ``stallBegan()`` and ``stallEnded()``).
-    private var followingStall = false
+    var followingStall = false
     /// The thread's CPU time when a capture found it in its idle wait: until it has run since, the call it is
     /// restarting after the stop is that wait.
     private var restartAfterCapture: UInt64?
@@ -114,6 +114,11 @@ package struct ProcProgressProbe: Sendable {
     /// move, what reads "running" is that call's restart — runnable, waiting for a CPU, maybe preempted on its way
     /// back in (on a loaded machine, for many looks).
     private var restarting: ThreadWait?
+    /// The moment rule's state (``judgedUnderMomentRule(_:from:to:moves:_:now:)``): the look held, the thread's
+    /// schedule at the last busy look of a followed stall, and the sleeps held inside the stall so far.
+    var heldMoment: HeldMoment?
+    var busySchedule: ThreadSchedule?
+    var momentsInside: [UInt64] = []
 
     package init(processID: Int32, threadID: Int32, now: UInt64) {
         self.processID = processID
@@ -145,7 +150,11 @@ package struct ProcProgressProbe: Sendable {
         }
         ledgerFinished = entry.finished
         ownCapturesSinceLook = 0
+        let sequenceBefore = sequence
         let snapshot = look(now: now)
+        if followingStall, sequence != sequenceBefore, let note = momentsInsideNote {
+            endedBy = endedBy.map { $0 + "; " + note } ?? note
+        }
         if CaptureLedger.endLook(processID: processID, threadID: threadID, begun: entry) {
             self = before
             return LoopSnapshot(sequence: sequence, activity: lastActivity, phaseStartNanos: phaseStart)
@@ -228,6 +237,10 @@ package struct ProcProgressProbe: Sendable {
         captureAllowance = CaptureAllowance()
         var progress =
             idle || counters == nil || !continues(from: lastWait, to: wait, counters: counters!, current, allowance)
+        if !idle, provisional == nil {
+            let moves = counters.map { CounterMoves(from: $0, to: current, allowance: allowance) }
+            progress = judgedUnderMomentRule(progress, from: lastWait, to: wait, moves: moves, directory, now: now)
+        }
         if !firstLook, provisional != nil {
             switch provenIdle(wait, progress: progress, now: now, directory) {
             case .idle:
@@ -496,6 +509,8 @@ package struct ProcProgressProbe: Sendable {
         lastWait = wait
         captureAllowance = CaptureAllowance()
         work = FileWork()
+        heldMoment = nil
+        busySchedule = nil
     }
 
     /// Without `syscall` (it needs ptrace-attach rights; wchan only read rights): an event wait by its kernel
@@ -526,6 +541,15 @@ extension ProcProgressProbe: ProgressSource {
         polling.wait(for: wait, nextSampleAt: nextSampleAt)
     }
 
-    package mutating func stallBegan() { followingStall = true }
-    package mutating func stallEnded() { followingStall = false }
+    package mutating func stallBegan() {
+        followingStall = true
+        momentsInside = []
+    }
+
+    package mutating func stallEnded() {
+        followingStall = false
+        heldMoment = nil
+        busySchedule = nil
+        momentsInside = []
+    }
 }

@@ -1,0 +1,173 @@
+// The /proc probe's moment rule: a short sleep inside a followed stall's CPU-bound work, with nothing else done, is
+// held until the next look says whether the loop went on turning.
+import CStallWatchCore
+import Foundation
+import StallWatchTestSupport
+import Synchronization
+import Testing
+
+@testable import StallWatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite(.offPool, .serialized) struct ProcProbeMomentTests {
+    /// A thread of this process that idles in `poll` on a pipe. For each byte it spins until the test moves `phase`
+    /// to 1, sleeps 100 µs once and spins until `phase` is 2; then, for byte 2 only, turns ten times (a 200 µs sleep
+    /// and 1 ms of CPU each); it spins until `phase` is 3 and goes back to its `poll`. `mark` says where it is (1:
+    /// busy, 2: the moment slept, 3: past the turns, 0: on its way back to `poll`). Only atomics, never a lock: a
+    /// lock wait would be a sleep of its own.
+    final class MomentLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
+        let threadID = Atomic<Int32>(0)
+        let phase = Atomic<Int>(0)
+        let mark = Atomic<Int>(0)
+        let done = DispatchSemaphore(value: 0)
+        var fds: [Int32] = [0, 0]
+
+        init() throws {
+            try #require(pipe(&fds) == 0)
+            let readEnd = fds[0]
+            Thread { [self] in
+                threadID.store(sw_gettid(), ordering: .releasing)
+                var byte: UInt8 = 0
+                while true {
+                    var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+                    guard poll(&ready, 1, 5000) > 0 else { continue }
+                    guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
+                    mark.store(1, ordering: .releasing)
+                    while phase.load(ordering: .acquiring) == 0 {}
+                    usleep(100)
+                    mark.store(2, ordering: .releasing)
+                    while phase.load(ordering: .acquiring) == 1 {}
+                    if byte == 2 {
+                        for _ in 0..<10 {
+                            usleep(200)
+                            let end = sw_monotonic_ns() + 1_000_000
+                            while sw_monotonic_ns() < end {}
+                        }
+                    }
+                    mark.store(3, ordering: .releasing)
+                    while phase.load(ordering: .acquiring) == 2 {}
+                    mark.store(0, ordering: .releasing)
+                }
+                done.signal()
+            }.start()
+        }
+
+        func send(_ byte: UInt8) {
+            var value = byte
+            _ = write(fds[1], &value, 1)
+        }
+
+        /// Moves the thread on to `phase` and waits until it marks `mark`.
+        func advance(to phase: Int, until mark: Int) {
+            self.phase.store(phase, ordering: .releasing)
+            #expect(pollUntil { self.mark.load(ordering: .acquiring) == mark })
+        }
+
+        func stop() {
+            phase.store(3, ordering: .releasing)
+            send(0)
+            done.wait()
+            close(fds[0])
+            close(fds[1])
+        }
+    }
+
+    /// What one attempt saw: the sequence at the followed stall's start, at the held look and at the look after;
+    /// the held look's time and the stall end the look after gave; the note at the stall's end; whether another
+    /// watcher of this process captured the thread meanwhile (its stop would count as a sleep: no case of the rule).
+    struct Attempt {
+        var followed: UInt64 = 0
+        var held: UInt64 = 0
+        var after: UInt64 = 0
+        var heldAt: UInt64 = 0
+        var stallEnd: UInt64 = 0
+        var endNote: String?
+        var captured = false
+    }
+
+    /// One pass of `byte` through `loop`, watched by a probe that follows a stall from the thread's first busy look.
+    static func attempt(_ loop: MomentLoop, byte: UInt8) -> Attempt {
+        let pid = getpid()
+        #expect(
+            pollUntil {
+                let tid = loop.threadID.load(ordering: .acquiring)
+                return tid != 0 && ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
+            })
+        let tid = loop.threadID.load(ordering: .acquiring)
+        let capturesBefore = CaptureLedger.finishedCaptures(processID: pid, threadID: tid)
+        var probe = ProcProgressProbe(processID: pid, threadID: tid, now: sw_monotonic_ns())
+        for _ in 0..<3 {
+            #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == false)
+            usleep(20_000)
+        }
+        var seen = Attempt()
+        loop.phase.store(0, ordering: .releasing)
+        loop.send(byte)
+        #expect(pollUntil { loop.mark.load(ordering: .acquiring) == 1 })
+        usleep(20_000)
+        #expect(probe.observe(now: sw_monotonic_ns())?.isBusy == true)
+        probe.stallBegan()
+        usleep(20_000)
+        seen.followed = probe.observe(now: sw_monotonic_ns())?.sequence ?? 0
+        loop.advance(to: 1, until: 2)
+        seen.heldAt = sw_monotonic_ns()
+        seen.held = probe.observe(now: seen.heldAt)?.sequence ?? 0
+        loop.advance(to: 2, until: 3)
+        usleep(20_000)
+        if case .progress(let snapshot, let end, _) = probe.read(now: sw_monotonic_ns()) {
+            seen.after = snapshot.sequence
+            seen.stallEnd = end
+        }
+        seen.endNote = probe.endedBy
+        loop.advance(to: 3, until: 0)
+        #expect(
+            pollUntil {
+                ProcDirectory(processID: pid, threadID: tid).syscall()?.number == 7
+                    && probe.observe(now: sw_monotonic_ns())?.isBusy == false
+            })
+        if byte == 1, seen.after == seen.followed { seen.endNote = probe.endedBy }
+        probe.stallEnded()
+        seen.captured = CaptureLedger.finishedCaptures(processID: pid, threadID: tid) != capturesBefore
+        return seen
+    }
+
+    /// Spinning, the thread sleeps 100 µs once and spins on: the look that saw the sleep is held, the next (no
+    /// sleep, no call) keeps the stall going — one stall — and its end says a moment was taken as part of it.
+    /// Another watcher's capture of the thread in this process (its stop reads as a sleep) makes an attempt no
+    /// case of the rule: up to ten attempts, one must be clean, and every clean one right.
+    @Test func aMomentsSleepInsideCPUBoundWorkIsNoTurnWhenNoTurnFollows() throws {
+        let loop = try MomentLoop()
+        defer { loop.stop() }
+        var clean = false
+        for _ in 0..<10 where !clean {
+            let seen = Self.attempt(loop, byte: 1)
+            if seen.captured { continue }
+            #expect(seen.held == seen.followed, "the moment's look ended the stall")
+            #expect(seen.after == seen.followed, "the look after the moment ended the stall: \(seen.endNote ?? "-")")
+            #expect(seen.endNote?.contains("likely one stall: 1 moment(s)") == true, "\(seen.endNote ?? "no note")")
+            clean = true
+        }
+        #expect(clean, "every attempt of ten was captured by another watcher")
+    }
+
+    /// Spinning, the thread sleeps 100 µs once, then turns ten times: the look that saw the moment is held, the next
+    /// sees the turns — the loop went on turning — and ends the stall at the held look's time.
+    @Test func aMomentFollowedByTurnsEndsTheStallWhenTheMomentWasSeen() throws {
+        let loop = try MomentLoop()
+        defer { loop.stop() }
+        var clean = false
+        for _ in 0..<10 where !clean {
+            let seen = Self.attempt(loop, byte: 2)
+            if seen.captured { continue }
+            #expect(seen.held == seen.followed, "the moment's look ended the stall")
+            #expect(seen.after > seen.followed, "the turns after the moment did not end the stall")
+            #expect(seen.stallEnd == seen.heldAt, "ended at \(seen.stallEnd), the moment was seen at \(seen.heldAt)")
+            #expect(seen.endNote?.contains("that sleep was its turn") == true, "\(seen.endNote ?? "no note")")
+            clean = true
+        }
+        #expect(clean, "every attempt of ten was captured by another watcher")
+    }
+}
