@@ -1,6 +1,7 @@
 // The global enqueue hook, the job trampoline and the per-worker slots that time every Concurrency job.
 #include "sw_pool_slots.h"
 #include "sw_tasks_ring.h"
+#include "sw_leadup.h"
 
 #if defined(__linux__)
 
@@ -215,6 +216,16 @@ static void run_job(void *context) {
     sw_pool_wake_if_parked();
     bump(&slot->delay[bucket_of(queued)], 1);
     bump(&slot->delay_sum, queued);
+    // The worker's lead-up: its jobs as items, labelled with their task ids (coarse times; sw_pool.h says why).
+    sw_leadup *leadup = NULL;
+    uint32_t label = 0;
+    if (atomic_load_explicit(&sw_pool_leadup_on, memory_order_relaxed)) {
+        leadup = atomic_load_explicit(&slot->leadup, memory_order_relaxed);
+        if (!leadup) leadup = sw_pool_leadup_create(slot);
+        uint64_t task_id = atomic_load_explicit(&slot->task_id, memory_order_relaxed);
+        label = task_id <= UINT32_MAX ? (uint32_t)task_id : 0;
+        if (leadup) sw_leadup_begin(leadup, now, label);
+    }
     // The task table: a task's job is bracketed by a reference, so that its status can be read after the job (the
     // job may complete the task and drop the runtime's last reference).
     int tracked = (flags & 0xff) == 0 && atomic_load_explicit(&sw_tasks_on, memory_order_relaxed);
@@ -255,6 +266,7 @@ static void run_job(void *context) {
     } else if (threshold && end - now + SW_COARSE_SLACK_NS >= threshold) {
         finish_slow_job(slot, index, number, claim, now, threshold);
     }
+    if (leadup) sw_leadup_end(leadup, now, end, label, queued);
     atomic_store_explicit(&slot->busy, 0, memory_order_release);
     uint64_t duration = end > now ? end - now : 0;
     bump(&slot->duration[bucket_of(duration)], 1);

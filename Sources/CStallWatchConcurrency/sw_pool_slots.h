@@ -26,11 +26,19 @@ typedef struct {
     _Atomic uint64_t duration_sum;
     _Atomic uint64_t delay[SW_POOL_HISTOGRAM_BUCKETS];
     _Atomic uint64_t delay_sum;
+    // The worker's lead-up rings (sw_leadup.h), allocated at its first job once the rings are turned on; written by
+    // the worker alone (one thread owns a slot at a time), read by the watchdog. Never freed: a slot outlives its
+    // thread and the next owner writes on.
+    struct sw_leadup *_Atomic leadup;
 } __attribute__((aligned(64))) sw_slot;
 
 extern sw_slot sw_pool_slots[SW_POOL_MAX_SLOTS];
 extern _Atomic int sw_pool_slots_used;
 extern _Atomic uint64_t sw_pool_foreign_enqueued, sw_pool_untimed;
+
+// The workers' lead-up rings (sw_pool_leadup.c): on or off, and the rings of a slot's first job with them on.
+extern _Atomic int sw_pool_leadup_on;
+struct sw_leadup *sw_pool_leadup_create(sw_slot *slot);
 
 // Job numbers start at 1 (a slot's sequence / 2 once the job runs), so neither claim is ever 0.
 #define SW_CLAIM_FOLLOWED(job) (((job) << 1) | 1)

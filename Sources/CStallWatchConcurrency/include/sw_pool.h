@@ -69,6 +69,17 @@ typedef struct {
     uint64_t delay_sum_ns;
 } sw_pool_totals;
 
+struct sw_leadup;
+
+/// Turns the workers' lead-up rings on with these sizes (each worker's rings are allocated at its next job, and keep
+/// the sizes they were made with) or, with a zero window, off (the rings stay, unwritten). Jobs are timed with the
+/// coarse clock (4 ms ticks here): busy time sums without bias, and only jobs measured at least `item_min_ns` plus
+/// two ticks — truly longer than `item_min_ns` — are kept one by one. Labels are task ids up to 2^32 - 1 (0: a job
+/// that is no task, or a larger id).
+void sw_pool_leadup_configure(uint64_t window_ns, uint64_t bucket_ns, uint64_t item_min_ns, uint32_t item_capacity);
+/// The lead-up rings of worker slot `index`; NULL before its first job with the rings on.
+struct sw_leadup *sw_pool_slot_leadup(int index);
+
 /// The runtime's internal layout version, or -1 when the Concurrency runtime does not export it.
 int sw_pool_runtime_layout_version(void);
 

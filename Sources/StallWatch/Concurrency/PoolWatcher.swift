@@ -51,6 +51,12 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         // Recorders for the workers to come are set up now, not when their first job is already stuck.
         addFollowers(atLeast: Int(sw_pool_width()) + 2)
         followers.first?.recorder.warmUp()
+        if configuration.leadUp {
+            let settings = configuration.leadUpSettings
+            sw_pool_leadup_configure(
+                settings.windowNanos, settings.bucketNanos, settings.itemMinNanos, settings.itemCapacity)
+        }
+        defer { sw_pool_leadup_configure(0, 0, 0, 0) }
         PoolLateJobs.discardLeftovers()
         let late = PoolLateJobs(configuration: configuration)
         ready()
@@ -76,6 +82,7 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
             for index in followers.indices {
                 tasks[index] = PoolWorkerProgressSource.task(ofSlot: Int32(index), previous: tasks[index])
                 followers[index].recorder.nextTask = tasks[index]?.task
+                keepLeadUp(ofSlot: index)
                 // Never "timed out" for the late-wake-up guard: one thread serves every worker, so waking late for
                 // one worker is usually this thread writing another's report, not the process going unscheduled
                 // (the worker measures its job's duration itself either way; the suspend guard still applies).
@@ -119,6 +126,21 @@ final class PoolWatcher: @unchecked Sendable {  // Runs on the pool watchdog's t
         }
         saturation.stop()
         hungAwaits?.stop(now: sw_monotonic_ns())
+    }
+
+    /// The worker's lead-up: its rings, once its first job has made them, handed to its recorder; and the worker
+    /// thread's scheduler figures, read at this look (the recorder reads them at most once a bucket, and only while
+    /// the worker runs jobs: the watchdog looks at least every threshold then, and parks while the pool idles).
+    private func keepLeadUp(ofSlot index: Int) {
+        guard configuration.leadUp else { return }
+        let recorder = followers[index].recorder
+        if recorder.leadUp == nil, let rings = sw_pool_slot_leadup(Int32(index)) {
+            recorder.leadUp = LeadUpRecorder(ring: LeadUpRing(borrowing: rings), labels: .taskIDs)
+        }
+        var view = sw_pool_slot_view()
+        guard let leadUp = recorder.leadUp, sw_pool_slot(Int32(index), &view) == 0, view.thread_id != 0 else { return }
+        _ = leadUp.tick(
+            now: sw_monotonic_ns(), threadID: view.thread_id, sequence: view.sequence, isBusy: view.busy != 0)
     }
 
     private func addFollowers(atLeast minimum: Int = 0) {

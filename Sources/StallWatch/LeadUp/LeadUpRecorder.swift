@@ -5,6 +5,8 @@ import Synchronization
 /// (``LeadUpSectionBuilder``).
 package struct LeadUpCapture: Sendable {
     package var window: LeadUpWindow
+    /// What the window's label ids are.
+    package var labels: LeadUpLabelKind = .interned
     /// The loop thread's stacks taken in the window, oldest first.
     package var stacks: [LeadUpStackSample] = []
     /// How they were taken (nil: no stacks are recorded).
@@ -12,6 +14,22 @@ package struct LeadUpCapture: Sendable {
     /// Where the kernel's samples among `stacks` get the callers their frame-pointer chains skipped
     /// (``LeadUpStacks/resolvingLeaves(_:)``), when the report is built.
     package var leaves: LeadUpStacks?
+}
+
+/// What the label ids of a lead-up's rings stand for.
+package enum LeadUpLabelKind: Sendable, Equatable {
+    /// Ids of ``LeadUpLabels/shared`` (a loop's items).
+    case interned
+    /// Task ids (a Concurrency pool worker's jobs; 0: a job that is no task).
+    case taskIDs
+
+    /// The text of label `id`.
+    func text(for id: UInt32) -> String? {
+        switch self {
+        case .interned: LeadUpLabels.shared.text(for: id)
+        case .taskIDs: id == 0 ? nil : "task \(id)"
+        }
+    }
 }
 
 /// Keeps one loop's lead-up on the watching thread: the loop thread's run-queue wait, CPU time and context
@@ -23,6 +41,8 @@ package struct LeadUpCapture: Sendable {
 /// ``capture(endingAt:)`` may run on any thread.
 package final class LeadUpRecorder: Sendable {
     package let ring: LeadUpRing
+    /// What the ring's label ids are.
+    package let labels: LeadUpLabelKind
     /// The loop thread's stacks (nil: none recorded).
     package let stacks: LeadUpStacks?
     /// Samples the loop thread for the stacks when the kernel's ring is not used; nil when it cannot be sampled
@@ -54,11 +74,13 @@ package final class LeadUpRecorder: Sendable {
     ///   - ring: The loop's rings (``LoopState/startLeadUp(_:)``).
     ///   - stacks: How the loop thread's stacks are recorded (`.off`: not at all).
     ///   - sampleLoopThread: Takes one sample of the loop thread, for the stacks' sampler mode.
+    ///   - labels: What the ring's label ids are.
     package init(
         ring: LeadUpRing, stacks mode: LeadUpStackMode = .off,
-        sampleLoopThread: (@Sendable () -> [UnwoundFrame]?)? = nil
+        sampleLoopThread: (@Sendable () -> [UnwoundFrame]?)? = nil, labels: LeadUpLabelKind = .interned
     ) {
         self.ring = ring
+        self.labels = labels
         self.stacks = mode == .off ? nil : LeadUpStacks(mode: mode, bucketNanos: ring.settings.bucketNanos)
         self.sampleLoopThread = sampleLoopThread
     }
@@ -122,9 +144,10 @@ package final class LeadUpRecorder: Sendable {
     /// Copies the window that ends at `end` (CLOCK_MONOTONIC).
     package func capture(endingAt end: UInt64) -> LeadUpCapture {
         let window = ring.window(endingAt: end)
-        guard let stacks else { return LeadUpCapture(window: window) }
+        guard let stacks else { return LeadUpCapture(window: window, labels: labels) }
         return LeadUpCapture(
-            window: window, stacks: stacks.samples(from: window.startNanos, to: end), stackOrigin: stacks.origin,
+            window: window, labels: labels, stacks: stacks.samples(from: window.startNanos, to: end),
+            stackOrigin: stacks.origin,
             leaves: stacks)
     }
 }

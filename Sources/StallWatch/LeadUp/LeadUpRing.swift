@@ -44,6 +44,9 @@ package final class LeadUpRing: @unchecked Sendable {
     // writer, any number of readers).
     package let settings: LeadUpSettings
     package let pointer: UnsafeMutablePointer<sw_leadup>
+    /// The rings were allocated here and are freed with this object (not those of a pool worker, which the worker
+    /// keeps writing for as long as the process lives).
+    private let owned: Bool
 
     /// Nil when the rings cannot be allocated.
     init?(settings: LeadUpSettings) {
@@ -53,9 +56,19 @@ package final class LeadUpRing: @unchecked Sendable {
         else { return nil }
         self.settings = settings
         self.pointer = pointer
+        owned = true
     }
 
-    deinit { sw_leadup_destroy(pointer) }
+    /// Rings allocated and owned elsewhere (a pool worker's), with the sizes they were made with.
+    init(borrowing pointer: UnsafeMutablePointer<sw_leadup>) {
+        self.pointer = pointer
+        settings = LeadUpSettings(
+            windowNanos: UInt64(pointer.pointee.bucket_count) &* pointer.pointee.bucket_ns,
+            bucketNanos: pointer.pointee.bucket_ns, itemMinNanos: pointer.pointee.item_min_ns)
+        owned = false
+    }
+
+    deinit { if owned { sw_leadup_destroy(pointer) } }
 
     /// Adds the loop thread's scheduler figures since the previous reading to the bucket holding `at`.
     func addSchedule(at: UInt64, runQueueWaitNanos: UInt64, cpuNanos: UInt64, voluntary: UInt32, involuntary: UInt32) {

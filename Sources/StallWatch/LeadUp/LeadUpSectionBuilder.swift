@@ -16,7 +16,8 @@ struct LeadUpSectionBuilder {
     var thresholdNanos: UInt64
     /// CLOCK_MONOTONIC → date.
     var wallDate: (UInt64) -> Date
-    var label: (UInt32) -> String? = { LeadUpLabels.shared.text(for: $0) }
+    /// Resolves label ids; nil: as the capture's ``LeadUpCapture/labels`` say.
+    var label: ((UInt32) -> String?)? = nil
     /// Resolves the stacks of the top items and the item in flight; nil leaves them out.
     var symbolicate: (([UnwoundFrame]) -> [StackFrame])?
 
@@ -26,6 +27,7 @@ struct LeadUpSectionBuilder {
     static let recentNanos: UInt64 = 3_000_000_000
 
     func build(_ capture: LeadUpCapture) -> StallReport.LeadUp {
+        let label = self.label ?? capture.labels.text(for:)
         let window = capture.window
         let end = window.endNanos
         let width = window.settings.bucketNanos
@@ -79,7 +81,7 @@ struct LeadUpSectionBuilder {
                 method: origin.method?.rawValue, intervalMs: ms(origin.intervalNanos), samples: capture.stacks.count,
                 note: origin.note)
         }
-        (section.findings, section.patterns) = judge(window, busy: busy)
+        (section.findings, section.patterns) = judge(window, busy: busy, label: label)
         return section
     }
 
@@ -114,7 +116,9 @@ struct LeadUpSectionBuilder {
 
     /// The findings and patterns of the window: a long item just before the stuck one, a loop overloaded for
     /// seconds, a loop thread kept from its CPU.
-    private func judge(_ window: LeadUpWindow, busy: [UInt64]) -> ([String], [StallReport.LeadUp.Pattern]) {
+    private func judge(
+        _ window: LeadUpWindow, busy: [UInt64], label: (UInt32) -> String?
+    ) -> ([String], [StallReport.LeadUp.Pattern]) {
         var findings: [String] = []
         var patterns: [StallReport.LeadUp.Pattern] = []
         let width = window.settings.bucketNanos
