@@ -19,8 +19,8 @@ import Synchronization
 /// thread may be stopped at that moment) keeps the verdict of the look before. A look and a capture of one thread
 /// never overlap: a capture waits for a look under way (its /proc reads, well under a millisecond; at most 10 ms),
 /// so no look reads counters that a capture moved half-way; a look kept from a CPU for longer (a loaded machine) is
-/// told at its end that a capture began under it, and its reads are discarded. Captures by other processes (another sidecar, the
-/// target's own embedded watchdog) are not seen here.
+/// told at its end that a capture began under it, and its reads are discarded. Captures by other processes (another
+/// sidecar, the target's own embedded watchdog) are not seen here.
 ///
 /// Bounded: past 4096 threads, the entries with no capture under way are dropped (a probe that then reads fewer
 /// captures than it saw before discounts none at that look).

@@ -42,6 +42,7 @@ extension ProcProgressProbe {
                 endedBy =
                     "ended at a look that saw the thread sleep \(held.sleptNanos / 1000) µs once and nothing else; "
                     + "the loop went on turning after it, so that sleep was its turn"
+                    + (endedBy.map { " (the look after: \($0))" } ?? "")
                 return true
             }
             momentsInside.append(held.sleptNanos)
