@@ -53,11 +53,12 @@ enum ConcurrencyBenchmarks {
 
     /// How the pool is watched in one round.
     enum Mode: CaseIterable {
-        case off, timed, timedWithTable
+        case off, timedLeadUpOff, timed, timedWithTable
     }
 
-    /// Both workloads without job timing, with it (no task table), and with it and the task table, interleaved
-    /// round by round (best of 5 each), in one run: the table's cost is the third against the second.
+    /// Both workloads without job timing, with it and the workers' lead-up off, with it (lead-up on, the default; no
+    /// task table), and with it and the task table, interleaved round by round (best of 5 each), in one run: the
+    /// lead-up's cost is the third against the second, the table's the fourth against the third.
     static func jobTimingCost() {
         var configuration = StallWatchConfiguration()
         configuration.reportDirectory = NSTemporaryDirectory() + "stallwatch-bench-pool"
@@ -71,6 +72,7 @@ enum ConcurrencyBenchmarks {
             for mode in Mode.allCases {
                 if mode != .off {
                     configuration.maxTasks = mode == .timedWithTable ? 65_536 : 0
+                    configuration.leadUp = mode != .timedLeadUpOff
                     do { try ConcurrencyWatchdog.enable(configuration: configuration) } catch {
                         Table.row(["pool job timing", "unavailable: \(error.message)", ""])
                         return
@@ -83,7 +85,7 @@ enum ConcurrencyBenchmarks {
                 best[mode] = (min(previous.hop, hop), min(previous.fan, fanMs))
             }
         }
-        let off = best[.off]!, on = best[.timed]!, table = best[.timedWithTable]!
+        let off = best[.off]!, on = best[.timed]!, table = best[.timedWithTable]!, bare = best[.timedLeadUpOff]!
         Table.row([
             "Task.yield ping-pong, 2 tasks × 100k hops (best of 5)",
             String(
@@ -94,6 +96,13 @@ enum ConcurrencyBenchmarks {
             "fan-out of 100k trivial child tasks (best of 5)",
             String(format: "%.1f ms off, %.1f ms timed (%+.1f%%)", off.fan, on.fan, (on.fan / off.fan - 1) * 100),
             "bar ≤ +5%",
+        ])
+        Table.row([
+            "the workers' lead-up on top of job timing: ping-pong / fan-out (best of 5)",
+            String(
+                format: "%.0f ns/hop (%+.1f%%) / %.1f ms (%+.1f%%)", on.hop, (on.hop / bare.hop - 1) * 100, on.fan,
+                (on.fan / bare.fan - 1) * 100),
+            "bar: lead-up ≤ +1%",
         ])
         Table.row([
             "task table on top of job timing: ping-pong / fan-out (best of 5)",
