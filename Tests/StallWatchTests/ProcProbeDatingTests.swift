@@ -12,66 +12,36 @@ import Testing
 #endif
 
 @Suite(.offPool, .serialized) struct ProcProbeDatingTests {
-    /// A thread of this process that idles in `poll` on a pipe and, for each byte, spins (1) or sleeps (2) for
-    /// 400 ms, or sleeps twice for 5 ms and then for 400 ms (3), noting CLOCK_MONOTONIC as the 400 ms start; 0 ends it. It shares its figures through atomics, never a
-    /// lock: waiting for a lock the test holds would be a voluntary switch of its own between its wake-up and its
-    /// work, which the dating rule rightly declines to date through.
-    final class PipeLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
-        let threadID = Atomic<Int32>(0)
+    /// A thread of this process that idles in `poll` on a pipe (``PollPipeLoop``) and, for each byte, spins (1) or
+    /// sleeps (2) for 400 ms, or sleeps twice for 5 ms and then for 400 ms (3), noting CLOCK_MONOTONIC as the 400 ms
+    /// start; 0 ends it. It shares its figures through atomics, never a lock: waiting for a lock the test holds would
+    /// be a voluntary switch of its own between its wake-up and its work, which the dating rule rightly declines to
+    /// date through.
+    final class PipeLoop: PollPipeLoop, @unchecked Sendable {  // Atomics only.
         let started = Atomic<UInt64>(0)
         /// CLOCK_MONOTONIC as its last piece of work ended, just before it went back to its `poll`.
         let ended = Atomic<UInt64>(0)
         /// Its run-queue wait (schedstat) read just before `ended`: what it waits for a CPU from there until it is
         /// back in its `poll` is time it has not yet gone back to idling.
         let runQueueWaitAtEnd = Atomic<UInt64>(0)
-        /// How many times its `poll` returned, timed out or not.
-        let wakes = Atomic<Int>(0)
-        let done = DispatchSemaphore(value: 0)
-        var fds: [Int32] = [0, 0]
 
-        init() throws {
-            try #require(pipe(&fds) == 0)
-            let readEnd = fds[0]
-            Thread { [self] in
-                threadID.store(sw_gettid(), ordering: .releasing)
-                var byte: UInt8 = 0
-                while true {
-                    var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-                    let result = poll(&ready, 1, 5000)
-                    wakes.add(1, ordering: .relaxed)
-                    guard result > 0 else { continue }
-                    guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
-                    if byte == 3 {
-                        // Two short calls of its own first: progress, then the long sleep.
-                        usleep(5_000)
-                        usleep(5_000)
-                    }
-                    let now = sw_monotonic_ns()
-                    started.store(now, ordering: .releasing)
-                    if byte == 1 {
-                        while sw_monotonic_ns() < now + 400_000_000 {}
-                    } else {
-                        usleep(400_000)
-                    }
-                    let tid = threadID.load(ordering: .relaxed)
-                    let wait = ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: 0)?.runQueueWaitNanos
-                    runQueueWaitAtEnd.store(wait ?? 0, ordering: .relaxed)
-                    ended.store(sw_monotonic_ns(), ordering: .releasing)
-                }
-                done.signal()
-            }.start()
-        }
-
-        func send(_ byte: UInt8) {
-            var value = byte
-            _ = write(fds[1], &value, 1)
-        }
-
-        func stop() {
-            send(0)
-            done.wait()
-            close(fds[0])
-            close(fds[1])
+        override func work(_ byte: UInt8) {
+            if byte == 3 {
+                // Two short calls of its own first: progress, then the long sleep.
+                usleep(5_000)
+                usleep(5_000)
+            }
+            let now = sw_monotonic_ns()
+            started.store(now, ordering: .releasing)
+            if byte == 1 {
+                while sw_monotonic_ns() < now + 400_000_000 {}
+            } else {
+                usleep(400_000)
+            }
+            let tid = threadID.load(ordering: .relaxed)
+            let wait = ProcDirectory(processID: getpid(), threadID: tid).schedstat(now: 0)?.runQueueWaitNanos
+            runQueueWaitAtEnd.store(wait ?? 0, ordering: .relaxed)
+            ended.store(sw_monotonic_ns(), ordering: .releasing)
         }
     }
 

@@ -13,51 +13,30 @@ import Testing
 #endif
 
 @Suite(.offPool, .serialized) struct ProcProbeMomentTests {
-    /// A thread of this process that idles in `poll` on a pipe. For each byte it spins until the test moves `phase`
-    /// to 1, sleeps 100 µs once and spins until `phase` is 2; then, for byte 2 only, turns ten times (a 200 µs sleep
-    /// and 1 ms of CPU each); it spins until `phase` is 3 and goes back to its `poll`. `mark` says where it is (1:
-    /// busy, 2: the moment slept, 3: past the turns, 0: on its way back to `poll`). Only atomics, never a lock: a
-    /// lock wait would be a sleep of its own.
-    final class MomentLoop: @unchecked Sendable {  // `fds` are set before the thread starts; the rest is atomic.
-        let threadID = Atomic<Int32>(0)
+    /// A thread of this process that idles in `poll` on a pipe (``PollPipeLoop``). For each byte it spins until the
+    /// test moves `phase` to 1, sleeps 100 µs once and spins until `phase` is 2; then, for byte 2 only, turns ten
+    /// times (a 200 µs sleep and 1 ms of CPU each); it spins until `phase` is 3 and goes back to its `poll`. `mark`
+    /// says where it is (1: busy, 2: the moment slept, 3: past the turns, 0: on its way back to `poll`).
+    final class MomentLoop: PollPipeLoop, @unchecked Sendable {  // Atomics only.
         let phase = Atomic<Int>(0)
         let mark = Atomic<Int>(0)
-        let done = DispatchSemaphore(value: 0)
-        var fds: [Int32] = [0, 0]
 
-        init() throws {
-            try #require(pipe(&fds) == 0)
-            let readEnd = fds[0]
-            Thread { [self] in
-                threadID.store(sw_gettid(), ordering: .releasing)
-                var byte: UInt8 = 0
-                while true {
-                    var ready = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-                    guard poll(&ready, 1, 5000) > 0 else { continue }
-                    guard read(readEnd, &byte, 1) == 1, byte != 0 else { break }
-                    mark.store(1, ordering: .releasing)
-                    while phase.load(ordering: .acquiring) == 0 {}
-                    usleep(100)
-                    mark.store(2, ordering: .releasing)
-                    while phase.load(ordering: .acquiring) == 1 {}
-                    if byte == 2 {
-                        for _ in 0..<10 {
-                            usleep(200)
-                            let end = sw_monotonic_ns() + 1_000_000
-                            while sw_monotonic_ns() < end {}
-                        }
-                    }
-                    mark.store(3, ordering: .releasing)
-                    while phase.load(ordering: .acquiring) == 2 {}
-                    mark.store(0, ordering: .releasing)
+        override func work(_ byte: UInt8) {
+            mark.store(1, ordering: .releasing)
+            while phase.load(ordering: .acquiring) == 0 {}
+            usleep(100)
+            mark.store(2, ordering: .releasing)
+            while phase.load(ordering: .acquiring) == 1 {}
+            if byte == 2 {
+                for _ in 0..<10 {
+                    usleep(200)
+                    let end = sw_monotonic_ns() + 1_000_000
+                    while sw_monotonic_ns() < end {}
                 }
-                done.signal()
-            }.start()
-        }
-
-        func send(_ byte: UInt8) {
-            var value = byte
-            _ = write(fds[1], &value, 1)
+            }
+            mark.store(3, ordering: .releasing)
+            while phase.load(ordering: .acquiring) == 2 {}
+            mark.store(0, ordering: .releasing)
         }
 
         /// Moves the thread on to `phase` and waits until it marks `mark`.
@@ -66,12 +45,9 @@ import Testing
             #expect(pollUntil { self.mark.load(ordering: .acquiring) == mark })
         }
 
-        func stop() {
+        override func stop() {
             phase.store(3, ordering: .releasing)
-            send(0)
-            done.wait()
-            close(fds[0])
-            close(fds[1])
+            super.stop()
         }
     }
 
