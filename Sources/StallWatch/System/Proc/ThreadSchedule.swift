@@ -73,13 +73,21 @@ extension ThreadSchedule {
     /// this thread's last run, and gives nil: once seen under load (how it arose is not known), it dated a 1.5 s
     /// deadlock from about the machine's boot.
     package static func notRun(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
-        // A thread that ran or moved while it was read gives nothing this time; a sleeping one reads the same
-        // next time, so a second and third try recover what a race lost.
-        for _ in 0..<3 {
+        // A thread that ran or moved while it was read gives nothing this time, nor a reading the reader was kept
+        // from its CPU in the middle of (a busy machine: every few tries); a sleeping thread reads the same next
+        // time, so further tries recover what a race lost — up to eight, within ``notRunBudgetNanos``. (Three were
+        // seen to fail together beside other work: a spinning thread's 38 ms wait for a CPU went uncounted and its
+        // busy phase was dated 54 ms late.)
+        let deadline = sw_monotonic_ns() &+ notRunBudgetNanos
+        for _ in 0..<8 {
             if let reading = notRunOnce(thread) { return reading }
+            if sw_monotonic_ns() > deadline { break }
         }
         return nil
     }
+
+    /// How long ``notRun(_:)`` keeps trying.
+    static let notRunBudgetNanos: UInt64 = 20_000_000
 
     private static func notRunOnce(_ thread: ProcDirectory) -> (nanos: UInt64, at: UInt64)? {
         guard let stat = thread.stat(), let cpu = stat.processor, cpu >= 0, cpu < 1024,
