@@ -48,6 +48,19 @@ extension ProcProgressProbe {
             {
                 busy += notRun.nanos
                 readAt = notRun.at
+                // The figures and that reading may be milliseconds apart on a busy machine (the reader kept from
+                // the thread's CPU), and a run of the thread between them would be in neither: the figures read
+                // again between two readings that agree on when it last started running are its figures of that
+                // moment, and replace the first ones.
+                if let again = directory.schedstat(now: now), let confirm = ThreadSchedule.notRun(directory),
+                    let pair = Self.agreeing(notRun, confirm), again.cpuNanos >= idleLook.schedule.cpuNanos,
+                    again.runQueueWaitNanos >= idleLook.schedule.runQueueWaitNanos
+                {
+                    busy =
+                        (again.cpuNanos - idleLook.schedule.cpuNanos)
+                        + (again.runQueueWaitNanos - idleLook.schedule.runQueueWaitNanos) + pair.nanos
+                    readAt = pair.at
+                }
             }
         case (1, true):
             // Blocked since it last ran: its CPU time and run-queue wait no longer change.
@@ -59,6 +72,16 @@ extension ProcProgressProbe {
         readAt = max(now, readAt)
         guard busy > 0, busy < readAt else { return nil }
         return min(now, max(idleLook.at, readAt - busy))
+    }
+
+    /// `later` when it dates the thread's last start as `earlier` does (within 100 µs: the two are translated from
+    /// the reader's own clock readings): the thread has not started running in between.
+    static func agreeing(
+        _ earlier: (nanos: UInt64, at: UInt64), _ later: (nanos: UInt64, at: UInt64)
+    ) -> (nanos: UInt64, at: UInt64)? {
+        let first = earlier.at &- earlier.nanos, second = later.at &- later.nanos
+        let gap = first > second ? first - second : second - first
+        return gap <= 100_000 ? later : nil
     }
 
     /// When a thread that made progress since a late look (the watcher kept from a CPU, or busy sampling) and is
