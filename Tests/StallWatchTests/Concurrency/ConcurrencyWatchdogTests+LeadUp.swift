@@ -40,9 +40,10 @@ extension ConcurrencyWatchdogTests {
         return nil
     }
 
-    /// Six tasks at once, each one job spinning 40 ms: every job is an item in the rings of the worker that ran it,
-    /// labelled with its task's id, its duration within two ticks of the coarse clock the workers time jobs with
-    /// (4 ms each way) of the job's own figure, and in no other worker's rings.
+    /// Six tasks at once, each one job spinning 40 ms: every job is an item in the rings of the worker that ran it
+    /// (once that worker is past it: no longer its item in flight), labelled with its task's id, its duration within
+    /// two ticks of the coarse clock the workers time jobs with (4 ms each way) of the job's own figure, and in no
+    /// other worker's rings.
     @Test(.timeLimit(.minutes(1)))
     func eachJobIsAnItemOfItsOwnWorkersLeadUpLabelledWithItsTask() async throws {
         let directory = Fixtures.temporaryDirectory("pool-leadup-items")
@@ -58,7 +59,22 @@ extension ConcurrencyWatchdogTests {
             return await group.reduce(into: [TimedJob]()) { $0.append($1) }
         }
         let threads = Set(jobs.map(\.thread))
-        let windows = Dictionary(uniqueKeysWithValues: threads.map { ($0, Self.leadUpWindow(ofThread: $0)) })
+        // A job's item is written by its worker after the job returns — after the task group may have resumed this
+        // task on another worker: wait for every worker to be past its job (at most 10 s).
+        func windowsNow() -> [Int32: LeadUpWindow?] {
+            Dictionary(uniqueKeysWithValues: threads.map { ($0, Self.leadUpWindow(ofThread: $0)) })
+        }
+        func recorded(_ windows: [Int32: LeadUpWindow?]) -> Bool {
+            jobs.allSatisfy { job in
+                windows[job.thread]??.inFlight.map { $0.label != UInt32(job.task) } ?? true
+            }
+        }
+        var windows = windowsNow()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !recorded(windows), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+            windows = windowsNow()
+        }
         for job in jobs {
             try #require(job.task != 0 && job.task <= UInt64(UInt32.max))
             let window = try #require(windows[job.thread] ?? nil, "thread \(job.thread) has no lead-up rings")
