@@ -23,6 +23,19 @@ import Testing
         #expect(cause.evidence.contains { $0.contains("980 ms of CPU in 1000 ms (98%)") })
     }
 
+    /// Caught running in user space by two of three samples and in a mutex's futex wait by the third, a thread that
+    /// ran 1 % of the span was waiting for the lock: the running samples were instants between its waits (seen
+    /// beside other work: a loop contending for a lock a writer holds 100 ms at a time, woken at each release).
+    @Test func runningSamplesOfAThreadThatBarelyRanAreInstantsBetweenItsLockWaits() {
+        var o = Array(repeating: O(state: "R", syscall: nil, wchan: nil, symbols: ["__vdso_clock_gettime"]), count: 2)
+        o.insert(O(state: "S", syscall: 202, wchan: "futex_wait_queue", symbols: ["__GI___lll_lock_wait"]), at: 1)
+        let cause = CauseClassifier.classify(evidence(o, cpuMs: 10))
+        #expect(cause.kind == .lock, "\(cause.evidence)")
+        #expect(cause.evidence.contains { $0.contains("2 of 3 samples caught the thread running") })
+        // With a tenth of the span or more in CPU, the running samples are the stall's: `cpu`.
+        #expect(CauseClassifier.classify(evidence(o, cpuMs: 150)).kind == .cpu)
+    }
+
     @Test func nanosleepIsSleep() {
         let cause = CauseClassifier.classify(
             evidence(Array(repeating: O(state: "S", syscall: 230, wchan: "hrtimer_nanosleep"), count: 10), cpuMs: 0))

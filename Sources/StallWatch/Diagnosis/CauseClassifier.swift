@@ -156,6 +156,10 @@ package enum CauseClassifier {
         return nil
     }
 
+    /// Under this share of the span in CPU, samples that caught the loop thread running were instants
+    /// (``classify(_:)``).
+    static let instantCPUShare = 0.1
+
     static func classify(_ e: Evidence) -> StallReport.Cause {
         var evidence: [String] = []
         let total = e.observations.count
@@ -173,6 +177,20 @@ package enum CauseClassifier {
             counts[kind, default: 0] += 1
         }
         if let fact = cpuFact(e) { evidence.append(fact) }
+        // Samples that caught the thread running in user space while it ran under a tenth of the span in CPU were
+        // instants (the moments it had a CPU between its waits), not what the stall was made of: where other samples
+        // caught it blocked in a call, those say what it waited for. (With no such sample the run queue's rules
+        // below decide: a thread that never slept waited for a CPU; one that slept spent the stall in waits the
+        // samples missed.)
+        if let cpuShare, cpuShare < Self.instantCPUShare, let running = counts[.cpu], running > 0 {
+            let blocked = [Activity.lock, .io, .sleep].reduce(0) { $0 + (counts[$1] ?? 0) }
+            if blocked > 0 {
+                counts[.cpu] = nil
+                evidence.append(
+                    "\(running) of \(total) samples caught the thread running in user space, but it ran "
+                        + "\(Int((cpuShare * 100).rounded())) % of the span: instants between its waits, not the stall")
+            }
+        }
         guard total > 0 else {
             if let cpuShare, cpuShare >= 0.6 { return .init(kind: .cpu, evidence: evidence) }
             // No sample, but the kernel's figures: a loop that waited for a CPU for most of the stall was held up by
