@@ -130,50 +130,45 @@ import Testing
         return seen
     }
 
+    /// Passes of `byte` through a fresh ``MomentLoop`` until one is a case of the rule (``Attempt/unclean`` nil), at
+    /// most ten; `check` judges that one. No clean attempt of ten is a failure that lists why each was unclean.
+    static func firstCleanAttempt(byte: UInt8, check: (Attempt) -> Void) throws {
+        let loop = try MomentLoop()
+        defer { loop.stop() }
+        var unclean: [String] = []
+        for _ in 0..<10 {
+            let seen = attempt(loop, byte: byte)
+            guard let reason = seen.unclean else {
+                check(seen)
+                return
+            }
+            unclean.append(reason)
+        }
+        Issue.record("no attempt of ten was clean: \(unclean)")
+    }
+
     /// Spinning, the thread sleeps 100 µs once and spins on: the look that saw the sleep is held, the next (no
     /// sleep, no call) keeps the stall going — one stall — and its end says a moment was taken as part of it.
     /// Another watcher's capture of the thread in this process (its stop reads as a sleep), or a sleep that was no
     /// voluntary switch (the thread preempted on its way into it until its timer fired: nothing for /proc to see),
     /// makes an attempt no case of the rule: up to ten attempts, one must be clean, and every clean one right.
     @Test func aMomentsSleepInsideCPUBoundWorkIsNoTurnWhenNoTurnFollows() throws {
-        let loop = try MomentLoop()
-        defer { loop.stop() }
-        var clean = false
-        var unclean: [String] = []
-        for _ in 0..<10 where !clean {
-            let seen = Self.attempt(loop, byte: 1)
-            if let reason = seen.unclean {
-                unclean.append(reason)
-                continue
-            }
+        try Self.firstCleanAttempt(byte: 1) { seen in
             #expect(seen.held == seen.followed, "the moment's look ended the stall")
             #expect(seen.after == seen.followed, "the look after the moment ended the stall: \(seen.endNote ?? "-")")
             #expect(seen.endNote?.contains("likely one stall: 1 moment(s)") == true, "\(seen.endNote ?? "no note")")
-            clean = true
         }
-        #expect(clean, "no attempt of ten was clean: \(unclean)")
     }
 
     /// Spinning, the thread sleeps 100 µs once, then turns ten times: the look that saw the moment is held, the next
     /// sees the turns — the loop went on turning — and ends the stall at the held look's time. Unclean attempts as
     /// above.
     @Test func aMomentFollowedByTurnsEndsTheStallWhenTheMomentWasSeen() throws {
-        let loop = try MomentLoop()
-        defer { loop.stop() }
-        var clean = false
-        var unclean: [String] = []
-        for _ in 0..<10 where !clean {
-            let seen = Self.attempt(loop, byte: 2)
-            if let reason = seen.unclean {
-                unclean.append(reason)
-                continue
-            }
+        try Self.firstCleanAttempt(byte: 2) { seen in
             #expect(seen.held == seen.followed, "the moment's look ended the stall")
             #expect(seen.after > seen.followed, "the turns after the moment did not end the stall")
             #expect(seen.stallEnd == seen.heldAt, "ended at \(seen.stallEnd), the moment was seen at \(seen.heldAt)")
             #expect(seen.endNote?.contains("that sleep was its turn") == true, "\(seen.endNote ?? "no note")")
-            clean = true
         }
-        #expect(clean, "no attempt of ten was clean: \(unclean)")
     }
 }
